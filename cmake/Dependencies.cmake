@@ -1,0 +1,13 @@
+# Third-party libraries, all from Debian packages (scripts/setup installs them).
+find_package(Threads REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas /usr/include REQUIRED)
+
+# The ONNX schema: compiled here from the onnx.proto that libonnx-dev ships.
+find_file(KILN_ONNX_PROTO onnx.proto PATHS /usr/include/onnx NO_DEFAULT_PATH REQUIRED)

@@ -1,0 +1,34 @@
+// The CPU reference backend's graph executor: runs a Graph node by node, inferring each node's output
+// shapes from the concrete inputs, allocating outputs, and calling the node's reference kernel. Tensors are
+// released after their last use.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "ir/graph.h"
+#include "shape/infer.h"
+
+namespace kiln::cpu {
+
+// Runs one node on given inputs (nullptr for omitted ones) and returns its outputs.
+Result<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<const Tensor*>& inputs);
+
+// A ConstEvaluator for shape inference's constant folding.
+ConstEvaluator MakeConstEvaluator();
+
+// Every op type the graph uses that has no CPU kernel: one line each (name, op type).
+std::vector<std::string> MissingKernels(const Graph& g);
+
+struct RunOptions {
+  bool keep_all = false;  // keep every intermediate tensor (for --markAll style debugging)
+};
+
+// Runs the graph. `inputs` maps graph input names to tensors (dtype and rank must match the model; missing
+// or extra inputs are errors naming the input). Returns every graph output (and every value when keep_all).
+Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                               const RunOptions& opts = {});
+
+}  // namespace kiln::cpu

@@ -1,0 +1,15 @@
+// Registration functions of the CPU kernel families (one or more .cpp files each in src/backends/cpu/).
+#pragma once
+
+#include "backends/cpu/kernel.h"
+
+namespace kiln::cpu {
+void RegisterElementwiseKernels(KernelRegistry& r);  // elementwise.cpp (+ activations, compare, cast, quant)
+void RegisterReduceKernels(KernelRegistry& r);       // reduce.cpp (Reduce*, ArgMax/Min, Softmax, TopK, CumSum)
+void RegisterNormKernels(KernelRegistry& r);         // norm.cpp
+void RegisterLinalgKernels(KernelRegistry& r);       // linalg.cpp (MatMul, Gemm through OpenBLAS; Einsum)
+void RegisterConvKernels(KernelRegistry& r);         // conv.cpp, pool.cpp
+void RegisterTensorKernels(KernelRegistry& r);       // tensor.cpp (Reshape, Transpose, Concat, Slice, Pad...)
+void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS)
+void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
+}  // namespace kiln::cpu

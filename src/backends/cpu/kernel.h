@@ -1,0 +1,52 @@
+// CPU reference kernels: readable, one file per op family, registered in one explicit table.
+// A kernel gets its node (attributes), its inputs (nullptr where omitted) and its outputs. Outputs whose
+// shape inference produced a static shape arrive allocated (zero-filled) with that shape and dtype; an
+// output whose shape depends on data (NonZero, NonMaxSuppression) arrives undefined and the kernel
+// assigns it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace kiln::cpu {
+
+struct KernelContext {
+  const Node& node;
+  std::vector<const Tensor*> inputs;
+  std::vector<Tensor>& outputs;
+
+  size_t num_inputs() const { return inputs.size(); }
+  const Tensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
+  const Tensor& in(size_t i) const { return *inputs[i]; }
+  Tensor& out(size_t i) { return outputs[i]; }
+  size_t num_outputs() const { return outputs.size(); }
+};
+
+using KernelFn = std::function<Status(KernelContext&)>;
+
+class KernelRegistry {
+ public:
+  void Add(const std::string& op_type, KernelFn fn) { fns_[op_type] = std::move(fn); }
+  const KernelFn* Find(const std::string& op_type) const {
+    auto it = fns_.find(op_type);
+    return it == fns_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::string> OpTypes() const;
+
+ private:
+  std::unordered_map<std::string, KernelFn> fns_;
+};
+
+// The one table (src/backends/cpu/registry.cpp lists the families).
+const KernelRegistry& Kernels();
+
+// Runs `fn(begin, end)` over [0, n) split across the CPU threads (serial for small n).
+void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 4096);
+int NumThreads();
+
+}  // namespace kiln::cpu

@@ -1,0 +1,121 @@
+// CPU kernels of Softmax and LogSoftmax in their canonical form: an explicit axis, and kiln_flatten_2d = 1
+// for the opset < 13 semantics (the input is seen as 2-D [prod(dims[:axis]), prod(dims[axis:])]).
+// Rows are processed in parallel; float16/bfloat16 compute in float.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/families.h"
+#include "backends/cpu/reduce_util.h"
+
+namespace kiln::cpu {
+
+void RegisterSoftmaxKernels(KernelRegistry& r);
+
+namespace {
+
+// One contiguous row of n elements (inner == 1), the common case (last axis).
+template <typename T, bool kLog>
+void SoftmaxRow(const T* x, T* y, int64_t n, std::vector<ComputeT<T>>& buf) {
+  using C = ComputeT<T>;
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, Load(x, j));
+  buf.resize(n);
+  C sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const C d = Load(x, j) - m;
+    if constexpr (kLog) {
+      buf[j] = d;
+      sum += std::exp(d);
+    } else {
+      buf[j] = std::exp(d);
+      sum += buf[j];
+    }
+  }
+  if constexpr (kLog) {
+    const C lse = std::log(sum);
+    for (int64_t j = 0; j < n; ++j) Store(y, j, buf[j] - lse);
+  } else {
+    const C inv = C(1) / sum;
+    for (int64_t j = 0; j < n; ++j) Store(y, j, buf[j] * inv);
+  }
+}
+
+// One [n, inner] block reduced along n, vectorized over inner.
+template <typename T, bool kLog>
+void SoftmaxBlock(const T* x, T* y, int64_t n, int64_t inner, std::vector<ComputeT<T>>& mx,
+                  std::vector<ComputeT<T>>& sum) {
+  using C = ComputeT<T>;
+  mx.assign(inner, -std::numeric_limits<C>::infinity());
+  sum.assign(inner, C(0));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], Load(x, r * inner + i));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < inner; ++i) sum[i] += std::exp(Load(x, r * inner + i) - mx[i]);
+  for (int64_t i = 0; i < inner; ++i) sum[i] = kLog ? mx[i] + std::log(sum[i]) : C(1) / sum[i];
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < inner; ++i) {
+      const C v = Load(x, r * inner + i);
+      Store(y, r * inner + i, kLog ? v - sum[i] : std::exp(v - mx[i]) * sum[i]);
+    }
+}
+
+template <typename T, bool kLog>
+void SoftmaxLoop(const T* x, T* y, const AxisSplit& s) {
+  if (s.inner == 1) {
+    ParallelFor(
+        s.outer,
+        [&](int64_t b, int64_t e) {
+          std::vector<ComputeT<T>> buf;
+          for (int64_t o = b; o < e; ++o) SoftmaxRow<T, kLog>(x + o * s.n, y + o * s.n, s.n, buf);
+        },
+        GrainFor(s.n));
+  } else {
+    ParallelFor(
+        s.outer,
+        [&](int64_t b, int64_t e) {
+          std::vector<ComputeT<T>> mx, sum;
+          for (int64_t o = b; o < e; ++o)
+            SoftmaxBlock<T, kLog>(x + o * s.n * s.inner, y + o * s.n * s.inner, s.n, s.inner, mx, sum);
+        },
+        GrainFor(s.n * s.inner));
+  }
+}
+
+Status SoftmaxKernel(KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const Tensor& x = ctx.in(0);
+  const int64_t rank = x.rank();
+  const int64_t axis = n.geti("axis", -1);
+  AxisSplit s;
+  if (n.geti("kiln_flatten_2d", 0)) {
+    if (axis < -rank || axis > rank)
+      return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for rank {}", n.Where(), axis, rank);
+    const int64_t a = axis < 0 ? axis + rank : axis;
+    s.outer = 1;
+    for (int64_t d = 0; d < a; ++d) s.outer *= x.dim(d);
+    s.n = 1;
+    for (int64_t d = a; d < rank; ++d) s.n *= x.dim(d);
+  } else if (rank == 0) {
+    s = AxisSplit{};
+  } else {
+    auto na = NormalizeAxis(axis, rank);
+    if (!na) return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for rank {}", n.Where(), axis, rank);
+    s = SplitAt(x.shape(), *na);
+  }
+  Tensor& y = EnsureOutput(ctx, 0, x.dtype(), x.shape());
+  if (x.numel() == 0) return Status::Ok();
+  const bool log = n.op_type == "LogSoftmax";
+  return DispatchFloat(x.dtype(), n, [&]<typename T>() {
+    if (log) SoftmaxLoop<T, true>(x.data<T>(), y.data<T>(), s);
+    else SoftmaxLoop<T, false>(x.data<T>(), y.data<T>(), s);
+  });
+}
+
+}  // namespace
+
+void RegisterSoftmaxKernels(KernelRegistry& r) {
+  r.Add("Softmax", SoftmaxKernel);
+  r.Add("LogSoftmax", SoftmaxKernel);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,94 @@
+#include "core/dims.h"
+
+namespace kiln {
+
+bool IsStatic(const Shape& s) {
+  for (const auto& d : s)
+    if (!d.known()) return false;
+  return true;
+}
+
+std::vector<int64_t> ToStatic(const Shape& s) {
+  std::vector<int64_t> r;
+  r.reserve(s.size());
+  for (const auto& d : s) r.push_back(d.value);
+  return r;
+}
+
+Shape FromStatic(const std::vector<int64_t>& v) {
+  Shape s;
+  s.reserve(v.size());
+  for (int64_t x : v) s.emplace_back(x);
+  return s;
+}
+
+std::string ShapeToString(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) r += ",";
+    r += s[i].ToString();
+  }
+  return r + "]";
+}
+
+std::string ShapeToString(const std::vector<int64_t>& s) { return ShapeToString(FromStatic(s)); }
+
+int64_t NumElements(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::optional<int64_t> NumElements(const Shape& s) {
+  int64_t n = 1;
+  for (const auto& d : s) {
+    if (!d.known()) return std::nullopt;
+    n *= d.value;
+  }
+  return n;
+}
+
+static std::string Paren(const Dim& d) {
+  const std::string s = d.ToString();
+  return s.find_first_of("+-*/") == std::string::npos ? s : "(" + s + ")";
+}
+
+Dim DimMul(const Dim& a, const Dim& b) {
+  if (a.known() && b.known()) return Dim(a.value * b.value);
+  if ((a.known() && a.value == 0) || (b.known() && b.value == 0)) return Dim(0);
+  if (a.known() && a.value == 1) return b;
+  if (b.known() && b.value == 1) return a;
+  if (a.unknown() || b.unknown()) return Dim::Unknown();
+  return Dim::Symbol(Paren(a) + "*" + Paren(b));
+}
+
+Dim DimAdd(const Dim& a, const Dim& b) {
+  if (a.known() && b.known()) return Dim(a.value + b.value);
+  if (a.known() && a.value == 0) return b;
+  if (b.known() && b.value == 0) return a;
+  if (a.unknown() || b.unknown()) return Dim::Unknown();
+  return Dim::Symbol(Paren(a) + "+" + Paren(b));
+}
+
+Dim DimSub(const Dim& a, const Dim& b) {
+  if (a.known() && b.known()) return Dim(a.value - b.value);
+  if (b.known() && b.value == 0) return a;
+  if (a.same(b)) return Dim(0);
+  if (a.unknown() || b.unknown()) return Dim::Unknown();
+  return Dim::Symbol(Paren(a) + "-" + Paren(b));
+}
+
+Dim DimDiv(const Dim& a, const Dim& b) {
+  if (a.known() && b.known() && b.value != 0) return Dim(a.value / b.value);
+  if (b.known() && b.value == 1) return a;
+  if (a.same(b) && !a.unknown()) return Dim(1);
+  if (a.unknown() || b.unknown()) return Dim::Unknown();
+  return Dim::Symbol(Paren(a) + "/" + Paren(b));
+}
+
+std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace kiln

@@ -1,0 +1,51 @@
+// Dimensions that are fixed (3), symbolic ("batch", "seq", or an expression like "seq+1") or unknown.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct Dim {
+  int64_t value = -1;  // >= 0 when the dimension is known
+  std::string sym;     // a name or expression when symbolic; empty otherwise
+
+  Dim() = default;
+  Dim(int64_t v) : value(v) {}  // NOLINT(google-explicit-constructor)
+  static Dim Symbol(std::string s) {
+    Dim d;
+    d.sym = std::move(s);
+    return d;
+  }
+  static Dim Unknown() { return Dim(); }
+
+  bool known() const { return value >= 0; }
+  bool symbolic() const { return value < 0 && !sym.empty(); }
+  bool unknown() const { return value < 0 && sym.empty(); }
+  // Two dims are the same when both are the same constant or the same symbol.
+  bool same(const Dim& o) const { return known() ? (o.known() && value == o.value) : (symbolic() && sym == o.sym); }
+  std::string ToString() const { return known() ? std::to_string(value) : (sym.empty() ? "?" : sym); }
+};
+
+using Shape = std::vector<Dim>;
+
+bool IsStatic(const Shape& s);
+std::vector<int64_t> ToStatic(const Shape& s);  // requires IsStatic
+Shape FromStatic(const std::vector<int64_t>& v);
+std::string ShapeToString(const Shape& s);               // "[batch,3,224,224]"
+std::string ShapeToString(const std::vector<int64_t>& s);
+int64_t NumElements(const std::vector<int64_t>& s);
+std::optional<int64_t> NumElements(const Shape& s);
+
+// Arithmetic that keeps symbols: a*b with a=2, b="seq" gives "2*seq"; unknown in, unknown out.
+Dim DimMul(const Dim& a, const Dim& b);
+Dim DimAdd(const Dim& a, const Dim& b);
+Dim DimSub(const Dim& a, const Dim& b);
+Dim DimDiv(const Dim& a, const Dim& b);  // floor division; symbolic only when exact is unknown
+
+// Normalizes a possibly negative axis against rank; nullopt when out of range.
+std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank);
+
+}  // namespace kiln

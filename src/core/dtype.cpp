@@ -1,0 +1,189 @@
+#include "core/dtype.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kiln {
+
+size_t DataTypeSize(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: case DataType::kInt32: case DataType::kUInt32: return 4;
+    case DataType::kFloat64: case DataType::kInt64: case DataType::kUInt64: return 8;
+    case DataType::kFloat16: case DataType::kBFloat16: case DataType::kInt16: case DataType::kUInt16: return 2;
+    case DataType::kInt8: case DataType::kUInt8: case DataType::kBool:
+    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ: return 1;
+    default: return 0;
+  }
+}
+
+const char* DataTypeName(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return "float32";
+    case DataType::kUInt8: return "uint8";
+    case DataType::kInt8: return "int8";
+    case DataType::kUInt16: return "uint16";
+    case DataType::kInt16: return "int16";
+    case DataType::kInt32: return "int32";
+    case DataType::kInt64: return "int64";
+    case DataType::kString: return "string";
+    case DataType::kBool: return "bool";
+    case DataType::kFloat16: return "float16";
+    case DataType::kFloat64: return "float64";
+    case DataType::kUInt32: return "uint32";
+    case DataType::kUInt64: return "uint64";
+    case DataType::kBFloat16: return "bfloat16";
+    case DataType::kFloat8E4M3FN: return "float8e4m3fn";
+    case DataType::kFloat8E4M3FNUZ: return "float8e4m3fnuz";
+    case DataType::kFloat8E5M2: return "float8e5m2";
+    case DataType::kFloat8E5M2FNUZ: return "float8e5m2fnuz";
+    default: return "undefined";
+  }
+}
+
+DataType DataTypeFromName(const std::string& n) {
+  if (n == "float32" || n == "fp32" || n == "float") return DataType::kFloat32;
+  if (n == "float16" || n == "fp16" || n == "half") return DataType::kFloat16;
+  if (n == "bfloat16" || n == "bf16") return DataType::kBFloat16;
+  if (n == "float64" || n == "double") return DataType::kFloat64;
+  if (n == "int8") return DataType::kInt8;
+  if (n == "uint8") return DataType::kUInt8;
+  if (n == "int16") return DataType::kInt16;
+  if (n == "uint16") return DataType::kUInt16;
+  if (n == "int32") return DataType::kInt32;
+  if (n == "uint32") return DataType::kUInt32;
+  if (n == "int64") return DataType::kInt64;
+  if (n == "uint64") return DataType::kUInt64;
+  if (n == "bool") return DataType::kBool;
+  if (n == "fp8" || n == "float8e4m3fn") return DataType::kFloat8E4M3FN;
+  return DataType::kUndefined;
+}
+
+bool IsFloatType(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: case DataType::kFloat16: case DataType::kFloat64: case DataType::kBFloat16:
+    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ: return true;
+    default: return false;
+  }
+}
+
+bool IsIntegerType(DataType t) {
+  switch (t) {
+    case DataType::kUInt8: case DataType::kInt8: case DataType::kUInt16: case DataType::kInt16:
+    case DataType::kInt32: case DataType::kInt64: case DataType::kUInt32: case DataType::kUInt64: return true;
+    default: return false;
+  }
+}
+
+bool IsSignedType(DataType t) {
+  switch (t) {
+    case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: case DataType::kInt64: return true;
+    default: return IsFloatType(t);
+  }
+}
+
+bool IsSupportedType(DataType t) {
+  return DataTypeSize(t) != 0 && t != DataType::kFloat8E4M3FNUZ && t != DataType::kFloat8E5M2 &&
+         t != DataType::kFloat8E5M2FNUZ;
+}
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {  // subnormal: normalize
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      u = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (man & 0x3ffu) << 13;
+    }
+  } else if (exp == 0x1f) {
+    u = sign | 0x7f800000u | (man << 13);
+  } else {
+    u = sign | (exp + 127 - 15) << 23 | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t abs = u & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or nan
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+  }
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (abs < 0x38800000u) {  // subnormal or zero in half
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    uint32_t exp = abs >> 23;
+    uint32_t man = (abs & 0x7fffffu) | 0x800000u;
+    // value = man * 2^(exp-150) and a half subnormal counts units of 2^-24: count = man >> (126 - exp)
+    uint32_t shift = 126 - exp;
+    uint32_t shifted = man >> shift;
+    uint32_t rem = man & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    uint32_t r = shifted;
+    if (rem > half || (rem == half && (r & 1))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  uint32_t exp = (abs >> 23) - 127 + 15;
+  uint32_t man = abs & 0x7fffffu;
+  uint32_t r = (exp << 10) | (man >> 13);
+  uint32_t rem = man & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) ++r;
+  return static_cast<uint16_t>(sign | r);
+}
+
+uint16_t FloatToBFloat16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet nan
+  uint32_t lsb = (u >> 16) & 1u;
+  u += 0x7fffu + lsb;
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float Float8E4M3ToFloat(uint8_t v) {
+  uint32_t sign = v >> 7;
+  uint32_t exp = (v >> 3) & 0xf;
+  uint32_t man = v & 0x7;
+  float r;
+  if (exp == 0xf && man == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exp == 0) {
+    r = std::ldexp(static_cast<float>(man) / 8.0f, -6);
+  } else {
+    r = std::ldexp(1.0f + static_cast<float>(man) / 8.0f, static_cast<int>(exp) - 7);
+  }
+  return sign ? -r : r;
+}
+
+uint8_t FloatToFloat8E4M3(float f, bool saturate) {
+  if (std::isnan(f)) return 0x7f;
+  uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  float a = std::fabs(f);
+  if (a > 448.0f) return saturate ? (sign | 0x7e) : (sign | 0x7f);  // E4M3FN has no inf: nan
+  // Find nearest representable value by scanning (256 codes; exact and simple).
+  uint8_t best = 0;
+  float best_err = a;
+  for (uint8_t code = 0; code < 0x7f; ++code) {
+    float v = Float8E4M3ToFloat(code);
+    float err = std::fabs(v - a);
+    if (err < best_err || (err == best_err && (code & 1) == 0 && (best & 1) == 1)) {
+      best = code;
+      best_err = err;
+    }
+  }
+  return sign | best;
+}
+
+}  // namespace kiln

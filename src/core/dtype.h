@@ -1,0 +1,67 @@
+// Element types. The numeric values are ONNX's TensorProto.DataType codes, so import is a cast.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace kiln {
+
+enum class DataType : int32_t {
+  kUndefined = 0,
+  kFloat32 = 1,
+  kUInt8 = 2,
+  kInt8 = 3,
+  kUInt16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kFloat64 = 11,
+  kUInt32 = 12,
+  kUInt64 = 13,
+  kBFloat16 = 16,
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+};
+
+// Bytes per element; 0 for types kiln cannot hold (string, undefined).
+size_t DataTypeSize(DataType t);
+// "float32", "float16", ... (numpy spelling).
+const char* DataTypeName(DataType t);
+// Parses "float32"/"fp32"/"float" etc.; kUndefined when unknown.
+DataType DataTypeFromName(const std::string& name);
+bool IsFloatType(DataType t);    // float16/32/64, bfloat16, fp8
+bool IsIntegerType(DataType t);  // signed and unsigned ints
+bool IsSignedType(DataType t);
+// Types kiln's kernels compute with (everything except string and the fp8 variants other than E4M3FN).
+bool IsSupportedType(DataType t);
+
+// ---- 16-bit and 8-bit float storage types ----
+struct Half {
+  uint16_t bits = 0;
+};
+struct BFloat16 {
+  uint16_t bits = 0;
+};
+struct Float8E4M3 {
+  uint8_t bits = 0;
+};
+
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);  // round to nearest even
+inline float BFloat16ToFloat(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t FloatToBFloat16(float f);  // round to nearest even
+float Float8E4M3ToFloat(uint8_t v);
+uint8_t FloatToFloat8E4M3(float f, bool saturate = true);
+
+}  // namespace kiln

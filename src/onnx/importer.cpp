@@ -1,0 +1,278 @@
+// ONNX model -> kiln IR: protobuf parsing, initializers (external data too), Constant nodes, converters,
+// the one report of unsupported nodes, topological sort, shape inference with constant folding.
+#include "onnx/importer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "onnx.pb.h"
+#include "onnx/converter.h"
+#include "onnx/tensor_proto.h"
+
+namespace kiln {
+
+namespace {
+
+bool IsDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return Err(StatusCode::kNotFound, "model file '{}' does not exist", path);
+  if (std::filesystem::is_directory(path, ec))
+    return Err(StatusCode::kInvalidArgument, "'{}' is a directory, not an ONNX model file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Err(StatusCode::kIoError, "cannot open model file '{}'", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void ReadValueType(const onnx::ValueInfoProto& vi, Value* v) {
+  if (!vi.has_type() || !vi.type().has_tensor_type()) return;
+  const auto& tt = vi.type().tensor_type();
+  if (tt.elem_type() != 0) v->dtype = static_cast<DataType>(tt.elem_type());
+  if (!tt.has_shape()) return;
+  v->shape.clear();
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value() && d.dim_value() >= 0) v->shape.emplace_back(d.dim_value());
+    else if (d.has_dim_param() && !d.dim_param().empty()) v->shape.push_back(Dim::Symbol(d.dim_param()));
+    else v->shape.push_back(Dim::Unknown());
+  }
+  v->has_shape = true;
+}
+
+Result<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const std::string& base_dir, const std::string& where) {
+  Attribute r;
+  auto type = a.type();
+  if (type == onnx::AttributeProto::UNDEFINED) {  // very old models: infer the kind from the field set
+    if (a.has_f()) type = onnx::AttributeProto::FLOAT;
+    else if (a.has_i()) type = onnx::AttributeProto::INT;
+    else if (a.has_s()) type = onnx::AttributeProto::STRING;
+    else if (a.has_t()) type = onnx::AttributeProto::TENSOR;
+    else if (a.floats_size()) type = onnx::AttributeProto::FLOATS;
+    else if (a.ints_size()) type = onnx::AttributeProto::INTS;
+    else if (a.strings_size()) type = onnx::AttributeProto::STRINGS;
+  }
+  switch (type) {
+    case onnx::AttributeProto::FLOAT: r.kind = Attribute::Kind::kFloat; r.f = a.f(); break;
+    case onnx::AttributeProto::INT: r.kind = Attribute::Kind::kInt; r.i = a.i(); break;
+    case onnx::AttributeProto::STRING: r.kind = Attribute::Kind::kString; r.s = a.s(); break;
+    case onnx::AttributeProto::FLOATS:
+      r.kind = Attribute::Kind::kFloats;
+      r.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case onnx::AttributeProto::INTS:
+      r.kind = Attribute::Kind::kInts;
+      r.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::STRINGS:
+      r.kind = Attribute::Kind::kStrings;
+      r.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    case onnx::AttributeProto::TENSOR: {
+      r.kind = Attribute::Kind::kTensor;
+      KILN_ASSIGN_OR_RETURN(r.t, TensorFromProto(a.t(), base_dir, where + " attribute '" + a.name() + "'"));
+      break;
+    }
+    case onnx::AttributeProto::GRAPH: case onnx::AttributeProto::GRAPHS: r.kind = Attribute::Kind::kGraph; break;
+    default:
+      return Err(StatusCode::kUnsupported, "{}: attribute '{}' has a type kiln does not read ({})", where, a.name(),
+                 static_cast<int>(type));
+  }
+  return r;
+}
+
+// Turns a Constant node into a constant value.
+Result<Tensor> ConstantValue(const onnx::NodeProto& np, const std::string& base_dir, const std::string& where) {
+  for (const auto& a : np.attribute()) {
+    const std::string& k = a.name();
+    if (k == "value") return TensorFromProto(a.t(), base_dir, where);
+    if (k == "value_float") return Tensor::Scalar(DataType::kFloat32, a.f());
+    if (k == "value_int") return Tensor::Scalar(DataType::kInt64, static_cast<double>(a.i()));
+    if (k == "value_floats")
+      return Tensor::FromFloat({a.floats().begin(), a.floats().end()}, {static_cast<int64_t>(a.floats_size())});
+    if (k == "value_ints") return Tensor::FromInt64({a.ints().begin(), a.ints().end()});
+    if (k == "sparse_value" || k == "value_string" || k == "value_strings")
+      return Err(StatusCode::kUnsupported, "{}: Constant with '{}' is not supported", where, k);
+  }
+  return Err(StatusCode::kInvalidModel, "{}: Constant node has no value attribute", where);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
+                                               const std::string& source, const ImportOptions& opts) {
+  onnx::ModelProto model;
+  if (bytes.empty()) return Err(StatusCode::kInvalidModel, "'{}' is empty, not an ONNX model", source);
+  if (!model.ParseFromString(bytes))
+    return Err(StatusCode::kInvalidModel,
+               "'{}' is not a valid ONNX model: the protobuf cannot be parsed (is the file truncated or corrupted?)",
+               source);
+  if (!model.has_graph())
+    return Err(StatusCode::kInvalidModel, "'{}' has no graph (truncated, corrupted, or not an ONNX model?)", source);
+
+  auto g = std::make_unique<Graph>();
+  const auto& gp = model.graph();
+  g->name = gp.name();
+  int64_t opset = -1;
+  for (const auto& os : model.opset_import()) {
+    g->opsets[os.domain()] = os.version();
+    if (IsDefaultDomain(os.domain())) opset = os.version();
+  }
+  if (model.opset_import_size() == 0) opset = 1;  // per the ONNX spec, a missing import means version 1
+  if (opset >= 0 && (opset < kMinOpset || opset > kMaxOpset))
+    return Err(StatusCode::kUnsupported,
+               "'{}' uses ONNX opset {}, kiln supports opsets {} to {}: convert the model with "
+               "onnx.version_converter (python -c \"import onnx, onnx.version_converter as v; "
+               "onnx.save(v.convert_version(onnx.load('in.onnx'), 17), 'out.onnx')\")",
+               source, opset, kMinOpset, kMaxOpset);
+  if (gp.sparse_initializer_size() > 0)
+    return Err(StatusCode::kUnsupported, "'{}': sparse initializers are not supported", source);
+
+  for (const auto& init : gp.initializer()) {
+    if (init.name().empty()) return Err(StatusCode::kInvalidModel, "'{}': an initializer has no name", source);
+    Value* v = g->GetOrAddValue(init.name());
+    KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, base_dir, "initializer '" + init.name() + "'"));
+    v->dtype = t.dtype();
+    v->shape = FromStatic(t.shape());
+    v->has_shape = true;
+    v->const_value = std::move(t);
+  }
+  for (const auto& in : gp.input()) {
+    Value* v = g->GetOrAddValue(in.name());
+    if (v->is_const()) continue;  // IR < 4: initializers are listed as inputs too
+    ReadValueType(in, v);
+    if (v->dtype == DataType::kUndefined)
+      return Err(StatusCode::kInvalidModel, "'{}': graph input '{}' has no tensor element type", source, in.name());
+    if (!IsSupportedType(v->dtype))
+      return Err(StatusCode::kUnsupported, "'{}': graph input '{}' has element type {}, which kiln does not support",
+                 source, in.name(), DataTypeName(v->dtype));
+    auto ov = opts.input_shapes.find(in.name());
+    if (ov != opts.input_shapes.end()) {
+      if (v->has_shape && v->shape.size() != ov->second.size())
+        return Err(StatusCode::kInvalidArgument, "input '{}' has rank {} but the given shape {} has rank {}",
+                   in.name(), v->shape.size(), ShapeToString(ov->second), ov->second.size());
+      v->shape = ov->second;
+      v->has_shape = true;
+    }
+    v->is_graph_input = true;
+    g->inputs.push_back(v);
+  }
+  for (const auto& [name, shape] : opts.input_shapes)
+    if (!g->FindValue(name) || !g->FindValue(name)->is_graph_input)
+      return Err(StatusCode::kInvalidArgument, "a shape was given for '{}', but the model has no such input", name);
+  for (const auto& vi : gp.value_info()) ReadValueType(vi, g->GetOrAddValue(vi.name()));
+
+  std::vector<std::string> unsupported;
+  int64_t index = 0;
+  for (const auto& np : gp.node()) {
+    const std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
+    ++index;
+    const std::string where = "node '" + name + "' (" + np.op_type() + ")";
+    if (np.op_type().empty()) return Err(StatusCode::kInvalidModel, "'{}': node '{}' has no op type", source, name);
+    if (np.op_type() == "Constant" && IsDefaultDomain(np.domain())) {
+      if (np.output_size() != 1 || np.output(0).empty())
+        return Err(StatusCode::kInvalidModel, "{}: needs exactly one output", where);
+      auto t = ConstantValue(np, base_dir, where);
+      if (!t.ok()) {
+        if (t.status().code() != StatusCode::kUnsupported) return t.status();
+        unsupported.push_back(fmt::format("{} opset {}: {}", where, opset, t.status().message()));
+        continue;
+      }
+      Value* v = g->GetOrAddValue(np.output(0));
+      if (v->is_const() || v->is_graph_input)
+        return Err(StatusCode::kInvalidModel, "{}: output '{}' has the name of another input or constant", where,
+                   np.output(0));
+      v->dtype = t->dtype();
+      v->shape = FromStatic(t->shape());
+      v->has_shape = true;
+      v->const_value = std::move(*t);
+      continue;
+    }
+    Node* n = g->AddNode(np.op_type(), name);
+    n->domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    n->opset = IsDefaultDomain(np.domain()) ? opset : (g->opsets.count(np.domain()) ? g->opsets[np.domain()] : 1);
+    for (const auto& i : np.input()) n->inputs.push_back(i.empty() ? nullptr : g->GetOrAddValue(i));
+    for (const auto& o : np.output()) n->outputs.push_back(o.empty() ? nullptr : g->GetOrAddValue(o));
+    for (const auto& a : np.attribute()) {
+      KILN_ASSIGN_OR_RETURN(Attribute attr, ConvertAttribute(a, base_dir, where));
+      n->attrs[a.name()] = std::move(attr);
+    }
+    if (!IsDefaultDomain(np.domain())) {
+      unsupported.push_back(fmt::format("{} domain '{}': custom-domain ops need a plugin, and none is registered",
+                                        where, np.domain()));
+      continue;
+    }
+    const OpSupport* sup = Converters().Find(np.op_type());
+    if (!sup || !Shapes().Find(np.op_type())) {
+      unsupported.push_back(fmt::format("{} opset {}: kiln does not implement this op", where, opset));
+      continue;
+    }
+    if (opset < sup->min_opset) {
+      unsupported.push_back(fmt::format("{} opset {}: kiln supports this op from opset {}", where, opset, sup->min_opset));
+      continue;
+    }
+    if (sup->convert) {
+      ConvertContext ctx{*g, *n, opset};
+      Status st = sup->convert(ctx);
+      if (!st.ok()) {
+        if (st.code() != StatusCode::kUnsupported) return st;
+        unsupported.push_back(fmt::format("{} opset {}: {}", where, opset, st.message()));
+      }
+    }
+  }
+  if (!unsupported.empty()) {
+    std::string msg = fmt::format("'{}' has {} unsupported node{}:", source, unsupported.size(),
+                                  unsupported.size() == 1 ? "" : "s");
+    for (const auto& u : unsupported) msg += "\n  - " + u;
+    return Status(StatusCode::kUnsupported, msg);
+  }
+
+  for (const auto& out : gp.output()) {
+    Value* v = g->FindValue(out.name());
+    if (!v) return Err(StatusCode::kInvalidModel, "'{}': graph output '{}' is produced by no node", source, out.name());
+    ReadValueType(out, v);
+    v->is_graph_output = true;
+    g->outputs.push_back(v);
+  }
+  if (g->outputs.empty()) return Err(StatusCode::kInvalidModel, "'{}': the graph has no outputs", source);
+
+  Status st = g->TopoSort();
+  if (!st.ok()) return st.WithContext("'" + source + "'");
+  st = InferGraph(*g, opts.infer);
+  if (!st.ok()) return st.WithContext("'" + source + "'");
+  // Nodes folded into constants are no longer needed.
+  auto& nodes = g->mutable_nodes();
+  std::erase_if(nodes, [](const std::unique_ptr<Node>& n) {
+    for (Value* o : n->outputs)
+      if (o && !o->is_const()) return false;
+    for (Value* o : n->outputs)
+      if (o) o->producer = nullptr;
+    return true;
+  });
+  g->RemoveDeadNodes();
+  st = VerifyGraph(*g);
+  if (!st.ok()) return st.WithContext("'" + source + "'");
+  return g;
+}
+
+Result<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path, const ImportOptions& opts) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  const std::string base = std::filesystem::path(path).parent_path().string();
+  return ImportOnnxBytes(bytes, base.empty() ? "." : base, path, opts);
+}
+
+Result<Tensor> ReadTensorProtoFile(const std::string& path, std::string* name) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  onnx::TensorProto p;
+  if (!p.ParseFromString(bytes))
+    return Err(StatusCode::kInvalidArgument, "'{}' is not a serialized onnx.TensorProto", path);
+  if (name) *name = p.name();
+  const std::string base = std::filesystem::path(path).parent_path().string();
+  return TensorFromProto(p, base.empty() ? "." : base, "tensor file '" + path + "'");
+}
+
+}  // namespace kiln

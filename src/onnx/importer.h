@@ -1,0 +1,32 @@
+// ONNX model file -> kiln IR. Reads the protobuf (with external-data files next to the model), converts each
+// node through the converter table, collects every unsupported node into one report, sorts the graph, and
+// runs shape inference with constant folding.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ir/graph.h"
+#include "shape/infer.h"
+
+namespace kiln {
+
+struct ImportOptions {
+  InferOptions infer;                    // evaluator for constant folding (normally the CPU backend)
+  std::map<std::string, Shape> input_shapes;  // overrides of graph input shapes (--shapes)
+};
+
+Result<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path, const ImportOptions& opts);
+// `base_dir` is where external-data files are looked up; `source` names the model in messages.
+Result<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
+                                               const std::string& source, const ImportOptions& opts);
+
+// Reads one serialized onnx.TensorProto (the conformance suite's input_*.pb / output_*.pb files).
+Result<Tensor> ReadTensorProtoFile(const std::string& path, std::string* name = nullptr);
+
+// The opset range kiln accepts for the default domain.
+inline constexpr int64_t kMinOpset = 7;
+inline constexpr int64_t kMaxOpset = 21;
+
+}  // namespace kiln

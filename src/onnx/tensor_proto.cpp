@@ -1,0 +1,125 @@
+#include "onnx/tensor_proto.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/error.h"
+
+namespace kiln {
+
+namespace {
+
+Status ReadExternal(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what, Tensor& t) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::strtoll(kv.value().c_str(), nullptr, 10);
+    else if (kv.key() == "length") length = std::strtoll(kv.value().c_str(), nullptr, 10);
+  }
+  if (location.empty())
+    return Err(StatusCode::kInvalidModel, "{} is stored externally but names no 'location'", what);
+  std::filesystem::path rel(location);
+  if (rel.is_absolute() || location.find("..") != std::string::npos)
+    return Err(StatusCode::kInvalidModel, "{}: external data location '{}' must be a relative path inside the model's folder",
+               what, location);
+  const std::filesystem::path file = std::filesystem::path(base_dir) / rel;
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    return Err(StatusCode::kNotFound, "{}: external data file '{}' cannot be opened (keep it next to the model)", what,
+               file.string());
+  in.seekg(0, std::ios::end);
+  const int64_t file_size = static_cast<int64_t>(in.tellg());
+  const int64_t need = static_cast<int64_t>(t.nbytes());
+  if (length >= 0 && length != need)
+    return Err(StatusCode::kInvalidModel, "{}: external data length {} does not match its shape and type ({} bytes)",
+               what, length, need);
+  if (offset < 0 || offset + need > file_size)
+    return Err(StatusCode::kInvalidModel, "{}: external data file '{}' is too short ({} bytes, needs {} at offset {})",
+               what, file.string(), file_size, need, offset);
+  in.seekg(offset);
+  in.read(static_cast<char*>(t.raw()), need);
+  if (!in) return Err(StatusCode::kIoError, "{}: reading '{}' failed", what, file.string());
+  return Status::Ok();
+}
+
+template <typename Field>
+Status CheckCount(const Field& f, int64_t n, const std::string& what, const char* field) {
+  if (static_cast<int64_t>(f.size()) != n)
+    return Err(StatusCode::kInvalidModel, "{}: has {} values in {} but its shape holds {}", what, f.size(), field, n);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  const auto dtype = static_cast<DataType>(p.data_type());
+  if (!IsSupportedType(dtype))
+    return Err(StatusCode::kUnsupported, "{}: element type {} ({}) is not supported", what, p.data_type(),
+               DataTypeName(dtype));
+  std::vector<int64_t> shape;
+  int64_t n = 1;
+  for (int64_t d : p.dims()) {
+    if (d < 0) return Err(StatusCode::kInvalidModel, "{}: has a negative dimension {}", what, d);
+    if (d > 0 && n > std::numeric_limits<int64_t>::max() / 8 / d)
+      return Err(StatusCode::kInvalidModel, "{}: its shape is too large", what);
+    n *= d;
+    shape.push_back(d);
+  }
+  Tensor t(dtype, shape);
+  if (n > 0 && !t.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, t.nbytes());
+  const size_t esize = DataTypeSize(dtype);
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    KILN_RETURN_IF_ERROR(ReadExternal(p, base_dir, what, t));
+    return t;
+  }
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != static_cast<size_t>(n) * esize)
+      return Err(StatusCode::kInvalidModel, "{}: raw_data has {} bytes but shape {} of {} needs {}", what,
+                 p.raw_data().size(), ShapeToString(shape), DataTypeName(dtype), static_cast<size_t>(n) * esize);
+    if (n) std::memcpy(t.raw(), p.raw_data().data(), p.raw_data().size());
+    return t;
+  }
+  switch (dtype) {
+    case DataType::kFloat32:
+      KILN_RETURN_IF_ERROR(CheckCount(p.float_data(), n, what, "float_data"));
+      for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = p.float_data(i);
+      break;
+    case DataType::kFloat64:
+      KILN_RETURN_IF_ERROR(CheckCount(p.double_data(), n, what, "double_data"));
+      for (int64_t i = 0; i < n; ++i) t.data<double>()[i] = p.double_data(i);
+      break;
+    case DataType::kInt64:
+      KILN_RETURN_IF_ERROR(CheckCount(p.int64_data(), n, what, "int64_data"));
+      for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = p.int64_data(i);
+      break;
+    case DataType::kUInt64: case DataType::kUInt32:
+      KILN_RETURN_IF_ERROR(CheckCount(p.uint64_data(), n, what, "uint64_data"));
+      for (int64_t i = 0; i < n; ++i) {
+        if (dtype == DataType::kUInt64) t.data<uint64_t>()[i] = p.uint64_data(i);
+        else t.data<uint32_t>()[i] = static_cast<uint32_t>(p.uint64_data(i));
+      }
+      break;
+    default: {
+      // int32_data holds int32, int16, int8, uint16, uint8, bool, and the bits of float16/bfloat16/fp8.
+      KILN_RETURN_IF_ERROR(CheckCount(p.int32_data(), n, what, "int32_data"));
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t v = p.int32_data(i);
+        switch (dtype) {
+          case DataType::kInt32: t.data<int32_t>()[i] = v; break;
+          case DataType::kInt16: t.data<int16_t>()[i] = static_cast<int16_t>(v); break;
+          case DataType::kUInt16: case DataType::kFloat16: case DataType::kBFloat16:
+            t.data<uint16_t>()[i] = static_cast<uint16_t>(v);
+            break;
+          case DataType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(v); break;
+          default: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
+        }
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace kiln

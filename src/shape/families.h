@@ -1,0 +1,15 @@
+// Registration functions of the shape-function families (one .cpp file each in src/shape/).
+#pragma once
+
+#include "shape/infer.h"
+
+namespace kiln {
+void RegisterElementwiseShapes(ShapeRegistry& r);  // shape_elementwise.cpp: unary/binary/compare/logic/cast/quant
+void RegisterReduceShapes(ShapeRegistry& r);       // shape_reduce.cpp: Reduce*, ArgMax/Min, Softmax, TopK, CumSum
+void RegisterNormShapes(ShapeRegistry& r);         // shape_norm.cpp: Batch/Instance/Layer/GroupNormalization
+void RegisterLinalgShapes(ShapeRegistry& r);       // shape_linalg.cpp: MatMul, Gemm, Einsum
+void RegisterConvShapes(ShapeRegistry& r);         // shape_conv.cpp: Conv, ConvTranspose, pooling
+void RegisterTensorShapes(ShapeRegistry& r);       // shape_tensor.cpp: Reshape, Transpose, Concat, Slice, Pad...
+void RegisterIndexShapes(ShapeRegistry& r);        // shape_index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS
+void RegisterResizeShapes(ShapeRegistry& r);       // shape_resize.cpp: Resize
+}  // namespace kiln

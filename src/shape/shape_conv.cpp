@@ -1,0 +1,173 @@
+// Shape functions of the convolution family: Conv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool,
+// GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
+#include "core/error.h"
+#include "shape/conv_geometry.h"
+#include "shape/families.h"
+
+namespace kiln {
+
+namespace {
+
+Status CheckFloat(const InferContext& ctx, size_t i, bool allow_int8) {
+  const DataType t = ctx.in(i).dtype;
+  const bool ok = t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 ||
+                  t == DataType::kBFloat16 || (allow_int8 && (t == DataType::kInt8 || t == DataType::kUInt8));
+  if (!ok)
+    return Err(StatusCode::kInvalidModel, "{}: input {} has element type {}, which this op does not accept",
+               ctx.node.Where(), i, DataTypeName(t));
+  return Status::Ok();
+}
+
+Status CheckRankAtLeast3(const InferContext& ctx, size_t i) {
+  if (ctx.in(i).has_shape && ctx.in(i).rank() < 3)
+    return Err(StatusCode::kInvalidModel, "{}: input {} must have rank >= 3 ([N, C, spatial...]), got {}",
+               ctx.node.Where(), i, ShapeToString(ctx.in(i).shape));
+  return Status::Ok();
+}
+
+// Shared by Conv and ConvTranspose: checks X, W, B and returns the window parameters.
+Status ConvLike(InferContext& ctx, bool transpose) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_RETURN_IF_ERROR(CheckFloat(ctx, 0, false));
+  KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, 0));
+  KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, 1));
+  const TensorInfo& x = ctx.in(0);
+  const TensorInfo& w = ctx.in(1);
+  if (w.dtype != x.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: W has element type {} but X has {}", n.Where(), DataTypeName(w.dtype),
+               DataTypeName(x.dtype));
+  if (ctx.has_input(2) && ctx.in(2).dtype != x.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: B has element type {} but X has {}", n.Where(),
+               DataTypeName(ctx.in(2).dtype), DataTypeName(x.dtype));
+  if (!x.has_shape && !w.has_shape) {
+    ctx.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  const int64_t rank = x.has_shape ? x.rank() : w.rank();
+  if (x.has_shape && w.has_shape && w.rank() != x.rank())
+    return Err(StatusCode::kInvalidModel, "{}: W has rank {} but X has rank {}; they must match", n.Where(), w.rank(),
+               x.rank());
+  const int64_t nsp = rank - 2;
+  std::vector<int64_t> kw(nsp, -1);
+  if (w.has_shape)
+    for (int64_t i = 0; i < nsp; ++i) kw[i] = w.shape[2 + i].known() ? w.shape[2 + i].value : -1;
+  bool kernel_known = true;
+  for (int64_t k : kw) kernel_known &= k >= 0;
+  std::vector<int64_t> kdefault = kernel_known ? kw : std::vector<int64_t>{};
+  if (!n.has_attr("kernel_shape") && !kernel_known) {
+    ctx.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(WindowParams p, ReadWindowParams(n, nsp, kernel_known ? kw : kdefault, transpose));
+  const int64_t g = p.group;
+  // Channel checks.
+  const Dim cx = x.has_shape ? x.shape[1] : Dim::Unknown();
+  const Dim w0 = w.has_shape ? w.shape[0] : Dim::Unknown();
+  const Dim w1 = w.has_shape ? w.shape[1] : Dim::Unknown();
+  Dim cout;
+  if (!transpose) {
+    // X [N, C, ...], W [M, C/group, ...]
+    if (cx.known() && w1.known() && cx.value != w1.value * g)
+      return Err(StatusCode::kInvalidModel,
+                 "{}: X has {} channels but W expects {} (W dim 1 = {} times group = {})", n.Where(), cx.value,
+                 w1.value * g, w1.value, g);
+    if (cx.known() && cx.value % g != 0)
+      return Err(StatusCode::kInvalidModel, "{}: {} input channels are not divisible by group {}", n.Where(),
+                 cx.value, g);
+    if (w0.known() && w0.value % g != 0)
+      return Err(StatusCode::kInvalidModel, "{}: {} output channels (W dim 0) are not divisible by group {}",
+                 n.Where(), w0.value, g);
+    cout = w0;
+  } else {
+    // X [N, C, ...], W [C, M/group, ...]
+    if (cx.known() && w0.known() && cx.value != w0.value)
+      return Err(StatusCode::kInvalidModel, "{}: X has {} channels but W dim 0 is {}; they must match", n.Where(),
+                 cx.value, w0.value);
+    if (w0.known() && w0.value % g != 0)
+      return Err(StatusCode::kInvalidModel, "{}: {} input channels are not divisible by group {}", n.Where(),
+                 w0.value, g);
+    cout = DimMul(w1, Dim(g));
+  }
+  if (ctx.has_input(2)) {
+    const TensorInfo& b = ctx.in(2);
+    if (b.has_shape && (b.rank() != 1 || (b.shape[0].known() && cout.known() && b.shape[0].value != cout.value)))
+      return Err(StatusCode::kInvalidModel, "{}: bias B must be 1-D of size {}, got {}", n.Where(), cout.ToString(),
+                 ShapeToString(b.shape));
+  }
+  Shape out(rank);
+  out[0] = x.has_shape ? x.shape[0] : Dim::Unknown();
+  out[1] = cout;
+  std::vector<Dim> in_sp(nsp, Dim::Unknown());
+  if (x.has_shape) in_sp.assign(x.shape.begin() + 2, x.shape.end());
+  std::vector<Dim> osp;
+  if (transpose) {
+    KILN_ASSIGN_OR_RETURN(osp, TransposeOutputDims(n, p, in_sp));
+  } else {
+    KILN_ASSIGN_OR_RETURN(osp, ForwardOutputDims(n, p, in_sp));
+  }
+  for (int64_t i = 0; i < nsp; ++i) out[2 + i] = osp[i];
+  ctx.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
+Status Pool(InferContext& ctx, bool allow_int8, bool is_max) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  KILN_RETURN_IF_ERROR(CheckFloat(ctx, 0, allow_int8));
+  KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, 0));
+  const TensorInfo& x = ctx.in(0);
+  if (is_max) {
+    KILN_ASSIGN_OR_RETURN(int64_t so, n.attr_int("storage_order", 0));
+    if (so != 0 && so != 1)
+      return Err(StatusCode::kInvalidModel, "{}: storage_order must be 0 or 1, got {}", n.Where(), so);
+  }
+  if (n.op_type == "LpPool") {
+    KILN_ASSIGN_OR_RETURN(int64_t pv, n.attr_int("p", 2));
+    (void)pv;
+  }
+  if (!x.has_shape) {
+    ctx.set_output_rank_unknown(0, x.dtype);
+    if (ctx.outputs.size() > 1) ctx.set_output_rank_unknown(1, DataType::kInt64);
+    return Status::Ok();
+  }
+  const int64_t nsp = x.rank() - 2;
+  KILN_ASSIGN_OR_RETURN(WindowParams p, ReadWindowParams(n, nsp, {}, false));
+  std::vector<Dim> in_sp(x.shape.begin() + 2, x.shape.end());
+  KILN_ASSIGN_OR_RETURN(auto osp, ForwardOutputDims(n, p, in_sp));
+  Shape out{x.shape[0], x.shape[1]};
+  out.insert(out.end(), osp.begin(), osp.end());
+  ctx.set_output(0, x.dtype, out);
+  if (ctx.outputs.size() > 1 && n.output(1)) ctx.set_output(1, DataType::kInt64, out);
+  return Status::Ok();
+}
+
+Status GlobalPool(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  KILN_RETURN_IF_ERROR(CheckFloat(ctx, 0, false));
+  KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, 0));
+  const TensorInfo& x = ctx.in(0);
+  if (!x.has_shape) {
+    ctx.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  Shape out{x.shape[0], x.shape[1]};
+  for (int64_t i = 2; i < x.rank(); ++i) out.emplace_back(1);
+  ctx.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterConvShapes(ShapeRegistry& r) {
+  r.Add("Conv", [](InferContext& c) { return ConvLike(c, false); });
+  r.Add("ConvTranspose", [](InferContext& c) { return ConvLike(c, true); });
+  r.Add("MaxPool", [](InferContext& c) { return Pool(c, true, true); });
+  r.Add("AveragePool", [](InferContext& c) { return Pool(c, false, false); });
+  r.Add("LpPool", [](InferContext& c) { return Pool(c, false, false); });
+  r.Add("GlobalAveragePool", GlobalPool);
+  r.Add("GlobalMaxPool", GlobalPool);
+  r.Add("GlobalLpPool", GlobalPool);
+}
+
+}  // namespace kiln

@@ -1,0 +1,385 @@
+// Shape and type inference of the elementwise family: unary math and activations, broadcasting binary
+// arithmetic, comparisons and logic, Where, variadic Min/Max/Sum/Mean, Cast/CastLike and Q/DQ.
+// Add/Sub/Mul/Div/Cast also carry the symbolic contents of small int64 shape tensors (sym_value), so that
+// Shape -> Mul -> Reshape keeps "batch*seq"-style dims through the arithmetic.
+#include <algorithm>
+#include <functional>
+
+#include "core/error.h"
+#include "shape/families.h"
+
+namespace kiln {
+namespace {
+
+enum class Cat { kFloat, kSigned, kNumeric, kAll, kBool };
+
+bool IsPlainFloat(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kFloat64 ||
+         t == DataType::kBFloat16;
+}
+
+bool InCat(DataType t, Cat c) {
+  switch (c) {
+    case Cat::kFloat: return IsPlainFloat(t);
+    case Cat::kSigned:
+      return IsPlainFloat(t) || t == DataType::kInt8 || t == DataType::kInt16 || t == DataType::kInt32 ||
+             t == DataType::kInt64;
+    case Cat::kNumeric: return IsPlainFloat(t) || IsIntegerType(t);
+    case Cat::kAll: return IsPlainFloat(t) || IsIntegerType(t) || t == DataType::kBool;
+    case Cat::kBool: return t == DataType::kBool;
+  }
+  return false;
+}
+
+const char* CatName(Cat c) {
+  switch (c) {
+    case Cat::kFloat: return "a float type (float16, bfloat16, float32, float64)";
+    case Cat::kSigned: return "a signed numeric type";
+    case Cat::kNumeric: return "a numeric type";
+    case Cat::kAll: return "a numeric or bool type";
+    case Cat::kBool: return "bool";
+  }
+  return "";
+}
+
+Status CheckType(const InferContext& ctx, size_t i, Cat c) {
+  const DataType t = ctx.in(i).dtype;
+  if (!InCat(t, c))
+    return Err(StatusCode::kInvalidModel, "{}: input {} has type {}, expected {}", ctx.node.Where(), i,
+               DataTypeName(t), CatName(c));
+  return Status::Ok();
+}
+
+Status CheckSameType(const InferContext& ctx, size_t i, size_t j) {
+  if (ctx.in(i).dtype != ctx.in(j).dtype)
+    return Err(StatusCode::kInvalidModel, "{}: inputs {} and {} must have the same type, got {} and {}",
+               ctx.node.Where(), i, j, DataTypeName(ctx.in(i).dtype), DataTypeName(ctx.in(j).dtype));
+  return Status::Ok();
+}
+
+// Output 0 gets `dtype` and the broadcast of the shapes of the given inputs (rank unknown if any is).
+Status SetBroadcastOutput(InferContext& ctx, const std::vector<size_t>& inputs, DataType dtype) {
+  Shape s;
+  for (size_t i : inputs) {
+    if (!ctx.in(i).has_shape) {
+      ctx.set_output_rank_unknown(0, dtype);
+      return Status::Ok();
+    }
+  }
+  s = ctx.in(inputs[0]).shape;
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    KILN_ASSIGN_OR_RETURN(s, BroadcastShapes(ctx.node, s, ctx.in(inputs[k]).shape));
+  }
+  ctx.set_output(0, dtype, std::move(s));
+  return Status::Ok();
+}
+
+void SetSameShape(InferContext& ctx, size_t from, DataType dtype) {
+  if (ctx.in(from).has_shape) ctx.set_output(0, dtype, ctx.in(from).shape);
+  else ctx.set_output_rank_unknown(0, dtype);
+}
+
+ShapeFn Unary(Cat c, std::initializer_list<const char*> float_attrs = {}) {
+  std::vector<const char*> attrs(float_attrs);
+  return [c, attrs](InferContext& ctx) -> Status {
+    KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+    KILN_RETURN_IF_ERROR(CheckType(ctx, 0, c));
+    for (const char* a : attrs) {
+      KILN_ASSIGN_OR_RETURN(float v, ctx.node.attr_float(a, 0.f));
+      (void)v;
+    }
+    SetSameShape(ctx, 0, ctx.in(0).dtype);
+    return Status::Ok();
+  };
+}
+
+// ---- symbolic contents of small int64 tensors ----
+// The elements of input i as dims: its sym_value, or its constant value when small and of rank <= 1.
+std::optional<std::vector<Dim>> SymElements(const InferContext& ctx, size_t i) {
+  if (!ctx.has_input(i) || ctx.in(i).dtype != DataType::kInt64) return std::nullopt;
+  if (ctx.in(i).sym_value) return ctx.in(i).sym_value;
+  const Tensor* v = ctx.value(i);
+  if (!v || v->rank() > 1 || v->numel() > 64) return std::nullopt;
+  std::vector<Dim> r;
+  for (int64_t k = 0; k < v->numel(); ++k) r.push_back(Dim(v->GetAsInt(k)));
+  return r;
+}
+
+void PropagateSymArith(InferContext& ctx, const std::function<Dim(const Dim&, const Dim&)>& op) {
+  if (!ctx.in(0).sym_value && !ctx.in(1).sym_value) return;  // constants fold by evaluation
+  auto a = SymElements(ctx, 0);
+  auto b = SymElements(ctx, 1);
+  if (!a || !b || ctx.out(0).dtype != DataType::kInt64 || !ctx.out(0).has_shape || ctx.out(0).shape.size() > 1)
+    return;
+  const size_t n = std::max(a->size(), b->size());
+  if ((a->size() != n && a->size() != 1) || (b->size() != n && b->size() != 1)) return;
+  std::vector<Dim> r(n);
+  for (size_t k = 0; k < n; ++k) {
+    const Dim& x = (*a)[a->size() == 1 ? 0 : k];
+    const Dim& y = (*b)[b->size() == 1 ? 0 : k];
+    r[k] = op(x, y);
+  }
+  ctx.out(0).sym_value = std::move(r);
+}
+
+ShapeFn Arith(Cat c, std::function<Dim(const Dim&, const Dim&)> sym_op) {
+  return [c, sym_op](InferContext& ctx) -> Status {
+    KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+    KILN_RETURN_IF_ERROR(CheckType(ctx, 0, c));
+    KILN_RETURN_IF_ERROR(CheckSameType(ctx, 0, 1));
+    KILN_RETURN_IF_ERROR(SetBroadcastOutput(ctx, {0, 1}, ctx.in(0).dtype));
+    if (sym_op) PropagateSymArith(ctx, sym_op);
+    return Status::Ok();
+  };
+}
+
+ShapeFn Compare(Cat c) {
+  return [c](InferContext& ctx) -> Status {
+    KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+    KILN_RETURN_IF_ERROR(CheckType(ctx, 0, c));
+    KILN_RETURN_IF_ERROR(CheckSameType(ctx, 0, 1));
+    return SetBroadcastOutput(ctx, {0, 1}, DataType::kBool);
+  };
+}
+
+ShapeFn Variadic(Cat c) {
+  return [c](InferContext& ctx) -> Status {
+    KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+    std::vector<size_t> all;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i))
+        return Err(StatusCode::kInvalidModel, "{}: input {} is missing", ctx.node.Where(), i);
+      KILN_RETURN_IF_ERROR(CheckSameType(ctx, 0, i));
+      all.push_back(i);
+    }
+    KILN_RETURN_IF_ERROR(CheckType(ctx, 0, c));
+    return SetBroadcastOutput(ctx, all, ctx.in(0).dtype);
+  };
+}
+
+Status PowShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  const DataType b = ctx.in(0).dtype;
+  if (!(IsPlainFloat(b) || b == DataType::kInt32 || b == DataType::kInt64))
+    return Err(StatusCode::kInvalidModel, "{}: Pow base has type {}, expected float16/bfloat16/float/double/"
+               "int32/int64", ctx.node.Where(), DataTypeName(b));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 1, Cat::kNumeric));
+  return SetBroadcastOutput(ctx, {0, 1}, b);
+}
+
+Status ClipShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kNumeric));
+  for (size_t i = 1; i <= 2; ++i) {
+    if (!ctx.has_input(i)) continue;
+    const TensorInfo& b = ctx.in(i);
+    if (!InCat(b.dtype, Cat::kNumeric))
+      return Err(StatusCode::kInvalidModel, "{}: bound input {} has type {}", ctx.node.Where(), i,
+                 DataTypeName(b.dtype));
+    if (b.has_shape) {
+      auto ne = NumElements(b.shape);
+      if (ne && *ne != 1)
+        return Err(StatusCode::kInvalidModel, "{}: min/max input {} must be a scalar, has shape {}",
+                   ctx.node.Where(), i, ShapeToString(b.shape));
+    }
+  }
+  SetSameShape(ctx, 0, ctx.in(0).dtype);
+  return Status::Ok();
+}
+
+Status WhereShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kBool));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 1, Cat::kAll));
+  KILN_RETURN_IF_ERROR(CheckSameType(ctx, 1, 2));
+  return SetBroadcastOutput(ctx, {0, 1, 2}, ctx.in(1).dtype);
+}
+
+Status IsInfShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kFloat));
+  KILN_ASSIGN_OR_RETURN(int64_t neg, ctx.node.attr_int("detect_negative", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t pos, ctx.node.attr_int("detect_positive", 1));
+  (void)neg;
+  (void)pos;
+  SetSameShape(ctx, 0, DataType::kBool);
+  return Status::Ok();
+}
+
+Status GeluShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kFloat));
+  KILN_ASSIGN_OR_RETURN(std::string approx, ctx.node.attr_string("approximate", "none"));
+  if (approx != "none" && approx != "tanh")
+    return Err(StatusCode::kInvalidModel, "{}: approximate must be 'none' or 'tanh', got '{}'", ctx.node.Where(),
+               approx);
+  SetSameShape(ctx, 0, ctx.in(0).dtype);
+  return Status::Ok();
+}
+
+bool IsCastable(DataType t) {
+  return InCat(t, Cat::kAll) || t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ ||
+         t == DataType::kFloat8E5M2 || t == DataType::kFloat8E5M2FNUZ;
+}
+
+Status CastCommon(InferContext& ctx, DataType to) {
+  if (!IsCastable(to))
+    return Err(StatusCode::kUnsupported, "{}: cannot cast to type {} ({})", ctx.node.Where(),
+               static_cast<int>(to), DataTypeName(to));
+  if (!IsCastable(ctx.in(0).dtype))
+    return Err(StatusCode::kUnsupported, "{}: cannot cast from type {}", ctx.node.Where(),
+               DataTypeName(ctx.in(0).dtype));
+  KILN_ASSIGN_OR_RETURN(int64_t sat, ctx.node.attr_int("saturate", 1));
+  (void)sat;
+  SetSameShape(ctx, 0, to);
+  if (to == DataType::kInt64 && ctx.in(0).sym_value) ctx.out(0).sym_value = ctx.in(0).sym_value;
+  return Status::Ok();
+}
+
+Status CastShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  if (!ctx.node.has_attr("to"))
+    return Err(StatusCode::kInvalidModel, "{}: attribute 'to' is required", ctx.node.Where());
+  KILN_ASSIGN_OR_RETURN(int64_t to, ctx.node.attr_int("to", 0));
+  return CastCommon(ctx, static_cast<DataType>(to));
+}
+
+Status CastLikeShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  return CastCommon(ctx, ctx.in(1).dtype);
+}
+
+bool IsFloat8(DataType t) {
+  return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
+         t == DataType::kFloat8E5M2FNUZ;
+}
+
+// Checks that a scale / zero point fits x: per tensor, per axis (1-D along `axis`) or blocked.
+Status CheckQuantParam(const InferContext& ctx, size_t i, const char* what) {
+  const TensorInfo& x = ctx.in(0);
+  const TensorInfo& p = ctx.in(i);
+  if (!x.has_shape || !p.has_shape) return Status::Ok();
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node.attr_int("axis", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t block, ctx.node.attr_int("block_size", 0));
+  auto ne = NumElements(p.shape);
+  if (block <= 0 && ((ne && *ne == 1) || p.shape.empty())) return Status::Ok();
+  auto axis = NormalizeAxis(axis_attr, x.rank());
+  if (!axis)
+    return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for input of rank {}", ctx.node.Where(),
+               axis_attr, x.rank());
+  const Dim& d = x.shape[*axis];
+  if (block <= 0) {
+    if (p.shape.size() != 1 || (p.shape[0].known() && d.known() && p.shape[0].value != d.value))
+      return Err(StatusCode::kInvalidModel, "{}: {} of shape {} does not match axis {} of input {}",
+                 ctx.node.Where(), what, ShapeToString(p.shape), *axis, ShapeToString(x.shape));
+    return Status::Ok();
+  }
+  if (p.shape.size() != x.shape.size())
+    return Err(StatusCode::kInvalidModel, "{}: blocked {} must have the rank of the input: {} vs {}",
+               ctx.node.Where(), what, ShapeToString(p.shape), ShapeToString(x.shape));
+  for (size_t k = 0; k < p.shape.size(); ++k) {
+    const Dim& pd = p.shape[k];
+    const Dim& xd = x.shape[k];
+    if (!pd.known() || !xd.known()) continue;
+    const int64_t want = static_cast<int64_t>(k) == *axis ? (xd.value + block - 1) / block : xd.value;
+    if (pd.value != want)
+      return Err(StatusCode::kInvalidModel, "{}: {} of shape {} does not fit blocked quantization of {} "
+                 "(block_size {}, axis {})", ctx.node.Where(), what, ShapeToString(p.shape),
+                 ShapeToString(x.shape), block, *axis);
+  }
+  return Status::Ok();
+}
+
+Status QuantizeShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  const DataType xt = ctx.in(0).dtype;
+  if (!(IsPlainFloat(xt) || xt == DataType::kInt32))
+    return Err(StatusCode::kInvalidModel, "{}: input has type {}, expected float or int32", ctx.node.Where(),
+               DataTypeName(xt));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 1, Cat::kFloat));
+  KILN_ASSIGN_OR_RETURN(int64_t out_attr, ctx.node.attr_int("output_dtype", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t sat, ctx.node.attr_int("saturate", 1));
+  (void)sat;
+  DataType out = static_cast<DataType>(out_attr);
+  if (ctx.has_input(2)) {
+    const DataType zt = ctx.in(2).dtype;
+    if (out_attr != 0 && out != zt)
+      return Err(StatusCode::kInvalidModel, "{}: output_dtype {} differs from the zero point's type {}",
+                 ctx.node.Where(), DataTypeName(out), DataTypeName(zt));
+    out = zt;
+    KILN_RETURN_IF_ERROR(CheckQuantParam(ctx, 2, "zero point"));
+  }
+  if (out == DataType::kUndefined) out = DataType::kUInt8;
+  if (!(out == DataType::kUInt8 || out == DataType::kInt8 || out == DataType::kUInt16 ||
+        out == DataType::kInt16 || IsFloat8(out)))
+    return Err(StatusCode::kUnsupported, "{}: quantizing to {} is not supported", ctx.node.Where(),
+               DataTypeName(out));
+  KILN_RETURN_IF_ERROR(CheckQuantParam(ctx, 1, "scale"));
+  SetSameShape(ctx, 0, out);
+  return Status::Ok();
+}
+
+Status DequantizeShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  const DataType xt = ctx.in(0).dtype;
+  if (!(IsIntegerType(xt) || IsFloat8(xt)))
+    return Err(StatusCode::kInvalidModel, "{}: input has type {}, expected a quantized integer or float8 type",
+               ctx.node.Where(), DataTypeName(xt));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 1, Cat::kFloat));
+  KILN_RETURN_IF_ERROR(CheckQuantParam(ctx, 1, "scale"));
+  if (ctx.has_input(2)) {
+    if (!IsFloat8(xt)) KILN_RETURN_IF_ERROR(CheckSameType(ctx, 0, 2));
+    KILN_RETURN_IF_ERROR(CheckQuantParam(ctx, 2, "zero point"));
+  }
+  SetSameShape(ctx, 0, ctx.in(1).dtype);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterElementwiseShapes(ShapeRegistry& r) {
+  for (const char* op : {"Sqrt", "Reciprocal", "Exp", "Log", "Tanh", "Sigmoid", "Floor", "Ceil", "Round",
+                         "Softplus", "Mish", "HardSwish"})
+    r.Add(op, Unary(Cat::kFloat));
+  r.Add("LeakyRelu", Unary(Cat::kFloat, {"alpha"}));
+  r.Add("Elu", Unary(Cat::kFloat, {"alpha"}));
+  r.Add("Selu", Unary(Cat::kFloat, {"alpha", "gamma"}));
+  r.Add("HardSigmoid", Unary(Cat::kFloat, {"alpha", "beta"}));
+  r.Add("Gelu", GeluShape);
+  r.Add("Erf", Unary(Cat::kNumeric));
+  r.Add("Abs", Unary(Cat::kNumeric));
+  r.Add("Sign", Unary(Cat::kNumeric));
+  r.Add("Neg", Unary(Cat::kSigned));
+  r.Add("Relu", Unary(Cat::kSigned));
+  r.Add("Not", Unary(Cat::kBool));
+  r.Add("IsNaN", [](InferContext& ctx) -> Status {
+    KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+    KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kFloat));
+    SetSameShape(ctx, 0, DataType::kBool);
+    return Status::Ok();
+  });
+  r.Add("IsInf", IsInfShape);
+  r.Add("Clip", ClipShape);
+
+  r.Add("Add", Arith(Cat::kNumeric, DimAdd));
+  r.Add("Sub", Arith(Cat::kNumeric, DimSub));
+  r.Add("Mul", Arith(Cat::kNumeric, DimMul));
+  r.Add("Div", Arith(Cat::kNumeric, DimDiv));
+  r.Add("PRelu", Arith(Cat::kNumeric, nullptr));
+  r.Add("Pow", PowShape);
+  r.Add("Equal", Compare(Cat::kAll));
+  for (const char* op : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) r.Add(op, Compare(Cat::kNumeric));
+  for (const char* op : {"And", "Or", "Xor"}) r.Add(op, Compare(Cat::kBool));
+  r.Add("Where", WhereShape);
+  r.Add("Min", Variadic(Cat::kNumeric));
+  r.Add("Max", Variadic(Cat::kNumeric));
+  r.Add("Sum", Variadic(Cat::kFloat));
+  r.Add("Mean", Variadic(Cat::kFloat));
+
+  r.Add("Cast", CastShape);
+  r.Add("CastLike", CastLikeShape);
+  r.Add("QuantizeLinear", QuantizeShape);
+  r.Add("DequantizeLinear", DequantizeShape);
+}
+
+}  // namespace kiln

@@ -1,0 +1,295 @@
+// Shape inference for the indexing ops: Gather, GatherElements, GatherND, ScatterND, ScatterElements,
+// OneHot, NonZero, NonMaxSuppression. Gather also propagates symbolic contents of small shape tensors
+// (Shape -> Gather -> Concat -> Reshape with symbolic dims).
+#include <string>
+
+#include "core/error.h"
+#include "shape/families.h"
+
+namespace kiln {
+namespace {
+
+bool IsIndexType(DataType t) { return t == DataType::kInt32 || t == DataType::kInt64; }
+
+Status CheckIndexType(const InferContext& ctx, size_t i, const char* what) {
+  if (!IsIndexType(ctx.in(i).dtype))
+    return Err(StatusCode::kInvalidModel, "{}: {} must be int32 or int64, got {}", ctx.node.Where(), what,
+               DataTypeName(ctx.in(i).dtype));
+  return Status::Ok();
+}
+
+// Normalizes `axis` against `rank` or returns an error naming the node.
+Result<int64_t> Axis(const InferContext& ctx, int64_t axis, int64_t rank) {
+  auto a = NormalizeAxis(axis, rank);
+  if (!a)
+    return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for rank {}", ctx.node.Where(), axis, rank);
+  return *a;
+}
+
+// Checks every element of a known index tensor against [-dim, dim).
+Status CheckIndexValues(const InferContext& ctx, const Tensor& idx, const Dim& dim, const char* what) {
+  if (!dim.known()) return Status::Ok();
+  const int64_t n = idx.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = idx.GetAsInt(i);
+    if (v < -dim.value || v >= dim.value)
+      return Err(StatusCode::kOutOfRange, "{}: {} {} (element {}) is out of range for a dimension of size {}",
+                 ctx.node.Where(), what, v, i, dim.value);
+  }
+  return Status::Ok();
+}
+
+// Symbolic contents of input i when it is a small 1-D/0-D integer tensor: its sym_value, or its constant value.
+std::optional<std::vector<Dim>> SymContents(const InferContext& ctx, size_t i) {
+  if (ctx.in(i).sym_value) return ctx.in(i).sym_value;
+  const Tensor* t = ctx.value(i);
+  if (!t || !IsIndexType(t->dtype()) || t->rank() > 1 || t->numel() > 64) return std::nullopt;
+  std::vector<Dim> r;
+  for (int64_t k = 0; k < t->numel(); ++k) r.emplace_back(t->GetAsInt(k));
+  return r;
+}
+
+Status GatherShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_RETURN_IF_ERROR(CheckIndexType(ctx, 1, "indices"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node.attr_int("axis", 0));
+  const TensorInfo& data = ctx.in(0);
+  const TensorInfo& idx = ctx.in(1);
+  if (!data.has_shape || !idx.has_shape) {
+    ctx.set_output_rank_unknown(0, data.dtype);
+    return Status::Ok();
+  }
+  if (data.rank() == 0)
+    return Err(StatusCode::kInvalidModel, "{}: data must have rank >= 1", ctx.node.Where());
+  KILN_ASSIGN_OR_RETURN(int64_t axis, Axis(ctx, axis_attr, data.rank()));
+  if (const Tensor* iv = ctx.value(1)) KILN_RETURN_IF_ERROR(CheckIndexValues(ctx, *iv, data.shape[axis], "index"));
+  Shape out(data.shape.begin(), data.shape.begin() + axis);
+  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+  out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
+  ctx.set_output(0, data.dtype, out);
+
+  // Symbolic contents: a 1-D shape tensor gathered with known indices.
+  if (data.rank() == 1 && idx.rank() <= 1 && ctx.value(1) && data.dtype == DataType::kInt64) {
+    auto src = SymContents(ctx, 0);
+    if (src) {
+      const Tensor& iv = *ctx.value(1);
+      const int64_t n = static_cast<int64_t>(src->size());
+      std::vector<Dim> r;
+      for (int64_t k = 0; k < iv.numel(); ++k) {
+        int64_t j = iv.GetAsInt(k);
+        if (j < 0) j += n;
+        if (j < 0 || j >= n) return Err(StatusCode::kOutOfRange, "{}: index {} is out of range for {} elements",
+                                        ctx.node.Where(), iv.GetAsInt(k), n);
+        r.push_back((*src)[j]);
+      }
+      ctx.out(0).sym_value = std::move(r);
+    }
+  }
+  return Status::Ok();
+}
+
+Status GatherElementsShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_RETURN_IF_ERROR(CheckIndexType(ctx, 1, "indices"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node.attr_int("axis", 0));
+  const TensorInfo& data = ctx.in(0);
+  const TensorInfo& idx = ctx.in(1);
+  if (!data.has_shape || !idx.has_shape) {
+    ctx.set_output_rank_unknown(0, data.dtype);
+    if (idx.has_shape) ctx.set_output(0, data.dtype, idx.shape);
+    return Status::Ok();
+  }
+  if (data.rank() == 0 || data.rank() != idx.rank())
+    return Err(StatusCode::kInvalidModel, "{}: data {} and indices {} must have the same rank >= 1",
+               ctx.node.Where(), ShapeToString(data.shape), ShapeToString(idx.shape));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, Axis(ctx, axis_attr, data.rank()));
+  if (const Tensor* iv = ctx.value(1)) KILN_RETURN_IF_ERROR(CheckIndexValues(ctx, *iv, data.shape[axis], "index"));
+  ctx.set_output(0, data.dtype, idx.shape);
+  return Status::Ok();
+}
+
+Status GatherNDShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  if (ctx.in(1).dtype != DataType::kInt64)
+    return Err(StatusCode::kInvalidModel, "{}: indices must be int64, got {}", ctx.node.Where(),
+               DataTypeName(ctx.in(1).dtype));
+  KILN_ASSIGN_OR_RETURN(int64_t b, ctx.node.attr_int("batch_dims", 0));
+  const TensorInfo& data = ctx.in(0);
+  const TensorInfo& idx = ctx.in(1);
+  if (!data.has_shape || !idx.has_shape || idx.rank() == 0 || !idx.shape.back().known()) {
+    if (data.has_shape && idx.has_shape && idx.rank() == 0)
+      return Err(StatusCode::kInvalidModel, "{}: indices must have rank >= 1", ctx.node.Where());
+    ctx.set_output_rank_unknown(0, data.dtype);
+    return Status::Ok();
+  }
+  const int64_t r = data.rank(), q = idx.rank(), k = idx.shape.back().value;
+  if (r < 1 || b < 0 || b >= std::min(r, q))
+    return Err(StatusCode::kInvalidModel, "{}: batch_dims {} must be in [0, min(rank(data)={}, rank(indices)={}))",
+               ctx.node.Where(), b, r, q);
+  if (k < 1 || k > r - b)
+    return Err(StatusCode::kInvalidModel, "{}: indices.shape[-1] = {} must be in [1, rank(data) - batch_dims = {}]",
+               ctx.node.Where(), k, r - b);
+  for (int64_t i = 0; i < b; ++i)
+    if (data.shape[i].known() && idx.shape[i].known() && data.shape[i].value != idx.shape[i].value)
+      return Err(StatusCode::kInvalidModel, "{}: batch dimension {} differs between data {} and indices {}",
+                 ctx.node.Where(), i, ShapeToString(data.shape), ShapeToString(idx.shape));
+  Shape out(idx.shape.begin(), idx.shape.end() - 1);
+  out.insert(out.end(), data.shape.begin() + b + k, data.shape.end());
+  ctx.set_output(0, data.dtype, out);
+  return Status::Ok();
+}
+
+Status CheckReduction(const InferContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::string red, ctx.node.attr_string("reduction", "none"));
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    return Err(StatusCode::kInvalidModel, "{}: unknown reduction '{}' (none, add, mul, max, min)", ctx.node.Where(),
+               red);
+  return Status::Ok();
+}
+
+Status ScatterNDShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
+  KILN_RETURN_IF_ERROR(CheckReduction(ctx));
+  if (ctx.in(1).dtype != DataType::kInt64)
+    return Err(StatusCode::kInvalidModel, "{}: indices must be int64", ctx.node.Where());
+  if (ctx.in(2).dtype != ctx.in(0).dtype)
+    return Err(StatusCode::kInvalidModel, "{}: updates type {} differs from data type {}", ctx.node.Where(),
+               DataTypeName(ctx.in(2).dtype), DataTypeName(ctx.in(0).dtype));
+  const TensorInfo& data = ctx.in(0);
+  const TensorInfo& idx = ctx.in(1);
+  const TensorInfo& upd = ctx.in(2);
+  if (data.has_shape && idx.has_shape && upd.has_shape && idx.rank() >= 1 && idx.shape.back().known()) {
+    const int64_t k = idx.shape.back().value;
+    if (k > data.rank())
+      return Err(StatusCode::kInvalidModel, "{}: indices.shape[-1] = {} exceeds rank(data) = {}", ctx.node.Where(), k,
+                 data.rank());
+    const int64_t expect_rank = idx.rank() - 1 + data.rank() - k;
+    if (upd.rank() != expect_rank)
+      return Err(StatusCode::kInvalidModel, "{}: updates {} must have rank {} (indices {}, data {})", ctx.node.Where(),
+                 ShapeToString(upd.shape), expect_rank, ShapeToString(idx.shape), ShapeToString(data.shape));
+  }
+  if (data.has_shape) ctx.set_output(0, data.dtype, data.shape);
+  else ctx.set_output_rank_unknown(0, data.dtype);
+  return Status::Ok();
+}
+
+Status ScatterElementsShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
+  KILN_RETURN_IF_ERROR(CheckReduction(ctx));
+  KILN_RETURN_IF_ERROR(CheckIndexType(ctx, 1, "indices"));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node.attr_int("axis", 0));
+  const TensorInfo& data = ctx.in(0);
+  const TensorInfo& idx = ctx.in(1);
+  const TensorInfo& upd = ctx.in(2);
+  if (upd.dtype != data.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: updates type {} differs from data type {}", ctx.node.Where(),
+               DataTypeName(upd.dtype), DataTypeName(data.dtype));
+  if (data.has_shape) {
+    if (data.rank() == 0) return Err(StatusCode::kInvalidModel, "{}: data must have rank >= 1", ctx.node.Where());
+    KILN_ASSIGN_OR_RETURN(int64_t axis, Axis(ctx, axis_attr, data.rank()));
+    if (idx.has_shape && idx.rank() != data.rank())
+      return Err(StatusCode::kInvalidModel, "{}: indices {} must have the rank of data {}", ctx.node.Where(),
+                 ShapeToString(idx.shape), ShapeToString(data.shape));
+    if (idx.has_shape && upd.has_shape) {
+      for (int64_t i = 0; i < idx.rank() && i < upd.rank(); ++i)
+        if (idx.shape[i].known() && upd.shape[i].known() && idx.shape[i].value != upd.shape[i].value)
+          return Err(StatusCode::kInvalidModel, "{}: indices {} and updates {} must have the same shape",
+                     ctx.node.Where(), ShapeToString(idx.shape), ShapeToString(upd.shape));
+    }
+    if (const Tensor* iv = ctx.value(1)) KILN_RETURN_IF_ERROR(CheckIndexValues(ctx, *iv, data.shape[axis], "index"));
+    ctx.set_output(0, data.dtype, data.shape);
+  } else {
+    ctx.set_output_rank_unknown(0, data.dtype);
+  }
+  return Status::Ok();
+}
+
+Status OneHotShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node.attr_int("axis", -1));
+  const TensorInfo& idx = ctx.in(0);
+  const DataType out_type = ctx.in(2).dtype;
+  if (ctx.in(1).has_shape && ctx.in(1).rank() > 1)
+    return Err(StatusCode::kInvalidModel, "{}: depth must be a scalar or a 1-element tensor", ctx.node.Where());
+  if (ctx.in(2).has_shape && (ctx.in(2).rank() != 1 || (ctx.in(2).shape[0].known() && ctx.in(2).shape[0].value != 2)))
+    return Err(StatusCode::kInvalidModel, "{}: values must be a 2-element tensor [off, on], got {}",
+               ctx.node.Where(), ShapeToString(ctx.in(2).shape));
+  if (!idx.has_shape) {
+    ctx.set_output_rank_unknown(0, out_type);
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, Axis(ctx, axis_attr, idx.rank() + 1));
+  Dim depth = Dim::Unknown();
+  if (const Tensor* d = ctx.value(1)) {
+    if (d->numel() != 1)
+      return Err(StatusCode::kInvalidModel, "{}: depth must hold one value, got {}", ctx.node.Where(), d->Describe());
+    const double dv = d->GetAsDouble(0);
+    if (!(dv >= 1) || dv > 1e12)
+      return Err(StatusCode::kInvalidArgument, "{}: depth must be >= 1, got {}", ctx.node.Where(), dv);
+    depth = Dim(static_cast<int64_t>(dv));
+  } else if (ctx.in(1).sym_value && ctx.in(1).sym_value->size() == 1) {
+    depth = (*ctx.in(1).sym_value)[0];
+  }
+  Shape out = idx.shape;
+  out.insert(out.begin() + axis, depth);
+  ctx.set_output(0, out_type, out);
+  return Status::Ok();
+}
+
+Status NonZeroShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  const TensorInfo& x = ctx.in(0);
+  if (!x.has_shape) {
+    ctx.set_output(0, DataType::kInt64, {Dim::Unknown(), Dim::Unknown()});
+    return Status::Ok();
+  }
+  const int64_t rows = x.rank() == 0 ? 1 : x.rank();  // a scalar is treated as a 1-element vector
+  Dim count = Dim::Unknown();
+  if (const Tensor* v = ctx.value(0)) {
+    int64_t c = 0;
+    for (int64_t i = 0; i < v->numel(); ++i) c += v->GetAsDouble(i) != 0.0;
+    count = Dim(c);
+  }
+  ctx.set_output(0, DataType::kInt64, {Dim(rows), count});
+  return Status::Ok();
+}
+
+Status NonMaxSuppressionShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_ASSIGN_OR_RETURN(int64_t cpb, ctx.node.attr_int("center_point_box", 0));
+  if (cpb != 0 && cpb != 1)
+    return Err(StatusCode::kInvalidModel, "{}: center_point_box must be 0 or 1, got {}", ctx.node.Where(), cpb);
+  const TensorInfo& boxes = ctx.in(0);
+  const TensorInfo& scores = ctx.in(1);
+  if (!IsFloatType(boxes.dtype) || !IsFloatType(scores.dtype))
+    return Err(StatusCode::kInvalidModel, "{}: boxes and scores must be floating point", ctx.node.Where());
+  if (boxes.has_shape && (boxes.rank() != 3 || (boxes.shape[2].known() && boxes.shape[2].value != 4)))
+    return Err(StatusCode::kInvalidModel, "{}: boxes must have shape [batch, boxes, 4], got {}", ctx.node.Where(),
+               ShapeToString(boxes.shape));
+  if (scores.has_shape && scores.rank() != 3)
+    return Err(StatusCode::kInvalidModel, "{}: scores must have shape [batch, classes, boxes], got {}",
+               ctx.node.Where(), ShapeToString(scores.shape));
+  if (boxes.has_shape && scores.has_shape) {
+    for (auto [bi, si] : {std::pair<int, int>{0, 0}, {1, 2}})
+      if (boxes.shape[bi].known() && scores.shape[si].known() && boxes.shape[bi].value != scores.shape[si].value)
+        return Err(StatusCode::kInvalidModel, "{}: boxes {} and scores {} disagree on batch or box count",
+                   ctx.node.Where(), ShapeToString(boxes.shape), ShapeToString(scores.shape));
+  }
+  ctx.set_output(0, DataType::kInt64, {Dim::Unknown(), Dim(3)});
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterIndexShapes(ShapeRegistry& r) {
+  r.Add("Gather", GatherShape);
+  r.Add("GatherElements", GatherElementsShape);
+  r.Add("GatherND", GatherNDShape);
+  r.Add("ScatterND", ScatterNDShape);
+  r.Add("ScatterElements", ScatterElementsShape);
+  r.Add("OneHot", OneHotShape);
+  r.Add("NonZero", NonZeroShape);
+  r.Add("NonMaxSuppression", NonMaxSuppressionShape);
+}
+
+}  // namespace kiln

@@ -1,0 +1,111 @@
+// Shape inference for Resize (Upsample is rewritten to Resize by its converter). The output size comes from
+// `sizes` or floor(scale * input) per axis; with symbolic input dims, integer scales keep the dims symbolic
+// (YOLO-style [batch,256,h,w] x2 -> [batch,256,2*h,2*w]).
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "shape/families.h"
+#include "shape/resize_plan.h"
+
+namespace kiln {
+namespace {
+
+Status CheckResizeAttrs(const Node& n) {
+  KILN_ASSIGN_OR_RETURN(std::string mode, n.attr_string("mode", "nearest"));
+  KILN_ASSIGN_OR_RETURN(std::string ctm, n.attr_string("coordinate_transformation_mode", "half_pixel"));
+  KILN_ASSIGN_OR_RETURN(std::string nearest, n.attr_string("nearest_mode", "round_prefer_floor"));
+  KILN_ASSIGN_OR_RETURN(int64_t antialias, n.attr_int("antialias", 0));
+  KILN_ASSIGN_OR_RETURN(float a, n.attr_float("cubic_coeff_a", -0.75f));
+  KILN_ASSIGN_OR_RETURN(int64_t excl, n.attr_int("exclude_outside", 0));
+  KILN_ASSIGN_OR_RETURN(float extrap, n.attr_float("extrapolation_value", 0.f));
+  (void)a, (void)excl, (void)extrap;
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return Err(StatusCode::kInvalidModel, "{}: unknown mode '{}' (nearest, linear, cubic)", n.Where(), mode);
+  if (ctm != "half_pixel" && ctm != "pytorch_half_pixel" && ctm != "align_corners" && ctm != "asymmetric" &&
+      ctm != "tf_crop_and_resize" && ctm != "half_pixel_symmetric")
+    return Err(StatusCode::kInvalidModel, "{}: unknown coordinate_transformation_mode '{}'", n.Where(), ctm);
+  if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" && nearest != "floor" && nearest != "ceil")
+    return Err(StatusCode::kInvalidModel, "{}: unknown nearest_mode '{}'", n.Where(), nearest);
+  if (antialias != 0 && mode == "nearest")
+    return Err(StatusCode::kUnsupported, "{}: antialias is not defined for mode 'nearest'", n.Where());
+  return Status::Ok();
+}
+
+Status ResizeShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(CheckResizeAttrs(n));
+  const TensorInfo& x = ctx.in(0);
+  for (size_t i : {1, 2, 3})
+    if (ctx.has_input(i) && ctx.in(i).has_shape && ctx.in(i).rank() > 1)
+      return Err(StatusCode::kInvalidModel, "{}: input {} (roi/scales/sizes) must be 1-D, got {}", n.Where(), i,
+                 ShapeToString(ctx.in(i).shape));
+  if (ctx.has_input(3) && ctx.in(3).dtype != DataType::kInt64)
+    return Err(StatusCode::kInvalidModel, "{}: sizes must be int64", n.Where());
+  if (!x.has_shape) {
+    ctx.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  if (x.rank() == 0) return Err(StatusCode::kInvalidModel, "{}: X must have rank >= 1", n.Where());
+  const Tensor* roi = ctx.value(1);
+  const Tensor* scales = ctx.value(2);
+  const Tensor* sizes = ctx.value(3);
+  // A present operand whose contents are not known yet: is it empty (opset 11's placeholder)?
+  auto known_empty = [&](size_t i) {
+    return ctx.has_input(i) && ctx.in(i).has_shape && ctx.in(i).rank() == 1 && ctx.in(i).shape[0].known() &&
+           ctx.in(i).shape[0].value == 0;
+  };
+  const bool scales_given = ctx.has_input(2) && !known_empty(2);
+  const bool sizes_given = ctx.has_input(3) && !known_empty(3);
+  if (!scales_given && !sizes_given)
+    return Err(StatusCode::kInvalidModel, "{}: one of 'scales' and 'sizes' must be given", n.Where());
+
+  KILN_ASSIGN_OR_RETURN(std::string ctm, n.attr_string("coordinate_transformation_mode", "half_pixel"));
+  const bool roi_ready = roi || ctm != "tf_crop_and_resize";
+  if (IsStatic(x.shape) && roi_ready && ((scales_given && scales) || (sizes_given && sizes))) {
+    KILN_ASSIGN_OR_RETURN(ResizePlan p, PlanResize(n, ToStatic(x.shape), roi, scales_given ? scales : nullptr,
+                                                   sizes_given ? sizes : nullptr));
+    ctx.set_output(0, x.dtype, FromStatic(p.out_shape));
+    return Status::Ok();
+  }
+
+  // Partially known: work axis by axis.
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ResizeAxes(n, x.rank()));
+  KILN_ASSIGN_OR_RETURN(std::string policy, n.attr_string("keep_aspect_ratio_policy", "stretch"));
+  Shape out = x.shape;
+  for (int64_t a : axes) out[a] = Dim::Unknown();
+  if (scales_given && scales) {
+    if (static_cast<size_t>(scales->numel()) != axes.size())
+      return Err(StatusCode::kInvalidModel, "{}: scales has {} elements, expected {}", n.Where(), scales->numel(),
+                 axes.size());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const double s = scales->GetAsDouble(static_cast<int64_t>(i));
+      if (!(s > 0)) return Err(StatusCode::kInvalidArgument, "{}: scale {} must be positive", n.Where(), s);
+      const Dim& d = x.shape[axes[i]];
+      if (d.known()) out[axes[i]] = Dim(static_cast<int64_t>(std::floor(s * static_cast<double>(d.value))));
+      else if (s == 1.0) out[axes[i]] = d;
+      else if (s == std::floor(s) && s < 1e6) out[axes[i]] = DimMul(Dim(static_cast<int64_t>(s)), d);
+    }
+  } else if (sizes_given && policy == "stretch") {
+    std::optional<std::vector<Dim>> sv = ctx.in(3).sym_value;
+    if (sizes) {
+      sv.emplace();
+      for (int64_t i = 0; i < sizes->numel(); ++i) sv->emplace_back(sizes->GetAsInt(i));
+    }
+    if (sv) {
+      if (sv->size() != axes.size())
+        return Err(StatusCode::kInvalidModel, "{}: sizes has {} elements, expected {}", n.Where(), sv->size(),
+                   axes.size());
+      for (size_t i = 0; i < axes.size(); ++i) out[axes[i]] = (*sv)[i];
+    }
+  }
+  ctx.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterResizeShapes(ShapeRegistry& r) { r.Add("Resize", ResizeShape); }
+
+}  // namespace kiln

@@ -1,0 +1,257 @@
+// Shape functions of the data-movement ops, part 2: Split, Slice, Tile, Pad, DepthToSpace, SpaceToDepth,
+// Trilu. Slice also propagates symbolic contents (sym_value) of 1-D shape tensors.
+#include <algorithm>
+#include <climits>
+
+#include "core/error.h"
+#include "shape/families.h"
+#include "shape/shape_tensor_params.h"
+
+namespace kiln {
+namespace {
+
+Status SplitShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, c.node.attr_int("axis", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t num_outputs, c.node.attr_int("num_outputs", 0));
+  const TensorInfo& x = c.in(0);
+  const int64_t parts = static_cast<int64_t>(c.outputs.size());
+  if (c.node.has_attr("num_outputs") && num_outputs != parts)
+    return Err(StatusCode::kInvalidModel, "{}: num_outputs is {} but the node has {} outputs", c.node.Where(),
+               num_outputs, parts);
+  if (c.node.has_attr("num_outputs") && c.has_input(1))
+    return Err(StatusCode::kInvalidModel, "{}: give either the split input or num_outputs, not both", c.node.Where());
+  if (!x.has_shape) {
+    for (int64_t i = 0; i < parts; ++i) c.set_output_rank_unknown(i, x.dtype);
+    return Status::Ok();
+  }
+  auto ax = NormalizeAxis(axis, x.rank());
+  if (!ax) return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for rank {}", c.node.Where(), axis, x.rank());
+  const Dim d = x.shape[*ax];
+  std::vector<Dim> sizes(parts, Dim::Unknown());
+  auto split = InputInts(c, 1);
+  if (c.has_input(1) && !split) {
+    // sizes unknown
+  } else if (d.known()) {
+    KILN_ASSIGN_OR_RETURN(auto s, ComputeSplit(c.node, d.value, c.has_input(1), split ? *split : std::vector<int64_t>{},
+                                               parts));
+    for (int64_t i = 0; i < parts; ++i) sizes[i] = Dim(s[i]);
+  } else if (split) {
+    if (static_cast<int64_t>(split->size()) != parts)
+      return Err(StatusCode::kInvalidModel, "{}: split has {} entries but the node has {} outputs", c.node.Where(),
+                 split->size(), parts);
+    for (int64_t i = 0; i < parts; ++i) sizes[i] = Dim((*split)[i]);
+  } else {
+    for (int64_t i = 0; i < parts; ++i) sizes[i] = parts == 1 ? d : DimDiv(d, Dim(parts));
+  }
+  for (int64_t i = 0; i < parts; ++i) {
+    Shape s = x.shape;
+    s[*ax] = sizes[i];
+    c.set_output(i, x.dtype, std::move(s));
+  }
+  return Status::Ok();
+}
+
+// Output length of one sliced axis when the dim, start or end is symbolic. Only forms whose answer does
+// not depend on clamping are resolved (x[s:], x[-k:], x[:-k], x[:n] with n symbolic); others are unknown.
+Dim SymbolicSliceDim(const Dim& d, const Dim& s, const Dim& e, int64_t step) {
+  if (step != 1) return Dim::Unknown();
+  const bool to_end = e.known() && e.value >= INT32_MAX;
+  if (s.known() && to_end) return s.value >= 0 ? DimSub(d, s) : Dim(-s.value);
+  if (s.symbolic() && to_end) return DimSub(d, s);
+  if (s.known() && s.value >= 0 && e.symbolic()) return DimSub(e.same(d) ? d : e, s);
+  return Dim::Unknown();
+}
+
+Status SliceShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 3));
+  const TensorInfo& x = c.in(0);
+  if (!x.has_shape) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  const int64_t r = x.rank();
+  auto starts = InputDims(c, 1), ends = InputDims(c, 2);
+  std::optional<std::vector<int64_t>> axes = std::vector<int64_t>{}, steps = std::vector<int64_t>{};
+  if (c.has_input(3)) axes = InputInts(c, 3);
+  if (c.has_input(4)) steps = InputInts(c, 4);
+  // Constant starts/ends may hold negative numbers, which Dim reads as unknown: take them from the value.
+  auto exact = [&](size_t i, std::optional<std::vector<Dim>>& dims) {
+    if (const Tensor* v = c.value(i)) {
+      dims = std::vector<Dim>{};
+      for (int64_t iv : v->ToInt64Vector()) {
+        Dim dd;
+        dd.value = iv;
+        dims->push_back(dd);
+      }
+    }
+  };
+  exact(1, starts);
+  exact(2, ends);
+  if (!axes || !steps || !starts || !ends) {
+    Shape out = x.shape;
+    if (axes && !axes->empty()) {
+      KILN_ASSIGN_OR_RETURN(auto norm, NormalizeAxesList(c.node, *axes, r));
+      for (int64_t a : norm) out[a] = Dim::Unknown();
+    } else {
+      std::fill(out.begin(), out.end(), Dim::Unknown());
+    }
+    c.set_output(0, x.dtype, std::move(out));
+    return Status::Ok();
+  }
+  const size_t n = starts->size();
+  if (ends->size() != n || (!axes->empty() && axes->size() != n) || (!steps->empty() && steps->size() != n))
+    return Err(StatusCode::kInvalidModel, "{}: starts, ends, axes and steps must have the same length ({}, {}, {}, {})",
+               c.node.Where(), n, ends->size(), axes->size(), steps->size());
+  std::vector<int64_t> ax = *axes;
+  if (ax.empty())
+    for (size_t i = 0; i < n; ++i) ax.push_back(static_cast<int64_t>(i));
+  KILN_ASSIGN_OR_RETURN(ax, NormalizeAxesList(c.node, ax, r));
+  Shape out = x.shape;
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t step = steps->empty() ? 1 : (*steps)[k];
+    if (step == 0) return Err(StatusCode::kInvalidModel, "{}: slice step is 0 on axis {}", c.node.Where(), ax[k]);
+    const Dim& d = x.shape[ax[k]];
+    const Dim& s = (*starts)[k];
+    const Dim& e = (*ends)[k];
+    const bool s_int = s.sym.empty() && (s.value != -1 || c.value(1));
+    const bool e_int = e.sym.empty() && (e.value != -1 || c.value(2));
+    if (d.known() && s_int && e_int) {
+      KILN_ASSIGN_OR_RETURN(auto p, ComputeSlice(c.node, {d.value}, {s.value}, {e.value}, {0}, {step}));
+      out[ax[k]] = Dim(p.count[0]);
+    } else {
+      out[ax[k]] = SymbolicSliceDim(d, s_int || s.symbolic() ? s : Dim::Unknown(), e_int || e.symbolic() ? e : Dim::Unknown(), step);
+    }
+  }
+  c.set_output(0, x.dtype, out);
+  // Symbolic contents of a sliced 1-D shape tensor.
+  if (r == 1 && x.sym_value && x.shape[0].known() && static_cast<int64_t>(x.sym_value->size()) == x.shape[0].value) {
+    auto si = InputInts(c, 1), ei = InputInts(c, 2);
+    if (si && ei) {
+      KILN_ASSIGN_OR_RETURN(auto p, ComputeSlice(c.node, {x.shape[0].value}, *si, *ei, *axes, *steps));
+      std::vector<Dim> sym;
+      for (int64_t i = 0; i < p.count[0]; ++i) sym.push_back((*x.sym_value)[p.start[0] + i * p.step[0]]);
+      c.out(0).sym_value = std::move(sym);
+    }
+  }
+  return Status::Ok();
+}
+
+Status TileShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 2));
+  const TensorInfo& x = c.in(0);
+  if (!x.has_shape) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  auto reps = InputDims(c, 1);
+  if (auto ints = InputInts(c, 1)) {
+    for (int64_t v : *ints)
+      if (v < 0) return Err(StatusCode::kInvalidArgument, "{}: repeats {} has a negative entry", c.node.Where(), *ints);
+  }
+  if (reps && static_cast<int64_t>(reps->size()) != x.rank())
+    return Err(StatusCode::kInvalidModel, "{}: repeats has {} entries but the input has rank {}", c.node.Where(),
+               reps->size(), x.rank());
+  Shape out(x.rank(), Dim::Unknown());
+  if (reps)
+    for (int64_t i = 0; i < x.rank(); ++i) out[i] = DimMul(x.shape[i], (*reps)[i]);
+  c.set_output(0, x.dtype, std::move(out));
+  return Status::Ok();
+}
+
+Status PadShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 2));
+  KILN_ASSIGN_OR_RETURN(std::string mode, c.node.attr_string("mode", "constant"));
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return Err(StatusCode::kInvalidModel, "{}: unknown mode '{}'", c.node.Where(), mode);
+  const TensorInfo& x = c.in(0);
+  if (c.has_input(2) && c.in(2).dtype != DataType::kUndefined && x.dtype != DataType::kUndefined &&
+      c.in(2).dtype != x.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: constant_value has type {} but the input has {}", c.node.Where(),
+               DataTypeName(c.in(2).dtype), DataTypeName(x.dtype));
+  if (!x.has_shape) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  auto pads = InputInts(c, 1);
+  std::optional<std::vector<int64_t>> axes = std::vector<int64_t>{};
+  if (c.has_input(3)) axes = InputInts(c, 3);
+  if (!pads || !axes) {
+    c.set_output(0, x.dtype, Shape(x.rank(), Dim::Unknown()));
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(auto p, ComputePads(c.node, x.rank(), *pads, *axes));
+  Shape out(x.rank());
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    out[i] = DimAdd(DimAdd(x.shape[i], Dim(p[i] >= 0 ? p[i] : 0)), Dim(p[x.rank() + i] >= 0 ? p[x.rank() + i] : 0));
+    const int64_t neg = std::min<int64_t>(p[i], 0) + std::min<int64_t>(p[x.rank() + i], 0);
+    if (neg < 0) out[i] = DimSub(out[i], Dim(-neg));
+    if (x.shape[i].known() && out[i].value < 0)
+      return Err(StatusCode::kInvalidArgument, "{}: pads {} make axis {} of {} negative", c.node.Where(), *pads, i,
+                 ShapeToString(x.shape));
+    if (x.shape[i].known() && x.shape[i].value == 0 && mode != "constant" && out[i].value > 0)
+      return Err(StatusCode::kInvalidArgument, "{}: cannot pad an empty axis {} in mode '{}'", c.node.Where(), i, mode);
+  }
+  c.set_output(0, x.dtype, std::move(out));
+  return Status::Ok();
+}
+
+Status BlockShape(InferContext& c, bool to_space) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  KILN_ASSIGN_OR_RETURN(int64_t b, c.node.attr_int("blocksize", 0));
+  if (b <= 0) return Err(StatusCode::kInvalidModel, "{}: blocksize must be positive, got {}", c.node.Where(), b);
+  KILN_ASSIGN_OR_RETURN(std::string mode, c.node.attr_string("mode", "DCR"));
+  if (to_space && mode != "DCR" && mode != "CRD")
+    return Err(StatusCode::kInvalidModel, "{}: mode must be DCR or CRD, got '{}'", c.node.Where(), mode);
+  const TensorInfo& x = c.in(0);
+  if (!x.has_shape) {
+    c.set_output(0, x.dtype, Shape(4, Dim::Unknown()));
+    return Status::Ok();
+  }
+  if (x.rank() != 4)
+    return Err(StatusCode::kInvalidModel, "{}: the input must be 4-D, got {}", c.node.Where(), ShapeToString(x.shape));
+  const Shape& s = x.shape;
+  auto check = [&](const Dim& d, int64_t by, const char* what) -> Status {
+    if (d.known() && d.value % by != 0)
+      return Err(StatusCode::kInvalidArgument, "{}: {} {} is not a multiple of {}", c.node.Where(), what, d.value, by);
+    return Status::Ok();
+  };
+  if (to_space) {
+    KILN_RETURN_IF_ERROR(check(s[1], b * b, "channels"));
+    c.set_output(0, x.dtype, {s[0], DimDiv(s[1], Dim(b * b)), DimMul(s[2], Dim(b)), DimMul(s[3], Dim(b))});
+  } else {
+    KILN_RETURN_IF_ERROR(check(s[2], b, "height"));
+    KILN_RETURN_IF_ERROR(check(s[3], b, "width"));
+    c.set_output(0, x.dtype, {s[0], DimMul(s[1], Dim(b * b)), DimDiv(s[2], Dim(b)), DimDiv(s[3], Dim(b))});
+  }
+  return Status::Ok();
+}
+
+Status TriluShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  KILN_ASSIGN_OR_RETURN(int64_t upper, c.node.attr_int("upper", 1));
+  (void)upper;
+  const TensorInfo& x = c.in(0);
+  if (x.has_shape && x.rank() < 2)
+    return Err(StatusCode::kInvalidModel, "{}: the input must have rank >= 2, got {}", c.node.Where(),
+               ShapeToString(x.shape));
+  if (c.has_input(1) && c.in(1).has_shape && IsStatic(c.in(1).shape) && NumElements(ToStatic(c.in(1).shape)) != 1)
+    return Err(StatusCode::kInvalidModel, "{}: k must be a scalar", c.node.Where());
+  if (x.has_shape) c.set_output(0, x.dtype, x.shape);
+  else c.set_output_rank_unknown(0, x.dtype);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterTensorShapesMore(ShapeRegistry& r) {
+  r.Add("Split", SplitShape);
+  r.Add("Slice", SliceShape);
+  r.Add("Tile", TileShape);
+  r.Add("Pad", PadShape);
+  r.Add("DepthToSpace", [](InferContext& c) { return BlockShape(c, true); });
+  r.Add("SpaceToDepth", [](InferContext& c) { return BlockShape(c, false); });
+  r.Add("Trilu", TriluShape);
+}
+
+}  // namespace kiln

@@ -1,0 +1,92 @@
+#include "kiln/npy.h"  // tools/kiln/npy.h
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include "core/error.h"
+
+namespace kiln {
+
+namespace {
+struct NpyType {
+  const char* descr;
+  DataType dtype;
+};
+constexpr NpyType kTypes[] = {
+    {"<f4", DataType::kFloat32}, {"<f8", DataType::kFloat64}, {"<f2", DataType::kFloat16}, {"|i1", DataType::kInt8},
+    {"|u1", DataType::kUInt8},   {"<i2", DataType::kInt16},   {"<u2", DataType::kUInt16},  {"<i4", DataType::kInt32},
+    {"<u4", DataType::kUInt32},  {"<i8", DataType::kInt64},   {"<u8", DataType::kUInt64},  {"|b1", DataType::kBool},
+};
+}  // namespace
+
+Result<Tensor> ReadNpy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Err(StatusCode::kNotFound, "cannot open input file '{}'", path);
+  char magic[8];
+  in.read(magic, 8);
+  if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0)
+    return Err(StatusCode::kInvalidArgument, "'{}' is not a .npy file (bad magic)", path);
+  uint32_t header_len = 0;
+  if (magic[6] == 1) {
+    uint16_t l = 0;
+    in.read(reinterpret_cast<char*>(&l), 2);
+    header_len = l;
+  } else {
+    in.read(reinterpret_cast<char*>(&header_len), 4);
+  }
+  if (!in || header_len > (1u << 20)) return Err(StatusCode::kInvalidArgument, "'{}': bad .npy header", path);
+  std::string header(header_len, '\0');
+  in.read(header.data(), header_len);
+  std::smatch m;
+  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']+)'")))
+    return Err(StatusCode::kInvalidArgument, "'{}': .npy header has no descr", path);
+  const std::string descr = m[1];
+  DataType dtype = DataType::kUndefined;
+  for (const auto& t : kTypes)
+    if (descr == t.descr || (descr[0] == '=' && descr.substr(1) == std::string(t.descr).substr(1))) dtype = t.dtype;
+  if (dtype == DataType::kUndefined)
+    return Err(StatusCode::kUnsupported, "'{}': numpy dtype '{}' is not supported (use little-endian numeric types)",
+               path, descr);
+  if (std::regex_search(header, m, std::regex("'fortran_order':\\s*True")))
+    return Err(StatusCode::kUnsupported, "'{}': Fortran-ordered arrays are not supported (use np.ascontiguousarray)", path);
+  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
+    return Err(StatusCode::kInvalidArgument, "'{}': .npy header has no shape", path);
+  std::vector<int64_t> shape;
+  const std::string dims = m[1];
+  std::regex num("\\d+");
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it)
+    shape.push_back(std::stoll(it->str()));
+  Tensor t(dtype, shape);
+  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  if (!in) return Err(StatusCode::kInvalidArgument, "'{}' is truncated: expected {} bytes of data", path, t.nbytes());
+  return t;
+}
+
+Status WriteNpy(const std::string& path, const Tensor& t) {
+  const char* descr = nullptr;
+  for (const auto& e : kTypes)
+    if (e.dtype == t.dtype()) descr = e.descr;
+  Tensor data = t;
+  if (!descr) {  // bfloat16 and fp8 are written as float32
+    data = CastTensor(t, DataType::kFloat32);
+    descr = "<f4";
+  }
+  std::string shape;
+  for (int64_t d : data.shape()) shape += std::to_string(d) + ",";
+  if (data.rank() > 1) shape.pop_back();
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, shape);
+  const size_t total = 10 + header.size() + 1;
+  header += std::string((64 - total % 64) % 64, ' ') + "\n";
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return Err(StatusCode::kIoError, "cannot write '{}'", path);
+  out.write("\x93NUMPY\x01\x00", 8);
+  const uint16_t hl = static_cast<uint16_t>(header.size());
+  out.write(reinterpret_cast<const char*>(&hl), 2);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(static_cast<const char*>(data.raw()), static_cast<std::streamsize>(data.nbytes()));
+  if (!out) return Err(StatusCode::kIoError, "writing '{}' failed", path);
+  return Status::Ok();
+}
+
+}  // namespace kiln
