@@ -287,6 +287,7 @@ void RegisterIndexShapes(ShapeRegistry& r) {
   r.Add("GatherND", GatherNDShape);
   r.Add("ScatterND", ScatterNDShape);
   r.Add("ScatterElements", ScatterElementsShape);
+  r.Add("Scatter", ScatterElementsShape);  // opset 9-10 name; the converter renames it to ScatterElements
   r.Add("OneHot", OneHotShape);
   r.Add("NonZero", NonZeroShape);
   r.Add("NonMaxSuppression", NonMaxSuppressionShape);

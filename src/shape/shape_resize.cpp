@@ -104,8 +104,42 @@ Status ResizeShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// Upsample is rewritten to Resize by its converter; this covers a node that was not (scales from the
+// opset 7 attribute or the opset 9 input): out = floor(in * scale).
+Status UpsampleShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  const TensorInfo& x = ctx.in(0);
+  std::vector<double> scales;
+  if (ctx.node.has_attr("scales")) {
+    KILN_ASSIGN_OR_RETURN(std::vector<float> s, ctx.node.attr_floats("scales"));
+    scales.assign(s.begin(), s.end());
+  } else if (const Tensor* t = ctx.value(1)) {
+    for (int64_t i = 0; i < t->numel(); ++i) scales.push_back(t->GetAsDouble(i));
+  }
+  if (!x.has_shape) {
+    ctx.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  Shape out(x.shape.size(), Dim::Unknown());
+  if (!scales.empty()) {
+    if (static_cast<int64_t>(scales.size()) != x.rank())
+      return Err(StatusCode::kInvalidModel, "{}: scales has {} elements for an input of rank {}", ctx.node.Where(),
+                 scales.size(), x.rank());
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!(scales[i] > 0)) return Err(StatusCode::kInvalidModel, "{}: scales must be positive", ctx.node.Where());
+      if (x.shape[i].known()) out[i] = Dim(static_cast<int64_t>(std::floor(scales[i] * x.shape[i].value)));
+      else if (scales[i] == 1.0) out[i] = x.shape[i];
+    }
+  }
+  ctx.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
 }  // namespace
 
-void RegisterResizeShapes(ShapeRegistry& r) { r.Add("Resize", ResizeShape); }
+void RegisterResizeShapes(ShapeRegistry& r) {
+  r.Add("Resize", ResizeShape);
+  r.Add("Upsample", UpsampleShape);
+}
 
 }  // namespace kiln

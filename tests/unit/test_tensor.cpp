@@ -451,9 +451,9 @@ TEST(TensorOps, ErrorsNameTheNode) {
     EXPECT_FALSE(on.Run({&x}).ok());  // rank 2
   }
   {
-    OneNode on("Split", 1, 3);
-    Tensor y = RandomTensor(DataType::kFloat32, {2});
-    EXPECT_FALSE(on.Run({&y}).ok());  // 2 elements cannot make 3 parts
+    OneNode on("Split", 2, 2);
+    Tensor y = RandomTensor(DataType::kFloat32, {2}), split = Tensor::FromInt64({1, 2});
+    EXPECT_FALSE(on.Run({&y, &split}).ok());  // sizes sum to 3, the axis has 2
   }
 }
 

@@ -14,6 +14,8 @@ namespace kiln::cpu {
 void RegisterIndexMiscKernels(KernelRegistry& r);  // index_misc.cpp
 void RegisterNmsKernels(KernelRegistry& r);        // nms.cpp
 
+namespace idx {
+
 Tensor& EnsureOutput(KernelContext& ctx, size_t i, DataType dtype, const std::vector<int64_t>& shape) {
   Tensor& o = ctx.out(i);
   if (!o.defined() || o.dtype() != dtype || o.shape() != shape) o = Tensor(dtype, shape);
@@ -42,7 +44,13 @@ Result<int64_t> FixIndex(const Node& n, int64_t v, int64_t dim, int64_t axis) {
   return w;
 }
 
+}  // namespace idx
+
 namespace {
+
+using idx::EnsureOutput;
+using idx::FixIndex;
+using idx::ReadIndices;
 
 int64_t Prod(const std::vector<int64_t>& s, size_t b, size_t e) {
   int64_t p = 1;

@@ -9,6 +9,8 @@
 namespace kiln::cpu {
 namespace {
 
+using idx::EnsureOutput;
+
 Status OneHot(KernelContext& ctx) {
   const Node& n = ctx.node;
   const Tensor& ind = ctx.in(0);

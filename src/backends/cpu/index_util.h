@@ -6,7 +6,7 @@
 
 #include "backends/cpu/kernel.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::idx {
 
 // Output i with this dtype and shape: the pre-allocated one when it matches, else a fresh allocation.
 Tensor& EnsureOutput(KernelContext& ctx, size_t i, DataType dtype, const std::vector<int64_t>& shape);
@@ -15,4 +15,4 @@ Result<std::vector<int64_t>> ReadIndices(const Node& n, const Tensor& t);
 // Wraps a negative index and checks it against [0, dim); error names the node, the index and the axis.
 Result<int64_t> FixIndex(const Node& n, int64_t v, int64_t dim, int64_t axis);
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::idx

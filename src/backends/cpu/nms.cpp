@@ -10,6 +10,8 @@
 namespace kiln::cpu {
 namespace {
 
+using idx::EnsureOutput;
+
 struct Box {
   float x0, y0, x1, y1;  // x0 <= x1, y0 <= y1
   float area;

@@ -17,6 +17,8 @@
 namespace kiln::cpu {
 namespace {
 
+using idx::EnsureOutput;
+
 struct ResizeAttrs {
   std::string mode, ctm, nearest_mode;
   double cubic_a = -0.75;

@@ -115,13 +115,18 @@ Status DropoutKernel(KernelContext& c) {
   if (!IsFloatType(x.dtype()) || !(ratio > 0.0 && ratio < 1.0))
     return Err(StatusCode::kInvalidArgument, "{}: training-mode dropout needs a float input and ratio in (0, 1)",
                c.node.Where());
-  std::mt19937_64 rng(c.node.has_attr("seed") ? static_cast<uint64_t>(c.node.geti("seed", 0)) : std::random_device{}());
-  std::uniform_real_distribution<double> u(0.0, 1.0);
+  // numpy's legacy generator (np.random.seed(seed); np.random.uniform(0, 1, shape)), which the ONNX
+  // reference uses, so that a given seed (default 0) reproduces the reference masks.
+  std::mt19937 rng(static_cast<uint32_t>(c.node.geti("seed", 0)));
+  auto uniform = [&rng] {
+    const uint64_t a = rng() >> 5, b = rng() >> 6;
+    return (static_cast<double>(a) * 67108864.0 + static_cast<double>(b)) / 9007199254740992.0;
+  };
   Tensor& y = AllocOutput(c, 0, x.dtype(), x.shape());
   Tensor mask(DataType::kBool, x.shape());
   const double scale = 1.0 / (1.0 - ratio);
   for (int64_t i = 0; i < x.numel(); ++i) {
-    const bool keep = u(rng) >= ratio;
+    const bool keep = uniform() >= ratio;
     mask.data<uint8_t>()[i] = keep;
     y.SetFromDouble(i, keep ? x.GetAsDouble(i) * scale : 0.0);
   }
