@@ -11,7 +11,7 @@ if(KILN_WITH_CUDA)
       set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper; widen with -DCMAKE_CUDA_ARCHITECTURES=...
     endif()
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 does not know C++20 for nvcc 13; CUDA sources stay C++17
     find_package(CUDAToolkit REQUIRED)
     set(KILN_HAVE_CUDA ON)
     message(STATUS "kiln: CUDA backend enabled (${CMAKE_CUDA_COMPILER_VERSION}, sm_${CMAKE_CUDA_ARCHITECTURES})")

@@ -63,7 +63,8 @@ Status BatchNormShape(InferContext& ctx) {
   }
   if (x.has_shape) ctx.set_output(0, x.dtype, x.shape);
   else ctx.set_output_rank_unknown(0, x.dtype);
-  for (size_t i = 1; i < 3 && i < n.outputs.size(); ++i) ctx.set_output(i, ctx.in(2 + i).dtype, {c});
+  for (size_t i = 1; i < 3; ++i)
+    if (n.output(i)) ctx.set_output(i, ctx.in(2 + i).dtype, {c});
   return Status::Ok();
 }
 
@@ -123,8 +124,9 @@ Status LayerNormShape(InferContext& ctx) {
   ctx.set_output(0, x.dtype, x.shape);
   Shape stat = x.shape;
   for (int64_t d = *na; d < rank; ++d) stat[d] = Dim(1);
-  ctx.set_output(1, stash_t, stat);
-  ctx.set_output(2, stash_t, stat);
+  // Mean/InvStdDev only where the model asks for them (no allocation for omitted outputs).
+  for (size_t i = 1; i < 3; ++i)
+    if (n.output(i)) ctx.set_output(i, stash_t, stat);
   return Status::Ok();
 }
 

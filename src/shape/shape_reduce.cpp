@@ -89,6 +89,13 @@ Status ReduceShape(InferContext& ctx) {
     else if (keepdims) out.push_back(Dim(1));
   }
   ctx.set_output(0, x.dtype, out);
+  // Shape arithmetic on symbolic shape tensors: ReduceProd/ReduceSum of Shape(x) keep their symbols.
+  const bool prod = n.op_type == "ReduceProd", sum = n.op_type == "ReduceSum";
+  if ((prod || sum) && rank == 1 && x.sym_value && !axes.empty()) {
+    Dim acc = prod ? Dim(1) : Dim(0);
+    for (const Dim& d : *x.sym_value) acc = prod ? DimMul(acc, d) : DimAdd(acc, d);
+    if (!acc.unknown()) ctx.out(0).sym_value = std::vector<Dim>{acc};
+  }
   return Status::Ok();
 }
 

@@ -313,23 +313,23 @@ TEST(Elementwise, Float8FormatsRoundTripAndRoundToEven) {
   for (DataType t : {DataType::kFloat8E4M3FN, DataType::kFloat8E4M3FNUZ, DataType::kFloat8E5M2,
                      DataType::kFloat8E5M2FNUZ}) {
     for (int c = 0; c < 256; ++c) {
-      const float v = cpu::Float8ToFloat(t, static_cast<uint8_t>(c));
+      const float v = cpu::elem::Float8ToFloat(t, static_cast<uint8_t>(c));
       if (std::isnan(v) || std::isinf(v)) continue;
       if (v == 0 && c == 0x80) continue;  // -0 (non-UZ formats) -- checked below
-      EXPECT_EQ(cpu::FloatToFloat8(t, v, true), c) << DataTypeName(t) << " code " << c;
+      EXPECT_EQ(cpu::elem::FloatToFloat8(t, v, true), c) << DataTypeName(t) << " code " << c;
       const int next = c + 1;
       if ((c & 0x7f) == 0x7f) continue;
-      const float w = cpu::Float8ToFloat(t, static_cast<uint8_t>(next));
+      const float w = cpu::elem::Float8ToFloat(t, static_cast<uint8_t>(next));
       if (std::isnan(w) || std::isinf(w) || (c & 0x80) != (next & 0x80)) continue;
       const float mid = (v + w) / 2;
-      EXPECT_EQ(cpu::FloatToFloat8(t, mid, true), (c % 2 == 0) ? c : next) << DataTypeName(t) << " mid " << mid;
+      EXPECT_EQ(cpu::elem::FloatToFloat8(t, mid, true), (c % 2 == 0) ? c : next) << DataTypeName(t) << " mid " << mid;
     }
     const bool uz = t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2FNUZ;
-    EXPECT_EQ(cpu::FloatToFloat8(t, -0.0f, true), uz ? 0 : 0x80);
-    EXPECT_TRUE(std::isnan(cpu::Float8ToFloat(t, cpu::FloatToFloat8(t, NAN, true))));
+    EXPECT_EQ(cpu::elem::FloatToFloat8(t, -0.0f, true), uz ? 0 : 0x80);
+    EXPECT_TRUE(std::isnan(cpu::elem::Float8ToFloat(t, cpu::elem::FloatToFloat8(t, NAN, true))));
     const float inf = std::numeric_limits<float>::infinity();
-    EXPECT_FALSE(std::isinf(cpu::Float8ToFloat(t, cpu::FloatToFloat8(t, inf, true))));
-    const float ns = cpu::Float8ToFloat(t, cpu::FloatToFloat8(t, inf, false));
+    EXPECT_FALSE(std::isinf(cpu::elem::Float8ToFloat(t, cpu::elem::FloatToFloat8(t, inf, true))));
+    const float ns = cpu::elem::Float8ToFloat(t, cpu::elem::FloatToFloat8(t, inf, false));
     EXPECT_TRUE(t == DataType::kFloat8E5M2 ? std::isinf(ns) : std::isnan(ns)) << DataTypeName(t);
   }
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "backends/cpu/executor.h"
@@ -220,6 +221,58 @@ TEST(Einsum, GeneralEquations) {
   Tensor outer = run("i,j->ij", {&v, &w});
   EXPECT_EQ(outer.shape(), (std::vector<int64_t>{6, 6}));
   EXPECT_NEAR(outer.GetAsDouble(13), v.GetAsDouble(2) * w.GetAsDouble(1), 1e-6);
+}
+
+// Two-operand equations (GEMM fast path and the generic loop's fallbacks) vs a direct label loop.
+TEST(Einsum, TwoOperandFormsMatchDirectSum) {
+  struct Case {
+    const char* eq;
+    std::vector<int64_t> sa, sb;
+    std::vector<int64_t> out;
+  };
+  // Labels: the direct sum below decodes each equation with a tiny interpreter over letters a..z.
+  const std::vector<Case> cases = {
+      {"bhqd,bhkd->bhqk", {2, 3, 4, 5}, {2, 3, 6, 5}, {2, 3, 4, 6}},
+      {"ij,jk->ki", {3, 4}, {4, 5}, {5, 3}},
+      {"ij,jk->k", {3, 4}, {4, 5}, {5}},         // i summed over A only: generic loop
+      {"ij,ij->ij", {3, 4}, {3, 4}, {3, 4}},     // elementwise product
+      {"bij,jk->bkj", {2, 3, 4}, {4, 5}, {2, 5, 4}},
+      {"ab,ca->bc", {1, 4}, {3, 1}, {4, 3}},     // size-1 label
+  };
+  uint32_t seed = 50;
+  for (const auto& c : cases) {
+    for (DataType dt : {DataType::kFloat32, DataType::kFloat64}) {
+      Tensor a = RandomTensor(c.sa, seed++, dt), b = RandomTensor(c.sb, seed++, dt);
+      OneNode t("Einsum", 2);
+      t.n->attrs["equation"] = Attribute::String(c.eq);
+      auto r = t.Run({&a, &b});
+      ASSERT_TRUE(r.ok()) << c.eq << ": " << r.status().ToString();
+      ASSERT_EQ((*r)[0].shape(), c.out) << c.eq;
+      const std::string eq = c.eq;
+      const std::string ta = eq.substr(0, eq.find(',')), tb = eq.substr(eq.find(',') + 1, eq.find('-') - eq.find(',') - 1),
+                        to = eq.substr(eq.find('>') + 1);
+      std::map<char, int64_t> size;
+      for (size_t i = 0; i < ta.size(); ++i) size[ta[i]] = c.sa[i];
+      for (size_t i = 0; i < tb.size(); ++i) size[tb[i]] = c.sb[i];
+      std::vector<char> labels;
+      for (auto& [l, n] : size) labels.push_back(l);
+      std::vector<double> ref(static_cast<size_t>((*r)[0].numel()), 0.0);
+      int64_t total = 1;
+      for (char l : labels) total *= size[l];
+      for (int64_t f = 0; f < total; ++f) {
+        std::map<char, int64_t> v;
+        int64_t rem = f;
+        for (size_t i = labels.size(); i-- > 0;) v[labels[i]] = rem % size[labels[i]], rem /= size[labels[i]];
+        auto off = [&](const std::string& term, const std::vector<int64_t>& shape) {
+          int64_t o = 0;
+          for (size_t i = 0; i < term.size(); ++i) o = o * shape[i] + v[term[i]];
+          return o;
+        };
+        ref[off(to, c.out)] += a.GetAsDouble(off(ta, c.sa)) * b.GetAsDouble(off(tb, c.sb));
+      }
+      ExpectNear((*r)[0], ref, 1e-4);
+    }
+  }
 }
 
 TEST(Einsum, BadEquationsAreErrors) {

@@ -273,6 +273,21 @@ TEST(ReduceShape, KeepsSymbolicDims) {
   EXPECT_FALSE(InferNode(ctx5).ok());
 }
 
+TEST(ReduceShape, ProdOfSymbolicShapeTensorKeepsSymbols) {
+  OneNode t("ReduceProd", 2);
+  t.n->attrs["keepdims"] = Attribute::Int(0);
+  Tensor axes = Tensor::FromInt64({0});
+  TensorInfo shape_in = Info(DataType::kInt64, {3});
+  shape_in.sym_value = std::vector<Dim>{Dim::Symbol("batch"), Dim(4), Dim(5)};
+  auto ctx = MakeCtx(*t.n, {shape_in, Info(DataType::kInt64, {1}, &axes)});
+  ASSERT_TRUE(InferNode(ctx).ok());
+  EXPECT_TRUE(ctx.outputs[0].shape.empty());
+  ASSERT_TRUE(ctx.outputs[0].sym_value.has_value());
+  ASSERT_EQ(ctx.outputs[0].sym_value->size(), 1u);
+  EXPECT_TRUE((*ctx.outputs[0].sym_value)[0].symbolic());
+  EXPECT_NE((*ctx.outputs[0].sym_value)[0].sym.find("batch"), std::string::npos);
+}
+
 TEST(ArgMaxMin, TiesAndSelectLastIndex) {
   Tensor x = Tensor::FromFloat({1, 3, 3, 0, 2, 2, 0, 0, 5, 5, 5, 1}, {3, 4});
   struct Case {

@@ -81,6 +81,15 @@ std::vector<fs::path> NumberedFiles(const fs::path& dir, const std::string& pref
   return out;
 }
 
+// The node tests store bfloat16 data as uint16 tensors (numpy has no bfloat16): read them as bfloat16 bits
+// where the model says bfloat16.
+Tensor AsBFloat16IfStoredAsUInt16(Tensor t, DataType model_type) {
+  if (model_type != DataType::kBFloat16 || t.dtype() != DataType::kUInt16) return t;
+  Tensor b(DataType::kBFloat16, t.shape());
+  if (t.nbytes()) std::memcpy(b.raw(), t.raw(), t.nbytes());
+  return b;
+}
+
 // Runs one test directory; returns "" on success, else the reason of the failure.
 std::string RunTest(const fs::path& dir, const Options& o) {
   ImportOptions io;
@@ -114,7 +123,9 @@ std::string RunTest(const fs::path& dir, const Options& o) {
                  std::to_string(g.inputs.size()) + ")";
         name = g.inputs[k]->name;
       }
-      inputs[name] = std::move(*t);
+      const Value* in = *std::find_if(g.inputs.begin(), g.inputs.end(),
+                                      [&](const Value* v) { return v->name == name; });
+      inputs[name] = AsBFloat16IfStoredAsUInt16(std::move(*t), in->dtype);
     }
     auto outputs = cpu::RunGraph(g, inputs);
     if (!outputs.ok()) return where + "run: " + outputs.status().ToString();
@@ -130,7 +141,8 @@ std::string RunTest(const fs::path& dir, const Options& o) {
       auto it = outputs->find(oname);
       if (it == outputs->end())
         return where + "output " + std::to_string(k) + " '" + oname + "' was not produced";
-      const std::string diff = CompareTensors(it->second, *want, o.rtol, o.atol);
+      const Tensor expected = AsBFloat16IfStoredAsUInt16(std::move(*want), it->second.dtype());
+      const std::string diff = CompareTensors(it->second, expected, o.rtol, o.atol);
       if (!diff.empty()) return where + "output " + std::to_string(k) + " '" + oname + "': " + diff;
     }
   }
@@ -248,7 +260,7 @@ const char* SignalName(int sig) {
 }
 
 // Finishes a child whose result pipe closed (or that timed out) and returns its result.
-TestResult Reap(Running& r, bool timed_out, const Options& o) {
+TestResult Reap(Running& r, const fs::path& dir, bool timed_out, const Options& o) {
   TestResult out;
   if (timed_out) kill(r.pid, SIGKILL);
   int wstatus = 0;
@@ -279,6 +291,9 @@ TestResult Reap(Running& r, bool timed_out, const Options& o) {
     out.status = r.result[0] == 'P' ? "passed" : "failed";
     out.message = r.result.substr(1);
   }
+  // Paths inside the test directory are shown relative to it ("'model.onnx'").
+  const std::string prefix = dir.string() + "/";
+  for (size_t p; (p = out.message.find(prefix)) != std::string::npos;) out.message.erase(p, prefix.size());
   return out;
 }
 
@@ -319,7 +334,7 @@ void RunAll(const std::vector<TestCase>& tests, const std::vector<size_t>& todo,
       const bool timed_out = !r.result_eof && now - r.start > timeout;
       if (r.result_eof || timed_out) {
         const size_t idx = r.index;
-        (*results)[idx] = Reap(r, timed_out, o);
+        (*results)[idx] = Reap(r, tests[idx].dir, timed_out, o);
         running.erase(running.begin() + static_cast<long>(i));
         on_done(idx);
       } else {

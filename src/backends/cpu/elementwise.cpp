@@ -7,7 +7,7 @@
 #include "backends/cpu/elementwise_internal.h"
 #include "backends/cpu/families.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::elem {
 
 // ---------------------------------------------------------------------------------------------------------
 // Shared helpers
@@ -304,11 +304,14 @@ void RegisterUnaryKernels(KernelRegistry& r) {
 }
 
 }  // namespace
+}  // namespace kiln::cpu::elem
+
+namespace kiln::cpu {
 
 void RegisterElementwiseKernels(KernelRegistry& r) {
-  RegisterUnaryKernels(r);
-  RegisterBinaryElementwiseKernels(r);
-  RegisterCastQuantKernels(r);
+  elem::RegisterUnaryKernels(r);
+  elem::RegisterBinaryElementwiseKernels(r);
+  elem::RegisterCastQuantKernels(r);
 }
 
 }  // namespace kiln::cpu

@@ -8,7 +8,7 @@
 
 #include "backends/cpu/elementwise_internal.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::elem {
 namespace {
 
 // Wide unsigned type for wrap-around arithmetic on integers (no signed-overflow UB).
@@ -298,4 +298,4 @@ void RegisterBinaryElementwiseKernels(KernelRegistry& r) {
   r.Add("Mean", Variadic(AddOp(), true, true));
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::elem

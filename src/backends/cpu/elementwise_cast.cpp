@@ -9,7 +9,7 @@
 
 #include "backends/cpu/elementwise_internal.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::elem {
 
 namespace {
 struct F8Format {
@@ -360,4 +360,4 @@ void RegisterCastQuantKernels(KernelRegistry& r) {
   r.Add("DequantizeLinear", DequantizeKernel);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::elem

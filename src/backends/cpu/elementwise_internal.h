@@ -1,5 +1,5 @@
-// Internals shared by the elementwise CPU kernels (elementwise*.cpp): type-category dispatch, output
-// allocation, a coalesced N-ary broadcast plan, and float8 conversions for every ONNX float8 format.
+// Internals (namespace kiln::cpu::elem) shared by the elementwise CPU kernels (elementwise*.cpp):
+// type-category dispatch, allocation, a coalesced N-ary broadcast plan, and float8 conversions for every ONNX float8 format.
 #pragma once
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include "backends/cpu/common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::elem {
 
 // Elements per parallel task for cheap elementwise loops.
 inline constexpr int64_t kElemGrain = 32768;
@@ -126,4 +126,4 @@ double ElementAsDouble(const Tensor& t, int64_t i);
 void RegisterBinaryElementwiseKernels(KernelRegistry& r);
 void RegisterCastQuantKernels(KernelRegistry& r);
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::elem

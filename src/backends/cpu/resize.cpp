@@ -198,6 +198,13 @@ void SeparablePass(const std::vector<Acc>& src, std::vector<Acc>& dst, const std
         std::fill(d, d + inner, extrap);
         continue;
       }
+      if (inner == 1) {  // resizing the innermost axis: one dot product per output
+        const Acc* s = &src[o * in_len];
+        Acc acc = 0;
+        for (int64_t k = 0; k < t.taps; ++k) acc += static_cast<Acc>(w[k]) * s[ix[k]];
+        *d = acc;
+        continue;
+      }
       for (int64_t k = 0; k < t.taps; ++k) {
         const Acc wk = static_cast<Acc>(w[k]);
         if (wk == Acc(0)) continue;

@@ -34,6 +34,49 @@ void CopyRow(const uint8_t* s, uint8_t* d, int64_t n, int64_t ss, int64_t ds, si
   }
 }
 
+// Transposing copy: source contiguous along dim `j`, destination along the last dim. Copies 2-D tiles
+// [i-tile of dim j] x [k-tile of the last dim] so both sides stay in cache.
+template <typename T>
+void TiledCopy(const uint8_t* sb, uint8_t* db, const std::vector<int64_t>& sh, const std::vector<int64_t>& ss,
+               const std::vector<int64_t>& ds, size_t j) {
+  constexpr int64_t kTile = 32;
+  const size_t r = sh.size(), last = r - 1;
+  const int64_t nj = sh[j], nl = sh[last], dj = ds[j], sl = ss[last], dl = ds[last];
+  const int64_t tiles_j = (nj + kTile - 1) / kTile;
+  // Outer dims: every dim except j and last.
+  std::vector<size_t> outer;
+  for (size_t d = 0; d < last; ++d)
+    if (d != j) outer.push_back(d);
+  int64_t rows = 1;
+  for (size_t d : outer) rows *= sh[d];
+  const T* src = reinterpret_cast<const T*>(sb);
+  T* dst = reinterpret_cast<T*>(db);
+  ParallelFor(
+      rows * tiles_j,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t rem = item / tiles_j, so = 0, dof = 0;
+          const int64_t i0 = (item % tiles_j) * kTile, i1 = std::min(nj, i0 + kTile);
+          for (int64_t o = static_cast<int64_t>(outer.size()) - 1; o >= 0; --o) {
+            const size_t d = outer[o];
+            const int64_t idx = rem % sh[d];
+            rem /= sh[d];
+            so += idx * ss[d];
+            dof += idx * ds[d];
+          }
+          for (int64_t k0 = 0; k0 < nl; k0 += kTile) {
+            const int64_t k1 = std::min(nl, k0 + kTile);
+            for (int64_t i = i0; i < i1; ++i) {
+              const T* s = src + so + i;
+              T* d = dst + dof + i * dj;
+              for (int64_t k = k0; k < k1; ++k) d[k * dl] = s[k * sl];
+            }
+          }
+        }
+      },
+      std::max<int64_t>(1, 16384 / std::max<int64_t>(1, kTile * nl)));
+}
+
 }  // namespace
 
 void StridedCopy(const void* src, void* dst, std::vector<int64_t> shape, std::vector<int64_t> ss,
@@ -68,6 +111,19 @@ void StridedCopy(const void* src, void* dst, std::vector<int64_t> shape, std::ve
     return;
   }
   const int64_t n = msh[r - 1], sl = ms[r - 1], dl = md[r - 1];
+  // A transpose (source contiguous along another dim than the destination's) goes tile by tile.
+  if (sl != 1 && dl == 1 && n >= 8 && (es == 1 || es == 2 || es == 4 || es == 8)) {
+    for (int64_t j = r - 2; j >= 0; --j) {
+      if (ms[j] != 1 || msh[j] < 8) continue;
+      switch (es) {
+        case 1: TiledCopy<uint8_t>(sb, db, msh, ms, md, j); break;
+        case 2: TiledCopy<uint16_t>(sb, db, msh, ms, md, j); break;
+        case 4: TiledCopy<uint32_t>(sb, db, msh, ms, md, j); break;
+        default: TiledCopy<uint64_t>(sb, db, msh, ms, md, j); break;
+      }
+      return;
+    }
+  }
   int64_t rows = 1;
   for (int64_t i = 0; i + 1 < r; ++i) rows *= msh[i];
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, n * static_cast<int64_t>(es)));

@@ -37,7 +37,7 @@ Status SetDevice(int index) { return KILN_CUDA_STATUS(cudaSetDevice(index)); }
 Result<Stream> Stream::Create() {
   Stream s;
   KILN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s.s_, cudaStreamNonBlocking));
-  return s;
+  return std::move(s);
 }
 
 Stream& Stream::operator=(Stream&& o) noexcept {
@@ -57,14 +57,14 @@ Status Stream::Synchronize() const { return KILN_CUDA_STATUS(cudaStreamSynchroni
 
 Result<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   DeviceBuffer b;
-  if (bytes == 0) return b;
+  if (bytes == 0) return std::move(b);
   Status st = KILN_CUDA_STATUS(cudaMalloc(&b.p_, bytes));
   if (!st.ok()) {
     cudaGetLastError();
     return st.WithContext(fmt::format("allocating {} bytes of device memory", bytes));
   }
   b.bytes_ = bytes;
-  return b;
+  return std::move(b);
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
@@ -84,14 +84,14 @@ DeviceBuffer::~DeviceBuffer() {
 
 Result<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
   PinnedBuffer b;
-  if (bytes == 0) return b;
+  if (bytes == 0) return std::move(b);
   Status st = KILN_CUDA_STATUS(cudaMallocHost(&b.p_, bytes));
   if (!st.ok()) {
     cudaGetLastError();
     return st.WithContext(fmt::format("allocating {} bytes of pinned host memory", bytes));
   }
   b.bytes_ = bytes;
-  return b;
+  return std::move(b);
 }
 
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
