@@ -56,7 +56,7 @@ Status SplitShape(InferContext& c) {
 // not depend on clamping are resolved (x[s:], x[-k:], x[:-k], x[:n] with n symbolic); others are unknown.
 Dim SymbolicSliceDim(const Dim& d, const Dim& s, const Dim& e, int64_t step) {
   if (step != 1) return Dim::Unknown();
-  const bool to_end = e.known() && e.value >= INT32_MAX;
+  const bool to_end = e.known() && e.value >= 1000000000;  // "to the end" (INT64_MAX, INT32_MAX, 1e9)
   if (s.known() && to_end) return s.value >= 0 ? DimSub(d, s) : Dim(-s.value);
   if (s.symbolic() && to_end) return DimSub(d, s);
   if (s.known() && s.value >= 0 && e.symbolic()) return DimSub(e.same(d) ? d : e, s);

@@ -124,6 +124,21 @@ def test_model_matches_onnxruntime(kiln, model_dir, name):
     check_against_ort(kiln, path, feeds, outputs, model_dir / name / "run", transform)
 
 
+@pytest.mark.parametrize("name,kwargs", [
+    ("yolo", dict(image_size=320, fold_bn=False)),   # BatchNormalization kept separate
+    ("vit", dict(batch=2, layers=2, ln_op=False)),   # LayerNorm decomposed, batch 2
+])
+def test_model_variants(kiln, model_dir, name, kwargs):
+    build, _ = MODELS[name]
+    model, feeds = build(seed=3, **kwargs)
+    tag = "_".join(f"{k}{v}" for k, v in kwargs.items())
+    path = model_dir / f"{name}_{tag}" / "model.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    transform = yolo_grid_units if name == "yolo" else None
+    check_against_ort(kiln, path, feeds, [o.name for o in model.graph.output], path.parent / "run", transform)
+
+
 @pytest.mark.parametrize("name,batch,seq", [("bert", 2, 40), ("gpt2", 3, 17)])
 def test_symbolic_batch_and_seq(kiln, model_dir, name, batch, seq):
     """The same files with other values for the symbolic "batch" and "seq" dims."""
