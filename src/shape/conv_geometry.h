@@ -33,7 +33,8 @@ Result<WindowParams> ReadWindowParams(const Node& n, int64_t nsp, const std::vec
                                       bool is_transpose);
 
 // Forward (Conv / pooling) output spatial dims; resolves auto_pad into p.pads when the input dim is known.
-// `allow_ceil` enables ceil_mode (pooling). Errors when the window does not fit the padded input.
+// Honors p.ceil_mode (pooling; a last window starting in the end padding is dropped, as in PyTorch/ORT).
+// Errors when the window does not fit the padded input.
 Result<std::vector<Dim>> ForwardOutputDims(const Node& n, WindowParams& p, const std::vector<Dim>& in);
 
 // ConvTranspose output spatial dims; resolves pads (begin pads may be negative when output_shape is larger

@@ -82,6 +82,11 @@ Result<ResizePlan> PlanResize(const Node& n, const std::vector<int64_t>& in_shap
     }
   }
 
+  double total = 1;
+  for (int64_t d : p.out_shape) total *= static_cast<double>(d);
+  if (total > static_cast<double>(int64_t{1} << 40))
+    return Err(StatusCode::kInvalidArgument, "{}: output shape {} is too large", n.Where(), ShapeToString(p.out_shape));
+
   if (ctm == "tf_crop_and_resize") {
     if (!ResizeOperandPresent(roi))
       return Err(StatusCode::kInvalidModel, "{}: tf_crop_and_resize needs the roi input", n.Where());

@@ -56,7 +56,11 @@ Status ConvLike(InferContext& ctx, bool transpose) {
   for (int64_t k : kw) kernel_known &= k >= 0;
   std::vector<int64_t> kdefault = kernel_known ? kw : std::vector<int64_t>{};
   if (!n.has_attr("kernel_shape") && !kernel_known) {
-    ctx.set_output_rank_unknown(0, x.dtype);
+    // Rank is known, the spatial extent is not (W's kernel dims are symbolic or unknown).
+    Shape out(rank, Dim::Unknown());
+    if (x.has_shape) out[0] = x.shape[0];
+    if (w.has_shape) out[1] = transpose ? Dim::Unknown() : w.shape[0];
+    ctx.set_output(0, x.dtype, out);
     return Status::Ok();
   }
   KILN_ASSIGN_OR_RETURN(WindowParams p, ReadWindowParams(n, nsp, kernel_known ? kw : kdefault, transpose));

@@ -230,6 +230,12 @@ Status OneHotShape(InferContext& ctx) {
   } else if (ctx.in(1).sym_value && ctx.in(1).sym_value->size() == 1) {
     depth = (*ctx.in(1).sym_value)[0];
   }
+  if (depth.known()) {
+    double total = static_cast<double>(depth.value);
+    for (const Dim& d : idx.shape) total *= d.known() ? static_cast<double>(d.value) : 1.0;
+    if (total > static_cast<double>(int64_t{1} << 40))
+      return Err(StatusCode::kInvalidArgument, "{}: depth {} gives a too large output", ctx.node.Where(), depth.value);
+  }
   Shape out = idx.shape;
   out.insert(out.begin() + axis, depth);
   ctx.set_output(0, out_type, out);

@@ -83,7 +83,11 @@ Status ResizeShape(InferContext& ctx) {
       const double s = scales->GetAsDouble(static_cast<int64_t>(i));
       if (!(s > 0)) return Err(StatusCode::kInvalidArgument, "{}: scale {} must be positive", n.Where(), s);
       const Dim& d = x.shape[axes[i]];
-      if (d.known()) out[axes[i]] = Dim(static_cast<int64_t>(std::floor(s * static_cast<double>(d.value))));
+      if (d.known()) {
+        const double o = std::floor(s * static_cast<double>(d.value));
+        if (o > 1e12) return Err(StatusCode::kInvalidArgument, "{}: scale {} gives a huge output", n.Where(), s);
+        out[axes[i]] = Dim(static_cast<int64_t>(o));
+      }
       else if (s == 1.0) out[axes[i]] = d;
       else if (s == std::floor(s) && s < 1e6) out[axes[i]] = DimMul(Dim(static_cast<int64_t>(s)), d);
     }
@@ -127,7 +131,8 @@ Status UpsampleShape(InferContext& ctx) {
                  scales.size(), x.rank());
     for (size_t i = 0; i < out.size(); ++i) {
       if (!(scales[i] > 0)) return Err(StatusCode::kInvalidModel, "{}: scales must be positive", ctx.node.Where());
-      if (x.shape[i].known()) out[i] = Dim(static_cast<int64_t>(std::floor(scales[i] * x.shape[i].value)));
+      if (x.shape[i].known() && scales[i] * x.shape[i].value < 1e12)
+        out[i] = Dim(static_cast<int64_t>(std::floor(scales[i] * x.shape[i].value)));
       else if (scales[i] == 1.0) out[i] = x.shape[i];
     }
   }

@@ -165,8 +165,9 @@ Status PadShape(InferContext& c) {
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     return Err(StatusCode::kInvalidModel, "{}: unknown mode '{}'", c.node.Where(), mode);
   const TensorInfo& x = c.in(0);
-  if (c.has_input(2) && c.in(2).dtype != DataType::kUndefined && x.dtype != DataType::kUndefined &&
-      c.in(2).dtype != x.dtype)
+  // (Before opset 11 the value was a float attribute, converted before the input's type may be known.)
+  if (c.node.opset >= 11 && c.has_input(2) && c.in(2).dtype != DataType::kUndefined &&
+      x.dtype != DataType::kUndefined && c.in(2).dtype != x.dtype)
     return Err(StatusCode::kInvalidModel, "{}: constant_value has type {} but the input has {}", c.node.Where(),
                DataTypeName(c.in(2).dtype), DataTypeName(x.dtype));
   if (!x.has_shape) {

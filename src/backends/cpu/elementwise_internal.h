@@ -1,5 +1,5 @@
 // Internals (namespace kiln::cpu::elem) shared by the elementwise CPU kernels (elementwise*.cpp):
-// type-category dispatch, allocation, a coalesced N-ary broadcast plan, and float8 conversions for every ONNX float8 format.
+// type-category dispatch, output allocation, a coalesced N-ary broadcast plan, float8 conversions.
 #pragma once
 
 #include <algorithm>

@@ -16,10 +16,23 @@ void RegisterNmsKernels(KernelRegistry& r);        // nms.cpp
 
 namespace idx {
 
-Tensor& EnsureOutput(KernelContext& ctx, size_t i, DataType dtype, const std::vector<int64_t>& shape) {
+Result<Tensor*> EnsureOutput(KernelContext& ctx, size_t i, DataType dtype, const std::vector<int64_t>& shape) {
   Tensor& o = ctx.out(i);
-  if (!o.defined() || o.dtype() != dtype || o.shape() != shape) o = Tensor(dtype, shape);
-  return o;
+  if (o.defined() && o.dtype() == dtype && o.shape() == shape) return &o;
+  double elems = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return Err(StatusCode::kInvalidArgument, "{}: negative output dimension in {}", ctx.node.Where(),
+                          ShapeToString(shape));
+    elems *= static_cast<double>(d);
+  }
+  if (elems * static_cast<double>(DataTypeSize(dtype)) > static_cast<double>(int64_t{1} << 46))
+    return Err(StatusCode::kOutOfRange, "{}: output {} of shape {} is too large", ctx.node.Where(), i,
+               ShapeToString(shape));
+  o = Tensor(dtype, shape);
+  if (o.numel() > 0 && !o.raw())
+    return Err(StatusCode::kOutOfRange, "{}: out of memory allocating output {} ({})", ctx.node.Where(), i,
+               o.Describe());
+  return &o;
 }
 
 Result<std::vector<int64_t>> ReadIndices(const Node& n, const Tensor& t) {
@@ -79,7 +92,8 @@ Status Gather(KernelContext& ctx) {
   std::vector<int64_t> os(ds.begin(), ds.begin() + axis);
   os.insert(os.end(), ctx.in(1).shape().begin(), ctx.in(1).shape().end());
   os.insert(os.end(), ds.begin() + axis + 1, ds.end());
-  Tensor& out = EnsureOutput(ctx, 0, data.dtype(), os);
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, data.dtype(), os));
+  Tensor& out = *out_ptr;
   const size_t es = DataTypeSize(data.dtype());
   const size_t block = static_cast<size_t>(inner) * es;
   const auto* src = static_cast<const uint8_t*>(data.raw());
@@ -120,7 +134,8 @@ Status GatherElements(KernelContext& ctx) {
     if (d != axis && is[d] > ds[d])
       return Err(StatusCode::kInvalidArgument, "{}: indices {} exceed data {} on axis {}", n.Where(), it.Describe(),
                  data.Describe(), d);
-  Tensor& out = EnsureOutput(ctx, 0, data.dtype(), is);
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, data.dtype(), is));
+  Tensor& out = *out_ptr;
   const auto dstr = Strides(ds);
   const size_t es = DataTypeSize(data.dtype());
   const auto* src = static_cast<const uint8_t*>(data.raw());
@@ -163,7 +178,8 @@ Status GatherND(KernelContext& ctx) {
   const auto& ds = data.shape();
   std::vector<int64_t> os(it.shape().begin(), it.shape().end() - 1);
   os.insert(os.end(), ds.begin() + b + k, ds.end());
-  Tensor& out = EnsureOutput(ctx, 0, data.dtype(), os);
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, data.dtype(), os));
+  Tensor& out = *out_ptr;
   const auto dstr = Strides(ds);
   const int64_t batches = Prod(ds, 0, b);
   const int64_t batch_stride = Prod(ds, b, ds.size());
@@ -235,7 +251,8 @@ Status ScatterND(KernelContext& ctx) {
     return Err(StatusCode::kInvalidArgument, "{}: updates {} must have shape {}", n.Where(), upd.Describe(),
                ShapeToString(us));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(n, it));
-  Tensor& out = EnsureOutput(ctx, 0, data.dtype(), data.shape());
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, data.dtype(), data.shape()));
+  Tensor& out = *out_ptr;
   std::memcpy(out.raw(), data.raw(), data.nbytes());
   const auto& ds = data.shape();
   const auto dstr = Strides(ds);
@@ -275,7 +292,8 @@ Status ScatterElements(KernelContext& ctx) {
       return Err(StatusCode::kInvalidArgument, "{}: indices {} exceed data {} on axis {}", n.Where(), it.Describe(),
                  data.Describe(), d);
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(n, it));
-  Tensor& out = EnsureOutput(ctx, 0, data.dtype(), ds);
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, data.dtype(), ds));
+  Tensor& out = *out_ptr;
   std::memcpy(out.raw(), data.raw(), data.nbytes());
   const auto dstr = Strides(ds);
   // Data offset of every update element, validated before anything is written.

@@ -29,7 +29,8 @@ Status OneHot(KernelContext& ctx) {
   if (!axis) return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for rank {}", n.Where(), a, ind.rank() + 1);
   std::vector<int64_t> os = ind.shape();
   os.insert(os.begin() + *axis, depth);
-  Tensor& out = EnsureOutput(ctx, 0, values.dtype(), os);
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, values.dtype(), os));
+  Tensor& out = *out_ptr;
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < ind.rank(); ++d) (d < *axis ? outer : inner) *= ind.dim(d);
   const size_t es = DataTypeSize(values.dtype());
@@ -64,7 +65,8 @@ Status NonZero(KernelContext& ctx) {
   for (uint8_t v : nz) count += v;
   const int64_t rank = x.rank();
   const int64_t rows = rank == 0 ? 1 : rank;
-  Tensor& out = EnsureOutput(ctx, 0, DataType::kInt64, {rows, count});
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, DataType::kInt64, {rows, count}));
+  Tensor& out = *out_ptr;
   int64_t* o = out.data<int64_t>();
   if (rank == 0) {
     if (count) o[0] = 0;

@@ -100,7 +100,9 @@ Status NonMaxSuppression(KernelContext& ctx) {
       }
     }
   }
-  Tensor& out = EnsureOutput(ctx, 0, DataType::kInt64, {static_cast<int64_t>(selected.size() / 3), 3});
+  const int64_t count = static_cast<int64_t>(selected.size() / 3);
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, DataType::kInt64, {count, 3}));
+  Tensor& out = *out_ptr;
   std::copy(selected.begin(), selected.end(), out.data<int64_t>());
   return Status::Ok();
 }

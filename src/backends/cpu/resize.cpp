@@ -269,7 +269,8 @@ Status Resize(KernelContext& ctx) {
   if (at.antialias && at.mode == "nearest") at.antialias = false;
 
   const int64_t rank = x.rank();
-  Tensor& out = EnsureOutput(ctx, 0, x.dtype(), plan.out_shape);
+  KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, x.dtype(), plan.out_shape));
+  Tensor& out = *out_ptr;
   if (out.numel() == 0) return Status::Ok();
   if (x.numel() == 0)
     return Err(StatusCode::kInvalidArgument, "{}: cannot resize the empty tensor {} to {}", n.Where(), x.Describe(),
