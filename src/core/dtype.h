@@ -5,29 +5,11 @@
 #include <cstring>
 #include <string>
 
+#include "kiln/types.h"
+
 namespace kiln {
 
-enum class DataType : int32_t {
-  kUndefined = 0,
-  kFloat32 = 1,
-  kUInt8 = 2,
-  kInt8 = 3,
-  kUInt16 = 4,
-  kInt16 = 5,
-  kInt32 = 6,
-  kInt64 = 7,
-  kString = 8,
-  kBool = 9,
-  kFloat16 = 10,
-  kFloat64 = 11,
-  kUInt32 = 12,
-  kUInt64 = 13,
-  kBFloat16 = 16,
-  kFloat8E4M3FN = 17,
-  kFloat8E4M3FNUZ = 18,
-  kFloat8E5M2 = 19,
-  kFloat8E5M2FNUZ = 20,
-};
+// DataType (the ONNX TensorProto codes) is public: include/kiln/types.h.
 
 // Bytes per element; 0 for types kiln cannot hold (string, undefined).
 size_t DataTypeSize(DataType t);

@@ -43,6 +43,14 @@ Tensor Tensor::Reshaped(std::vector<int64_t> shape) const {
   return t;
 }
 
+Tensor Tensor::View(DataType dtype, std::vector<int64_t> shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(data), [](uint8_t*) {});
+  return t;
+}
+
 Tensor Tensor::Clone() const {
   Tensor t(dtype_, shape_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());

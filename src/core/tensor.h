@@ -34,6 +34,8 @@ class Tensor {
 
   // Same buffer, new shape with the same element count.
   Tensor Reshaped(std::vector<int64_t> shape) const;
+  // A tensor over memory it does not own (an arena slot, a caller's buffer); the memory must outlive it.
+  static Tensor View(DataType dtype, std::vector<int64_t> shape, void* data);
   Tensor Clone() const;
 
   // Element i converted to double / int64 whatever the dtype (for shape tensors, attributes, tests).

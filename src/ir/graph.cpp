@@ -89,6 +89,35 @@ std::vector<float> Node::getfloats(const std::string& k, const std::vector<float
   return r.ok() ? *r : def;
 }
 
+std::unique_ptr<Graph> Graph::Clone() const {
+  auto g = std::make_unique<Graph>();
+  g->name = name;
+  g->opsets = opsets;
+  g->fresh_ = fresh_;
+  std::unordered_map<const Value*, Value*> vmap;
+  std::unordered_map<const Node*, Node*> nmap;
+  for (const Value& v : values_) {
+    g->values_.push_back(v);
+    Value* nv = &g->values_.back();
+    g->by_name_[nv->name] = nv;
+    vmap[&v] = nv;
+  }
+  for (const auto& n : nodes_) {
+    g->nodes_.push_back(std::make_unique<Node>(*n));
+    Node* nn = g->nodes_.back().get();
+    nmap[n.get()] = nn;
+    for (Value*& in : nn->inputs)
+      if (in) in = vmap.at(in);
+    for (Value*& out : nn->outputs)
+      if (out) out = vmap.at(out);
+  }
+  for (Value& v : g->values_)
+    v.producer = v.producer && nmap.count(v.producer) ? nmap.at(v.producer) : nullptr;
+  for (Value* v : inputs) g->inputs.push_back(vmap.at(v));
+  for (Value* v : outputs) g->outputs.push_back(vmap.at(v));
+  return g;
+}
+
 Value* Graph::FindValue(const std::string& n) const {
   auto it = by_name_.find(n);
   return it == by_name_.end() ? nullptr : it->second;

@@ -97,6 +97,10 @@ class Graph {
   Graph() = default;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
+  Graph(Graph&&) = default;  // values live in a deque: their addresses survive a move
+  Graph& operator=(Graph&&) = default;
+  // A deep copy (constants share their buffers, which are never written).
+  std::unique_ptr<Graph> Clone() const;
 
   std::string name;
   std::map<std::string, int64_t> opsets;  // domain -> version ("" is the default domain)

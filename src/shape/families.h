@@ -12,4 +12,5 @@ void RegisterConvShapes(ShapeRegistry& r);         // shape_conv.cpp: Conv, Conv
 void RegisterTensorShapes(ShapeRegistry& r);       // shape_tensor.cpp: Reshape, Transpose, Concat, Slice, Pad...
 void RegisterIndexShapes(ShapeRegistry& r);        // shape_index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS
 void RegisterResizeShapes(ShapeRegistry& r);       // shape_resize.cpp: Resize
+void RegisterFusedShapes(ShapeRegistry& r);        // shape_fused.cpp: ops the optimizer creates (domain "kiln")
 }  // namespace kiln

@@ -14,6 +14,7 @@ const ShapeRegistry& Shapes() {
     RegisterTensorShapes(r);
     RegisterIndexShapes(r);
     RegisterResizeShapes(r);
+    RegisterFusedShapes(r);
     return r;
   }();
   return reg;

@@ -347,7 +347,8 @@ void RunAll(const std::vector<TestCase>& tests, const std::vector<size_t>& todo,
 // ---------------------------------------------------------------- expected failures, discovery
 
 // Reads `test_name  # reason` lines from a file, or from every *.txt file of a directory.
-bool LoadExpectedFailures(const std::string& path, std::map<std::string, std::string>* out) {
+bool LoadExpectedFailures(const std::string& path, std::map<std::string, std::string>* out,
+                          std::map<std::string, std::string>* listed_in) {
   std::vector<fs::path> files;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
@@ -375,7 +376,12 @@ bool LoadExpectedFailures(const std::string& path, std::map<std::string, std::st
         return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
       };
       line = trim(line);
-      if (!line.empty()) (*out)[line] = trim(reason);
+      if (line.empty()) continue;
+      auto [it, fresh] = listed_in->emplace(line, f.filename().string());
+      if (!fresh)
+        std::fprintf(stderr, "warning: %s is listed as an expected failure in both %s and %s\n", line.c_str(),
+                     it->second.c_str(), f.filename().string().c_str());
+      (*out)[line] = trim(reason);
     }
   }
   return true;
@@ -468,7 +474,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::map<std::string, std::string> xfail;
-  for (const auto& p : o.xfail_paths) LoadExpectedFailures(p, &xfail);
+  std::map<std::string, std::string> listed_in;  // test -> file, to report duplicates
+  for (const auto& p : o.xfail_paths) LoadExpectedFailures(p, &xfail, &listed_in);
 
   std::vector<TestCase> tests = Discover(o, xfail);
   std::vector<TestResult> results(tests.size());

@@ -1,34 +1,43 @@
-// Subcommands of the kiln command line.
+// The kiln command line's actions: build an engine, run and time it, inspect a model or engine, and the
+// reference run of an ONNX model on the CPU backend.
 #pragma once
 
-#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
-#include "core/dims.h"
-#include "kiln/status.h"
+#include "kiln/kiln.h"
+#include "kiln/options.h"  // tools/kiln/options.h
 
 namespace kiln::cli {
 
-struct RunArgs {
-  std::string onnx;
-  std::string load_inputs;   // name:file.npy,name2:file2.npy
-  std::string shapes;        // name:1x3x224x224,name2:...
-  std::string export_output; // out.json, or a folder for one .npy per output
-  int iterations = 1;
-  int64_t seed = 1;
-  bool verbose = false;
-  bool dump_graph = false;
-  std::string json;          // write a report as JSON
+// Parses --onnx, builds an engine with the options' config; prints the build summary (with a progress line).
+struct BuildResult {
+  std::vector<uint8_t> engine;
+  BuildReport report;
+  bool dynamic_shapes = false;
 };
+Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger);
+void PrintBuildSummary(const BuildResult& b, const Options& o);
 
-void AddRunCommand(CLI::App& app, RunArgs& args);
-int RunCommand(const RunArgs& args);
+// Times inference like trtexec (warm-up, iterations, duration, streams) and prints the performance summary.
+// Fills `report` (for --json).
+Status RunInference(const Engine& engine, const Options& o, nlohmann::json* report);
 
-// "name:1x3x224x224,other:2x8" -> map; symbolic dims are not allowed here.
-Result<std::map<std::string, Shape>> ParseShapes(const std::string& spec);
-// "name:file,name2:file2" -> map (the name may itself contain ':'; the last ':' splits).
-Result<std::map<std::string, std::string>> ParseNameFileList(const std::string& spec, const char* flag);
+// `kiln inspect`: a model's or an engine's inputs, outputs, layers, precisions, tactics and memory.
+Status Inspect(const Options& o, ILogger& logger, nlohmann::json* report);
+
+// Writes the output tensors: a .json file (trtexec's form) or a folder of .npy files.
+struct NamedTensor {
+  std::string name;
+  DataType dtype;
+  Dims shape;
+  const void* data;
+};
+Status ExportOutputs(const std::string& path, const std::vector<NamedTensor>& outputs);
+
+Status WriteJsonFile(const std::string& path, const nlohmann::json& j);
 
 }  // namespace kiln::cli

@@ -8,6 +8,11 @@
 namespace kiln::cpu {
 
 Result<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<const Tensor*>& inputs) {
+  return EvaluateNodeInto(node, inputs, nullptr);
+}
+
+Result<std::vector<Tensor>> EvaluateNodeInto(const Node& node, const std::vector<const Tensor*>& inputs,
+                                             const OutputAllocator& alloc) {
   const KernelFn* kernel = Kernels().Find(node.op_type);
   if (!kernel)
     return Err(StatusCode::kUnsupported, "{}: the CPU backend has no kernel for op type {}", node.Where(), node.op_type);
@@ -29,6 +34,10 @@ Result<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<con
   for (size_t i = 0; i < outs.size(); ++i) {
     const TensorInfo& o = ctx.outputs[i];
     if (o.has_shape && IsStatic(o.shape) && o.dtype != DataType::kUndefined) {
+      if (alloc && node.outputs[i]) {
+        outs[i] = alloc(node, i, o.dtype, ToStatic(o.shape));
+        if (outs[i].defined()) continue;
+      }
       outs[i] = Tensor(o.dtype, ToStatic(o.shape));
       if (outs[i].numel() > 0 && !outs[i].raw())
         return Err(StatusCode::kOutOfRange, "{}: out of memory allocating output {} ({})", node.Where(), i,

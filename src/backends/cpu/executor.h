@@ -16,6 +16,15 @@ namespace kiln::cpu {
 // Runs one node on given inputs (nullptr for omitted ones) and returns its outputs.
 Result<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<const Tensor*>& inputs);
 
+// Gives the memory of output `index` of a node once its shape is known (an arena slot, say); returning an
+// undefined Tensor lets the executor allocate it.
+using OutputAllocator = std::function<Tensor(const Node& node, size_t index, DataType dtype,
+                                             const std::vector<int64_t>& shape)>;
+// EvaluateNode with outputs placed by `alloc` where it returns a tensor. A kernel may still hand back another
+// buffer (a view of its input, or a data-dependent output): the caller checks outs[i].raw().
+Result<std::vector<Tensor>> EvaluateNodeInto(const Node& node, const std::vector<const Tensor*>& inputs,
+                                             const OutputAllocator& alloc);
+
 // A ConstEvaluator for shape inference's constant folding.
 ConstEvaluator MakeConstEvaluator();
 

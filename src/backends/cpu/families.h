@@ -12,4 +12,5 @@ void RegisterConvKernels(KernelRegistry& r);         // conv.cpp, pool.cpp
 void RegisterTensorKernels(KernelRegistry& r);       // tensor.cpp (Reshape, Transpose, Concat, Slice, Pad...)
 void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS)
 void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
+void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optimizer creates: fused conv/matmul, pointwise chains, attention)
 }  // namespace kiln::cpu

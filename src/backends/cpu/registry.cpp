@@ -14,6 +14,7 @@ const KernelRegistry& Kernels() {
     RegisterTensorKernels(r);
     RegisterIndexKernels(r);
     RegisterResizeKernels(r);
+    RegisterFusedKernels(r);
     return r;
   }();
   return reg;

@@ -1,0 +1,121 @@
+// kiln — the builder: optimizes a network for a backend and writes a serialized engine.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/logger.h"
+#include "kiln/network.h"
+#include "kiln/status.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+enum class BuilderFlag : int {
+  kFP16 = 0,                    // allow float16 kernels
+  kBF16 = 1,                    // allow bfloat16 kernels
+  kINT8 = 2,                    // allow int8 kernels (needs calibration or Q/DQ)
+  kFP8 = 3,                     // allow FP8 E4M3 kernels (Hopper)
+  kTF32 = 4,                    // allow TF32 for float32 math (on by default)
+  kSTRONGLY_TYPED = 5,          // keep the network's types exactly; no precision choice
+  kOBEY_PRECISION_CONSTRAINTS = 6,  // per-layer precisions are requirements, not preferences
+};
+
+enum class ProfilingVerbosity { kLayerNamesOnly = 0, kNone = 1, kDetailed = 2 };
+
+// min/opt/max shapes for the dynamic inputs of a network. An engine holds one or more profiles; a context
+// runs at any shape inside the one it selected.
+class OptimizationProfile {
+ public:
+  Status setDimensions(const std::string& input, ProfileSelector which, const Dims& dims);
+  Dims getDimensions(const std::string& input, ProfileSelector which) const;
+  const std::map<std::string, std::vector<Dims>>& shapes() const { return shapes_; }  // input -> {min,opt,max}
+  // Checks min <= opt <= max per dimension, equal ranks; names the input on error.
+  Status validate() const;
+
+ private:
+  std::map<std::string, std::vector<Dims>> shapes_;
+};
+
+class BuilderConfig {
+ public:
+  BuilderConfig();
+  void setFlag(BuilderFlag f) { flags_ |= 1u << static_cast<int>(f); }
+  void clearFlag(BuilderFlag f) { flags_ &= ~(1u << static_cast<int>(f)); }
+  bool getFlag(BuilderFlag f) const { return (flags_ >> static_cast<int>(f)) & 1u; }
+  uint32_t flags() const { return flags_; }
+
+  // Memory pools: "workspace" limits scratch memory of kernels (bytes; 0 = no limit).
+  void setMemoryPoolLimit(const std::string& pool, size_t bytes) { pools_[pool] = bytes; }
+  size_t getMemoryPoolLimit(const std::string& pool) const;
+
+  // Returns the profile's index, or an error naming the bad input.
+  Result<int> addOptimizationProfile(const OptimizationProfile& profile);
+  const std::vector<OptimizationProfile>& profiles() const { return profiles_; }
+
+  void setTimingCacheFile(const std::string& path) { timing_cache_ = path; }
+  const std::string& timingCacheFile() const { return timing_cache_; }
+  // 0..5 (default 3): how hard the builder searches; 0 skips fusion.
+  void setBuilderOptimizationLevel(int level) { opt_level_ = level; }
+  int builderOptimizationLevel() const { return opt_level_; }
+  void setProfilingVerbosity(ProfilingVerbosity v) { profiling_ = v; }
+  ProfilingVerbosity profilingVerbosity() const { return profiling_; }
+  // Per-layer precision and output type (layer = node name).
+  void setLayerPrecision(const std::string& layer, DataType t) { layer_precision_[layer] = t; }
+  void setLayerOutputType(const std::string& layer, DataType t) { layer_output_type_[layer] = t; }
+  const std::map<std::string, DataType>& layerPrecisions() const { return layer_precision_; }
+  const std::map<std::string, DataType>& layerOutputTypes() const { return layer_output_type_; }
+  // "cpu" (reference backend) or "cuda"; default: cuda when a GPU is found, else cpu.
+  void setBackend(const std::string& backend) { backend_ = backend; }
+  const std::string& backend() const { return backend_; }
+
+ private:
+  uint32_t flags_ = 0;
+  std::map<std::string, size_t> pools_;
+  std::vector<OptimizationProfile> profiles_;
+  std::string timing_cache_;
+  int opt_level_ = 3;
+  ProfilingVerbosity profiling_ = ProfilingVerbosity::kLayerNamesOnly;
+  std::map<std::string, DataType> layer_precision_, layer_output_type_;
+  std::string backend_;
+};
+
+// What a build did, for the build summary and `--json`.
+struct BuildReport {
+  std::vector<std::pair<std::string, int>> passes;  // pass name, rewrites (in order)
+  std::vector<std::string> pass_details;            // one line per rewrite (verbose log)
+  size_t layers_before = 0, layers_after = 0;
+  std::map<std::string, int> fusions;               // "batchnorm_folded", "bias_activation", "gelu", ...
+  std::map<std::string, int> op_counts;             // layers of the built engine by op type
+  int reformats_eliminated = 0;
+  int tactics_selected = 0;
+  size_t engine_bytes = 0;
+  size_t arena_bytes = 0, naive_activation_bytes = 0;
+  double build_time_s = 0;
+  double estimated_latency_ms = 0;
+  std::string backend;
+  std::string ToJson(const std::string& input_model, const std::string& output_engine, const BuilderConfig& config,
+                     bool dynamic_shapes) const;
+};
+
+class Builder {
+ public:
+  explicit Builder(ILogger& logger) : logger_(logger) {}
+  std::unique_ptr<NetworkDefinition> createNetwork() const { return std::make_unique<NetworkDefinition>(); }
+  std::unique_ptr<BuilderConfig> createBuilderConfig() const { return std::make_unique<BuilderConfig>(); }
+  std::unique_ptr<OptimizationProfile> createOptimizationProfile() const {
+    return std::make_unique<OptimizationProfile>();
+  }
+  // Optimizes the network for the config's backend and returns the engine file's bytes. The network is left
+  // as it was. A network with dynamic inputs needs an optimization profile covering every dynamic dim.
+  Result<std::vector<uint8_t>> buildSerializedNetwork(const NetworkDefinition& network, const BuilderConfig& config,
+                                                      BuildReport* report = nullptr) const;
+
+ private:
+  ILogger& logger_;
+};
+
+}  // namespace kiln

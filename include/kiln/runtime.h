@@ -1,0 +1,87 @@
+// kiln — the runtime: engines from serialized bytes, and execution contexts that run them.
+//
+// An Engine is immutable and shared; each ExecutionContext holds the activation memory of one in-flight
+// inference. Several contexts of one engine may run at once from different threads; one context must be used
+// by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/logger.h"
+#include "kiln/profiler.h"
+#include "kiln/status.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+class EngineImpl;
+class ExecutionContextImpl;
+class ExecutionContext;
+
+class Engine {
+ public:
+  ~Engine();
+  int getNbIOTensors() const;
+  std::string getIOTensorName(int index) const;  // inputs first, then outputs
+  TensorIOMode getTensorIOMode(const std::string& name) const;
+  DataType getTensorDataType(const std::string& name) const;
+  Dims getTensorShape(const std::string& name) const;  // -1 for dynamic dims
+  int getNbOptimizationProfiles() const;
+  Dims getProfileShape(const std::string& input, int profile, ProfileSelector which) const;
+  // Bytes of activation memory one context needs (the memory plan's arena at the profiles' largest shapes).
+  size_t getDeviceMemorySize() const;
+  int getNbLayers() const;
+  std::string getBackend() const;
+  // A JSON description of the layers: name, op type, precision, tactic, inputs and outputs.
+  std::string getLayerInformationJson() const;
+  std::string getBuildReportJson() const;
+  Result<std::unique_ptr<ExecutionContext>> createExecutionContext() const;
+
+  EngineImpl& impl() const { return *impl_; }
+  explicit Engine(std::unique_ptr<EngineImpl> impl);
+
+ private:
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+class ExecutionContext {
+ public:
+  ~ExecutionContext();
+  Status setOptimizationProfile(int index);
+  int getOptimizationProfile() const;
+  // Sets a dynamic input's shape; fails naming the input and the profile's allowed range when outside it.
+  Status setInputShape(const std::string& name, const Dims& dims);
+  // Shape of an input or output at the current input shapes (outputs whose size depends on data: after enqueue).
+  Result<Dims> getTensorShape(const std::string& name) const;
+  // Where a tensor lives (host memory for the cpu backend, device memory for cuda). Outputs must have room for
+  // getTensorShape(name) elements.
+  Status setTensorAddress(const std::string& name, void* data);
+  // Runs the network on `stream` (nullptr: the cpu backend runs synchronously on the calling thread).
+  Status enqueue(void* stream = nullptr);
+  // After enqueue: an output as the context holds it (valid until the next enqueue). Outputs whose size
+  // depends on data (NonZero, NonMaxSuppression) are read this way; their shape is getTensorShape(name).
+  Result<const void*> getOutputBuffer(const std::string& name) const;
+  void setProfiler(IProfiler* profiler);
+
+  explicit ExecutionContext(std::unique_ptr<ExecutionContextImpl> impl);
+
+ private:
+  std::unique_ptr<ExecutionContextImpl> impl_;
+};
+
+class Runtime {
+ public:
+  explicit Runtime(ILogger& logger) : logger_(logger) {}
+  // Checks the header (format version, backend, GPU architecture, size, checksum) and fails with a sentence
+  // that says what does not match and what to do.
+  Result<std::unique_ptr<Engine>> deserializeEngine(const void* data, size_t size) const;
+  Result<std::unique_ptr<Engine>> loadEngineFile(const std::string& path) const;
+
+ private:
+  ILogger& logger_;
+};
+
+}  // namespace kiln

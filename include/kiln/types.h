@@ -1,0 +1,41 @@
+// kiln — public types: element types, dimensions, tensor IO modes, profile selectors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+// Element types. The numeric values are ONNX's TensorProto.DataType codes.
+enum class DataType : int32_t {
+  kUndefined = 0,
+  kFloat32 = 1,
+  kUInt8 = 2,
+  kInt8 = 3,
+  kUInt16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kFloat64 = 11,
+  kUInt32 = 12,
+  kUInt64 = 13,
+  kBFloat16 = 16,
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+};
+
+// A tensor's dimensions; -1 marks a dimension that is only known at run time (dynamic).
+using Dims = std::vector<int64_t>;
+
+enum class TensorIOMode { kNone, kInput, kOutput };
+
+// Which shape of an optimization profile: the smallest, the one to tune for, the largest.
+enum class ProfileSelector { kMin = 0, kOpt = 1, kMax = 2 };
+
+}  // namespace kiln

@@ -1,0 +1,7 @@
+#include "backends/cpu/families.h"
+
+namespace kiln::cpu {
+
+void RegisterFusedKernels(KernelRegistry& r) {}
+
+}  // namespace kiln::cpu

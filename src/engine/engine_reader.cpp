@@ -1,0 +1,307 @@
+// Engine reader: header checks, checksum, compatibility, FlatBuffers verification, then a payload -> Graph
+// conversion that checks every index, size and offset before using it, so that no bytes can crash it.
+#include <flatbuffers/flatbuffers.h>
+
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "engine/engine_file.h"
+#include "engine/engine_internal.h"
+#include "engine_generated.h"
+
+namespace kiln {
+
+namespace {
+
+namespace fbs = flatbuffers;
+
+Status Bad(const std::string& what) {
+  return Err(StatusCode::kInvalidModel,
+             "the engine payload is inconsistent ({}): the engine file is corrupted; copy it again or rebuild it",
+             what);
+}
+
+bool KnownDataType(int32_t c) { return (c >= 0 && c <= 13) || (c >= 16 && c <= 20); }
+
+std::string Str(const fbs::String* s) { return s ? s->str() : std::string(); }
+
+template <typename T>
+std::vector<T> Vec(const fbs::Vector<T>* v) {
+  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+}
+
+class Reader {
+ public:
+  Reader(const uint8_t* weights, uint64_t weights_size) : weights_(weights), weights_size_(weights_size) {}
+  Result<EngineContents> Read(const fb::Engine& e);
+
+ private:
+  Result<Tensor> ReadTensor(const fb::TensorRef* t, const std::string& what);
+  Result<std::vector<Dim>> ReadDims(const fbs::Vector<fbs::Offset<fb::Dim>>* dims, const std::string& what);
+  Result<Value*> Ref(int32_t idx, bool allow_omitted, const std::string& what);
+  Status ReadGraph(const fb::Graph& fg, EngineContents& out);
+  Status ReadPlan(const fb::MemoryPlan& fp, EngineContents& out);
+
+  const uint8_t* weights_;
+  uint64_t weights_size_;
+  std::vector<Value*> values_;
+};
+
+Result<Tensor> Reader::ReadTensor(const fb::TensorRef* t, const std::string& what) {
+  if (!t) return Bad(what + " has no data");
+  const int32_t code = t->dtype();
+  if (!KnownDataType(code)) return Bad(fmt::format("{} has element type code {}", what, code));
+  const DataType dt = static_cast<DataType>(code);
+  std::vector<int64_t> shape = Vec(t->shape());
+  if (dt == DataType::kUndefined) {
+    if (!shape.empty() || t->size() != 0) return Bad(what + " has data but no element type");
+    return Tensor();
+  }
+  const size_t es = DataTypeSize(dt);
+  if (es == 0) return Bad(fmt::format("{} has type {}", what, DataTypeName(dt)));
+  uint64_t bytes = es;
+  bool zero = false;
+  for (int64_t d : shape) {
+    if (d < 0) return Bad(fmt::format("{} has a negative dimension", what));
+    if (d == 0) zero = true;
+  }
+  if (zero) {
+    bytes = 0;
+  } else {
+    for (int64_t d : shape) {
+      if (bytes > weights_size_ / static_cast<uint64_t>(d))
+        return Bad(fmt::format("{} is larger than the weights section", what));
+      bytes *= static_cast<uint64_t>(d);
+    }
+  }
+  if (bytes != t->size())
+    return Bad(fmt::format("{} has {} bytes for shape {}", what, t->size(), ShapeToString(shape)));
+  if (t->offset() > weights_size_ || bytes > weights_size_ - t->offset())
+    return Bad(fmt::format("{} lies outside the weights section", what));
+  Tensor out(dt, std::move(shape));
+  if (bytes) std::memcpy(out.raw(), weights_ + t->offset(), bytes);
+  return out;
+}
+
+Result<std::vector<Dim>> Reader::ReadDims(const fbs::Vector<fbs::Offset<fb::Dim>>* dims, const std::string& what) {
+  std::vector<Dim> out;
+  if (!dims) return out;
+  out.reserve(dims->size());
+  for (const fb::Dim* d : *dims) {
+    if (!d || d->value() < -1) return Bad(what + " has a bad dimension");
+    if (d->value() >= 0) out.emplace_back(d->value());
+    else out.push_back(d->sym() ? Dim::Symbol(d->sym()->str()) : Dim::Unknown());
+  }
+  return out;
+}
+
+Result<Value*> Reader::Ref(int32_t idx, bool allow_omitted, const std::string& what) {
+  if (idx == -1 && allow_omitted) return static_cast<Value*>(nullptr);
+  if (idx < 0 || static_cast<size_t>(idx) >= values_.size())
+    return Bad(fmt::format("{} names value {} of {}", what, idx, values_.size()));
+  return values_[static_cast<size_t>(idx)];
+}
+
+Status Reader::ReadGraph(const fb::Graph& fg, EngineContents& out) {
+  auto g = std::make_unique<Graph>();
+  g->name = Str(fg.name());
+  if (fg.opsets())
+    for (const fb::Opset* o : *fg.opsets()) g->opsets[Str(o->domain())] = o->version();
+
+  const auto* vals = fg.values();
+  const size_t nv = vals ? vals->size() : 0;
+  values_.assign(nv, nullptr);
+  for (size_t i = 0; i < nv; ++i) {
+    const fb::Value* fv = vals->Get(static_cast<fbs::uoffset_t>(i));
+    if (!fv->name()) return Bad(fmt::format("value {} has no name", i));
+    const std::string name = fv->name()->str();
+    if (g->FindValue(name)) return Bad(fmt::format("value '{}' appears twice", name));
+    if (!KnownDataType(fv->dtype())) return Bad(fmt::format("value '{}' has element type code {}", name, fv->dtype()));
+    Value* v = g->GetOrAddValue(name);
+    v->dtype = static_cast<DataType>(fv->dtype());
+    v->has_shape = fv->has_shape();
+    KILN_ASSIGN_OR_RETURN(v->shape, ReadDims(fv->shape(), fmt::format("value '{}'", name)));
+    if (fv->sym_value()) {
+      KILN_ASSIGN_OR_RETURN(std::vector<Dim> sym, ReadDims(fv->sym_value(), fmt::format("value '{}'", name)));
+      v->sym_value = std::move(sym);
+    }
+    if (fv->const_data()) {
+      KILN_ASSIGN_OR_RETURN(Tensor t, ReadTensor(fv->const_data(), fmt::format("constant '{}'", name)));
+      if (t.dtype() != v->dtype) return Bad(fmt::format("constant '{}' has data of another type", name));
+      v->const_value = std::move(t);
+    }
+    if ((fv->flags() & 1u) && v->is_const()) return Bad(fmt::format("constant '{}' is marked a graph input", name));
+    values_[i] = v;
+  }
+
+  std::vector<int32_t> ins = Vec(fg.inputs()), outs = Vec(fg.outputs());
+  for (int32_t idx : ins) {
+    KILN_ASSIGN_OR_RETURN(Value * v, Ref(idx, false, "a graph input"));
+    if (v->is_const() || v->is_graph_input) return Bad(fmt::format("graph input '{}' is a constant or listed twice", v->name));
+    v->is_graph_input = true;
+    g->inputs.push_back(v);
+  }
+  for (int32_t idx : outs) {
+    KILN_ASSIGN_OR_RETURN(Value * v, Ref(idx, false, "a graph output"));
+    v->is_graph_output = true;
+    g->outputs.push_back(v);
+  }
+  for (size_t i = 0; i < nv; ++i) {
+    const uint32_t want = (values_[i]->is_graph_input ? 1u : 0u) | (values_[i]->is_graph_output ? 2u : 0u);
+    if ((vals->Get(static_cast<fbs::uoffset_t>(i))->flags() & 3u) != want)
+      return Bad(fmt::format("value '{}' has input/output flags that the graph's lists contradict", values_[i]->name));
+  }
+
+  const auto* nodes = fg.nodes();
+  const size_t nn = nodes ? nodes->size() : 0;
+  out.tactics.clear();
+  bool any_tactic = false;
+  for (size_t k = 0; k < nn; ++k) {
+    const fb::Node* fn = nodes->Get(static_cast<fbs::uoffset_t>(k));
+    if (!fn->op_type() || fn->op_type()->size() == 0) return Bad(fmt::format("node {} has no op type", k));
+    Node* n = g->AddNode(fn->op_type()->str(), Str(fn->name()));
+    n->domain = Str(fn->domain());
+    n->opset = fn->opset();
+    const std::string where = fmt::format("node {} '{}'", k, n->name);
+    for (int32_t idx : Vec(fn->inputs())) {
+      KILN_ASSIGN_OR_RETURN(Value * v, Ref(idx, true, where + " input"));
+      n->inputs.push_back(v);
+    }
+    for (int32_t idx : Vec(fn->outputs())) {
+      KILN_ASSIGN_OR_RETURN(Value * v, Ref(idx, true, where + " output"));
+      if (v && (v->producer || v->is_const() || v->is_graph_input))
+        return Bad(fmt::format("{} outputs '{}', which is already defined", where, v->name));
+      if (v) v->producer = n;
+      n->outputs.push_back(v);
+    }
+    if (fn->attrs()) {
+      for (const fb::Attribute* fa : *fn->attrs()) {
+        if (!fa->name()) return Bad(where + " has an attribute without a name");
+        const std::string key = fa->name()->str();
+        const int kind = static_cast<int>(fa->kind());
+        if (kind < 0 || kind > static_cast<int>(fb::AttrKind::MAX))
+          return Bad(fmt::format("{} attribute '{}' has kind {}", where, key, kind));
+        if (n->attrs.count(key)) return Bad(fmt::format("{} has attribute '{}' twice", where, key));
+        Attribute a;
+        a.kind = static_cast<Attribute::Kind>(kind);
+        a.f = fa->f();
+        a.i = fa->i();
+        a.s = Str(fa->s());
+        a.floats = Vec(fa->floats());
+        a.ints = Vec(fa->ints());
+        if (fa->strings())
+          for (const fbs::String* s : *fa->strings()) a.strings.push_back(Str(s));
+        if (a.kind == Attribute::Kind::kTensor) {
+          KILN_ASSIGN_OR_RETURN(a.t, ReadTensor(fa->t(), fmt::format("{} attribute '{}'", where, key)));
+        }
+        n->attrs.emplace(key, std::move(a));
+      }
+    }
+    std::string tactic = Str(fn->tactic());
+    any_tactic = any_tactic || !tactic.empty();
+    out.tactics.push_back(std::move(tactic));
+  }
+  if (!any_tactic) out.tactics.clear();
+  Status st = VerifyGraph(*g);
+  if (!st.ok()) return Bad(st.message());
+  out.graph = std::move(g);
+  return Status::Ok();
+}
+
+Status Reader::ReadPlan(const fb::MemoryPlan& fp, EngineContents& out) {
+  MemoryPlan plan;
+  plan.alignment = fp.alignment();
+  plan.arena_bytes = fp.arena_bytes();
+  plan.naive_bytes = fp.naive_bytes();
+  plan.peak_live_bytes = fp.peak_live_bytes();
+  plan.external_bytes = fp.external_bytes();
+  if (fp.buffers()) {
+    plan.buffers.reserve(fp.buffers()->size());
+    for (const fb::Buffer* fb_buf : *fp.buffers()) {
+      BufferPlan b;
+      KILN_ASSIGN_OR_RETURN(Value * v, Ref(fb_buf->value(), false, "a memory plan buffer"));
+      const int kind = static_cast<int>(fb_buf->kind());
+      if (kind < 0 || kind > static_cast<int>(fb::BufferKind::MAX))
+        return Bad(fmt::format("memory plan buffer '{}' has kind {}", v->name, kind));
+      b.name = v->name;
+      b.value = v;
+      b.kind = static_cast<BufferPlan::Kind>(kind);
+      b.offset = fb_buf->offset();
+      b.bytes = fb_buf->bytes();
+      b.first = fb_buf->first();
+      b.last = fb_buf->last();
+      if (b.kind == BufferPlan::Kind::kView) {
+        KILN_ASSIGN_OR_RETURN(Value * root, Ref(fb_buf->alias_of(), false, "a memory plan view"));
+        b.alias_of = root->name;
+      }
+      plan.buffers.push_back(std::move(b));
+    }
+  }
+  Status st = plan.Validate();
+  if (!st.ok()) return Bad(st.message());
+  out.plan = std::move(plan);
+  return Status::Ok();
+}
+
+Result<EngineContents> Reader::Read(const fb::Engine& e) {
+  EngineContents out;
+  if (!e.graph()) return Bad("no graph");
+  KILN_RETURN_IF_ERROR(ReadGraph(*e.graph(), out));
+  if (e.plan()) KILN_RETURN_IF_ERROR(ReadPlan(*e.plan(), out));
+  if (e.profiles()) {
+    for (const fb::Profile* fp : *e.profiles()) {
+      EngineProfile p;
+      if (fp->inputs())
+        for (const fb::ProfileInput* in : *fp->inputs()) {
+          ProfileInputDims d{Vec(in->min()), Vec(in->opt()), Vec(in->max())};
+          if (d.min.size() != d.opt.size() || d.opt.size() != d.max.size())
+            return Bad(fmt::format("profile input '{}' has min/opt/max of different ranks", Str(in->name())));
+          p.inputs[Str(in->name())] = std::move(d);
+        }
+      out.profiles.push_back(std::move(p));
+    }
+  }
+  out.build_report_json = Str(e.build_report());
+  return out;
+}
+
+}  // namespace
+
+Result<EngineContents> DeserializeEngine(const uint8_t* data, size_t size, const EngineCompat& expected) {
+  KILN_ASSIGN_OR_RETURN(EngineHeader h, ReadEngineHeader(data, size));
+  const uint64_t sum = EngineChecksum(data, size);
+  if (sum != h.checksum)
+    return Err(StatusCode::kInvalidModel,
+               "checksum mismatch (the header says {:#018x}, the contents give {:#018x}): the engine file is "
+               "corrupted; copy it again or rebuild it",
+               h.checksum, sum);
+  KILN_RETURN_IF_ERROR(CheckEngineCompat(h.target, expected));
+  if (h.payload_size >= FLATBUFFERS_MAX_BUFFER_SIZE) return Bad("payload beyond 2 GiB");
+
+  // FlatBuffers reads scalars in place: give it an 8-byte aligned copy when the caller's bytes are not.
+  const uint8_t* payload = data + h.payload_offset;
+  std::unique_ptr<uint64_t[]> aligned;
+  if (reinterpret_cast<uintptr_t>(payload) % 8 != 0) {
+    aligned.reset(new uint64_t[(h.payload_size + 7) / 8]);
+    std::memcpy(aligned.get(), payload, h.payload_size);
+    payload = reinterpret_cast<const uint8_t*>(aligned.get());
+  }
+  fbs::Verifier::Options vopts;
+  vopts.max_depth = 32;
+  vopts.max_tables = 100'000'000;
+  fbs::Verifier verifier(payload, h.payload_size, vopts);
+  if (!fb::VerifyEngineBuffer(verifier))
+    return Err(StatusCode::kInvalidModel,
+               "the engine payload fails FlatBuffers verification: the engine file is corrupted; copy it again or "
+               "rebuild it");
+  Reader reader(data + h.weights_offset, h.weights_size);
+  KILN_ASSIGN_OR_RETURN(EngineContents out, reader.Read(*fb::GetEngine(payload)));
+  out.target = h.target;
+  out.kiln_version = h.kiln_version;
+  return out;
+}
+
+}  // namespace kiln

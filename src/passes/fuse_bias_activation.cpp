@@ -1,0 +1,183 @@
+// Pass fuse-bias-activation: folds the bias add and the activation that follow a Conv, Gemm or MatMul into
+// one kiln node (domain kiln) whose kernel applies them as an epilogue, so the activation never makes an
+// extra trip through memory.
+//   Conv(x, w, [b]) -> act                  =>  kiln.FusedConv(x, w, [b]; Conv's attrs, kiln_activation)
+//   Gemm(a, b, [c]) -> act                  =>  kiln.FusedGemm(a, b, [c]; Gemm's attrs, kiln_activation)
+//   MatMul(a, b) -> Add(bias) [-> act]      =>  kiln.FusedMatMul(a, b, bias[N]; kiln_activation)
+// act: Relu, LeakyRelu(alpha), Sigmoid, Tanh, Clip(min, max constants), HardSigmoid(alpha, beta),
+// SiLU (y * Sigmoid(y)), Gelu (approximate none/tanh). The bias of MatMul is a constant broadcast along the
+// last axis only. Fused only when the intermediate has no other reader and is not a graph output; the last
+// node is rewritten in place (its output value and name stay; the node takes the Conv/Gemm/MatMul's name).
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "passes/fusion_util.h"
+#include "passes/pass_list.h"
+
+namespace kiln {
+namespace {
+
+using fusion::Is;
+using fusion::Uses;
+
+struct Activation {
+  std::string kind;  // "" when none
+  float alpha = 0.f, beta = 0.f;
+  Node* last = nullptr;       // the node producing the activated value
+  std::vector<Node*> inner;   // other nodes of the activation (SiLU's Sigmoid)
+};
+
+// The activation reading `y` (y's only reader(s)); kind stays empty when there is none.
+Activation MatchActivation(const Uses& u, Value* y) {
+  Activation a;
+  if (!y || u.IsOutput(y)) return a;
+  const auto& readers = u.Readers(y);
+  // SiLU: y -> Sigmoid -> Mul(y, sigmoid(y)); y read by exactly those two.
+  if (readers.size() == 2 && readers[0] != readers[1]) {
+    for (int i = 0; i < 2; ++i) {
+      Node* sg = readers[i];
+      Node* mul = readers[1 - i];
+      if (!Is(sg, "Sigmoid", 1) || !Is(mul, "Mul", 2)) continue;
+      Value* s = sg->outputs[0];
+      const bool ok = (mul->inputs[0] == y && mul->inputs[1] == s) || (mul->inputs[1] == y && mul->inputs[0] == s);
+      if (ok && u.OnlyBy(s, mul)) {
+        a.kind = "SiLU";
+        a.last = mul;
+        a.inner = {sg};
+        return a;
+      }
+    }
+    return a;
+  }
+  Node* n = u.Single(y);
+  if (!n || !n->domain.empty() || n->inputs.empty() || n->inputs[0] != y || n->outputs.size() != 1 ||
+      !n->outputs[0])
+    return a;
+  const std::string& op = n->op_type;
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
+    if (n->inputs.size() != 1) return a;
+    a.kind = op;
+  } else if (op == "LeakyRelu") {
+    auto al = n->attr_float("alpha", 0.01f);
+    if (!al.ok() || n->inputs.size() != 1) return a;
+    a.kind = op;
+    a.alpha = *al;
+  } else if (op == "HardSigmoid") {
+    auto al = n->attr_float("alpha", 0.2f);
+    auto be = n->attr_float("beta", 0.5f);
+    if (!al.ok() || !be.ok() || n->inputs.size() != 1) return a;
+    a.kind = op;
+    a.alpha = *al;
+    a.beta = *be;
+  } else if (op == "Clip") {
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    for (size_t i = 1; i < n->inputs.size() && i < 3; ++i) {
+      if (!n->inputs[i]) continue;
+      auto c = fusion::ScalarConst(n->inputs[i]);
+      if (!c) return a;
+      (i == 1 ? lo : hi) = static_cast<float>(*c);
+    }
+    if (n->inputs.size() > 3) return a;
+    a.kind = op;
+    a.alpha = lo;
+    a.beta = hi;
+  } else if (op == "Gelu") {
+    auto ap = n->attr_string("approximate", "none");
+    if (!ap.ok() || n->inputs.size() != 1 || (*ap != "none" && *ap != "tanh")) return a;
+    a.kind = *ap == "tanh" ? "GeluTanh" : "Gelu";
+  } else {
+    return a;
+  }
+  a.last = n;
+  return a;
+}
+
+// A constant over the last axis only (numel n, other dims 1, rank <= out's rank) of out's dtype.
+bool IsLastAxisBias(const Value* b, const Value* out, int64_t n) {
+  if (!b || !b->is_const() || b->dtype != out->dtype) return false;
+  const Tensor& t = *b->const_value;
+  if (t.numel() != n || t.rank() > static_cast<int64_t>(out->shape.size())) return false;
+  for (int64_t d = 0; d + 1 < t.rank(); ++d)
+    if (t.dim(d) != 1) return false;
+  return true;
+}
+
+void SetActivationAttrs(Node* n, const Activation& a) {
+  n->attrs["kiln_activation"] = Attribute::String(a.kind.empty() ? "None" : a.kind);
+  n->attrs["kiln_activation_alpha"] = Attribute::Float(a.alpha);
+  n->attrs["kiln_activation_beta"] = Attribute::Float(a.beta);
+}
+
+// Rewrites `last` in place into `fused_op` with `base`'s inputs/attributes; removes the rest.
+std::string Rewrite(Graph& g, Node* base, Node* last, const std::string& fused_op, std::vector<Value*> inputs,
+                    const Activation& act, std::vector<Node*> inner) {
+  const std::string base_name = base->name, last_name = last->name;
+  std::map<std::string, Attribute> attrs = base->attrs;
+  last->op_type = fused_op;
+  last->domain = "kiln";
+  last->opset = 1;
+  last->inputs = std::move(inputs);
+  last->attrs = std::move(attrs);
+  SetActivationAttrs(last, act);
+  last->name = base_name;
+  inner.push_back(base);
+  fusion::UseKilnDomain(g);
+  fusion::RemoveUnread(g, inner);
+  return fmt::format("fused {}{} -> {} '{}' (activation {})", base_name,
+                     last_name == base_name ? "" : " + " + last_name, fused_op, base_name,
+                     act.kind.empty() ? "none" : act.kind);
+}
+
+bool TryConvGemm(Graph& g, const Uses& u, Node* n, PassReport& report) {
+  const bool conv = n->domain.empty() && n->op_type == "Conv";
+  const bool gemm = n->domain.empty() && n->op_type == "Gemm";
+  if ((!conv && !gemm) || n->outputs.size() != 1 || !n->outputs[0]) return false;
+  if (!fusion::IsFloatType(n->outputs[0]->dtype) && n->outputs[0]->dtype != DataType::kFloat64) return false;
+  Activation act = MatchActivation(u, n->outputs[0]);
+  if (act.kind.empty()) return false;
+  report.details.push_back(
+      Rewrite(g, n, act.last, conv ? "FusedConv" : "FusedGemm", n->inputs, act, act.inner));
+  return true;
+}
+
+bool TryMatMul(Graph& g, const Uses& u, Node* n, PassReport& report) {
+  if (!Is(n, "MatMul", 2) || !n->inputs[0] || !n->inputs[1]) return false;
+  Value* y = n->outputs[0];
+  if (!fusion::IsFloatType(y->dtype) && y->dtype != DataType::kFloat64) return false;
+  if (!y->has_shape || y->shape.empty() || !n->inputs[1]->has_shape || n->inputs[1]->shape.size() < 2) return false;
+  const Dim nd = y->shape.back();
+  if (!nd.known()) return false;
+  Node* add = u.Single(y);
+  if (!Is(add, "Add", 2)) return false;
+  Value* bias = add->inputs[0] == y ? add->inputs[1] : (add->inputs[1] == y ? add->inputs[0] : nullptr);
+  if (!bias || bias == y || !IsLastAxisBias(bias, y, nd.value)) return false;
+  Activation act = MatchActivation(u, add->outputs[0]);
+  Node* last = act.kind.empty() ? add : act.last;
+  std::vector<Node*> inner = act.inner;
+  if (!act.kind.empty()) inner.push_back(add);
+  if (bias->const_value->rank() != 1)
+    bias = g.AddConstant(bias->name + "/flat", bias->const_value->Reshaped({nd.value}));
+  report.details.push_back(Rewrite(g, n, last, "FusedMatMul", {n->inputs[0], n->inputs[1], bias}, act, inner));
+  return true;
+}
+
+}  // namespace
+
+Result<PassReport> FuseBiasActivationPass(Graph& g, const PassOptions& o) {
+  PassReport report;
+  for (bool found = true; found;) {
+    found = false;
+    Uses u(g);
+    for (const auto& node : g.nodes()) {
+      if (TryConvGemm(g, u, node.get(), report) || TryMatMul(g, u, node.get(), report)) {
+        ++report.rewrites;
+        found = true;
+        break;
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace kiln

@@ -1,0 +1,129 @@
+// Matching helpers of the recognition and fusion passes (see fusion_util.h).
+#include "passes/fusion_util.h"
+
+#include <cmath>
+
+namespace kiln::fusion {
+
+Uses::Uses(const Graph& g) {
+  for (const Value* o : g.outputs) outputs_.insert(o);
+  for (const auto& n : g.nodes()) {
+    for (Value* in : n->inputs)
+      if (in) readers_[in].push_back(n.get());
+    for (Value* o : n->outputs)
+      if (o) producers_[o] = n.get();
+  }
+}
+
+const std::vector<Node*>& Uses::Readers(const Value* v) const {
+  static const std::vector<Node*> kNone;
+  auto it = readers_.find(v);
+  return it == readers_.end() ? kNone : it->second;
+}
+
+Node* Uses::Producer(const Value* v) const {
+  auto it = producers_.find(v);
+  return it == producers_.end() ? nullptr : it->second;
+}
+
+Node* Uses::Single(const Value* v) const {
+  if (!v || IsOutput(v)) return nullptr;
+  const auto& r = Readers(v);
+  if (r.empty()) return nullptr;
+  for (Node* n : r)
+    if (n != r[0]) return nullptr;
+  return r[0];
+}
+
+std::optional<double> ScalarConst(const Value* v) {
+  if (!v || !v->is_const() || v->const_value->numel() != 1) return std::nullopt;
+  const DataType t = v->const_value->dtype();
+  if (t == DataType::kString || t == DataType::kUndefined) return std::nullopt;
+  return v->const_value->GetAsDouble(0);
+}
+
+bool Near(double a, double b, double rtol) { return std::fabs(a - b) <= rtol * std::max(std::fabs(b), 1e-30); }
+
+bool IsScalarConst(const Value* v, double want, double rtol) {
+  auto c = ScalarConst(v);
+  return c && Near(*c, want, rtol);
+}
+
+bool Is(const Node* n, const char* op, size_t n_inputs) {
+  return n && n->domain.empty() && n->op_type == op && n->inputs.size() == n_inputs &&
+         n->outputs.size() == 1 && n->outputs[0];
+}
+
+Value* OperandBesideAnyConst(const Node* n, const char* op, double* c) {
+  if (!Is(n, op, 2) || !n->inputs[0] || !n->inputs[1]) return nullptr;
+  const bool commutative = n->op_type == "Add" || n->op_type == "Mul";
+  if (auto v = ScalarConst(n->inputs[1]); v && !n->inputs[0]->is_const()) {
+    *c = *v;
+    return n->inputs[0];
+  }
+  if (commutative)
+    if (auto v = ScalarConst(n->inputs[0]); v && !n->inputs[1]->is_const()) {
+      *c = *v;
+      return n->inputs[1];
+    }
+  return nullptr;
+}
+
+Value* OperandBesideConst(const Node* n, const char* op, double want, double rtol) {
+  double c = 0;
+  Value* other = OperandBesideAnyConst(n, op, &c);
+  return other && Near(c, want, rtol) ? other : nullptr;
+}
+
+bool SameShape(const Value* a, const Value* b) {
+  if (!a || !b || !a->has_shape || !b->has_shape || a->shape.size() != b->shape.size()) return false;
+  for (size_t i = 0; i < a->shape.size(); ++i)
+    if (!a->shape[i].same(b->shape[i])) return false;
+  return true;
+}
+
+bool IsFloatType(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+std::string Scope(const std::string& name) {
+  const auto p = name.rfind('/');
+  return p == std::string::npos ? std::string() : name.substr(0, p);
+}
+
+size_t RemoveUnread(Graph& g, const std::vector<Node*>& candidates) {
+  std::unordered_set<const Node*> pending(candidates.begin(), candidates.end());
+  size_t removed = 0;
+  bool changed = true;
+  while (changed && !pending.empty()) {
+    changed = false;
+    std::unordered_set<const Value*> read(g.outputs.begin(), g.outputs.end());
+    for (const auto& n : g.nodes())
+      for (const Value* in : n->inputs)
+        if (in) read.insert(in);
+    auto& nodes = g.mutable_nodes();
+    for (size_t k = 0; k < nodes.size();) {
+      Node* n = nodes[k].get();
+      bool dead = pending.count(n) != 0;
+      for (const Value* o : n->outputs)
+        if (o && (read.count(o) || o->is_graph_output)) dead = false;
+      if (!dead) {
+        ++k;
+        continue;
+      }
+      for (Value* o : n->outputs)
+        if (o) o->producer = nullptr;
+      pending.erase(n);
+      nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(k));
+      ++removed;
+      changed = true;
+    }
+  }
+  return removed;
+}
+
+void UseKilnDomain(Graph& g) {
+  if (!g.opsets.count("kiln")) g.opsets["kiln"] = 1;
+}
+
+}  // namespace kiln::fusion

@@ -1,0 +1,59 @@
+// Graph optimizer passes: free functions over the Graph, one file each, run from the one ordered list in
+// passes.cpp. Each pass returns how many rewrites it made and a line per rewrite for the verbose build log
+// ("fused conv1 + relu1 -> conv1"). The IR verifier runs after every pass in debug builds (and when
+// PassOptions::verify is set), so a broken rewrite is caught at the pass that made it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "shape/infer.h"
+
+namespace kiln {
+
+struct PassOptions {
+  ConstEvaluator evaluator;  // for folding constants (normally the CPU reference backend)
+  bool verify = true;        // run VerifyGraph after each pass
+  bool fuse = true;          // run the fusion passes (off: only cleanup passes, for A/B comparisons)
+};
+
+struct PassReport {
+  std::string name;                 // the pass's name
+  int rewrites = 0;                 // how many rewrites it made
+  std::vector<std::string> details; // one line per rewrite (for --verbose)
+};
+
+// What the whole optimizer did: one report per pass, in order, plus counts that the build report's JSON keeps.
+struct OptimizeReport {
+  std::vector<PassReport> passes;
+  size_t nodes_before = 0, nodes_after = 0;
+  int Count(const std::string& pass_name) const;
+};
+
+using PassFn = std::function<Result<PassReport>(Graph&, const PassOptions&)>;
+
+struct Pass {
+  const char* name;
+  PassFn run;
+  bool is_fusion;  // skipped when PassOptions::fuse is false
+};
+
+// The ordered list (passes.cpp).
+const std::vector<Pass>& AllPasses();
+
+// Runs every pass in order. The graph must have been imported (types and shapes inferred).
+Result<OptimizeReport> OptimizeGraph(Graph& g, const PassOptions& opts);
+
+// ---- helpers for passes (pass_util.cpp) ----
+// Every node that reads `v`.
+std::vector<Node*> Consumers(const Graph& g, const Value* v);
+// Makes every reader of `from` read `to` instead. A graph output keeps its name: when `from` is a graph output
+// the caller must not eliminate it (use CanReplace to check).
+void ReplaceAllUses(Graph& g, Value* from, Value* to);
+bool IsGraphOutput(const Graph& g, const Value* v);
+// Removes the nodes for which `dead` returns true (their outputs must no longer be used).
+void RemoveNodes(Graph& g, const std::function<bool(const Node*)>& dead);
+
+}  // namespace kiln

@@ -1,0 +1,18 @@
+// Declarations of every optimizer pass (one .cpp file each in src/passes/, named like the pass).
+#pragma once
+
+#include "passes/pass.h"
+
+namespace kiln {
+Result<PassReport> EliminateIdentityPass(Graph& g, const PassOptions& o);              // eliminate_identity.cpp
+Result<PassReport> FoldConstantsPass(Graph& g, const PassOptions& o);                  // fold_constants.cpp
+Result<PassReport> FoldReshapeTransposeChainsPass(Graph& g, const PassOptions& o);     // fold_reshape_transpose.cpp
+Result<PassReport> EliminateCommonSubexpressionsPass(Graph& g, const PassOptions& o);  // eliminate_cse.cpp
+Result<PassReport> FoldBatchNormPass(Graph& g, const PassOptions& o);                  // fold_batchnorm.cpp
+Result<PassReport> RecognizeGeluPass(Graph& g, const PassOptions& o);                  // recognize_gelu.cpp
+Result<PassReport> RecognizeLayerNormPass(Graph& g, const PassOptions& o);             // recognize_layernorm.cpp
+Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o);             // recognize_attention.cpp
+Result<PassReport> FuseBiasActivationPass(Graph& g, const PassOptions& o);             // fuse_bias_activation.cpp
+Result<PassReport> FusePointwisePass(Graph& g, const PassOptions& o);                  // fuse_pointwise.cpp
+Result<PassReport> EliminateDeadCodePass(Graph& g, const PassOptions& o);              // eliminate_dead_code.cpp
+}  // namespace kiln

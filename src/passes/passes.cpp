@@ -1,0 +1,54 @@
+// The one ordered list of optimizer passes, and the driver that runs them.
+#include "passes/pass.h"
+#include "passes/pass_list.h"
+
+#include "core/error.h"
+
+namespace kiln {
+
+const std::vector<Pass>& AllPasses() {
+  static const std::vector<Pass> passes = {
+      // Cleanup: remove what computes nothing, fold what is known.
+      {"eliminate-identity", EliminateIdentityPass, false},        // Identity, Dropout, no-op Cast/Reshape
+      {"fold-constants", FoldConstantsPass, false},
+      {"fold-reshape-transpose-chains", FoldReshapeTransposeChainsPass, false},
+      {"eliminate-common-subexpressions", EliminateCommonSubexpressionsPass, false},
+      {"fold-batchnorm", FoldBatchNormPass, false},                // BatchNormalization into Conv/Gemm
+      // Recognition of decomposed blocks, as exporters write them.
+      {"recognize-gelu", RecognizeGeluPass, true},
+      {"recognize-layernorm", RecognizeLayerNormPass, true},
+      {"recognize-attention", RecognizeAttentionPass, true},
+      // Fusion.
+      {"fuse-bias-activation", FuseBiasActivationPass, true},     // Conv/Gemm/MatMul + bias + activation
+      {"fuse-pointwise", FusePointwisePass, true},                 // adjacent pointwise ops -> one node
+      {"eliminate-dead-code", EliminateDeadCodePass, false},
+  };
+  return passes;
+}
+
+int OptimizeReport::Count(const std::string& pass_name) const {
+  int n = 0;
+  for (const auto& p : passes)
+    if (p.name == pass_name) n += p.rewrites;
+  return n;
+}
+
+Result<OptimizeReport> OptimizeGraph(Graph& g, const PassOptions& opts) {
+  OptimizeReport report;
+  report.nodes_before = g.nodes().size();
+  for (const Pass& pass : AllPasses()) {
+    if (pass.is_fusion && !opts.fuse) continue;
+    auto r = pass.run(g, opts);
+    if (!r.ok()) return r.status().WithContext(std::string("optimizer pass '") + pass.name + "'");
+    r->name = pass.name;
+    if (opts.verify) {
+      Status st = VerifyGraph(g);
+      if (!st.ok()) return st.WithContext(std::string("after optimizer pass '") + pass.name + "'");
+    }
+    report.passes.push_back(std::move(*r));
+  }
+  report.nodes_after = g.nodes().size();
+  return report;
+}
+
+}  // namespace kiln

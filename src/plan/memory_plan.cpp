@@ -1,0 +1,365 @@
+// Memory planner (see memory_plan.h): lifetimes over the execution order, views folded into their roots,
+// greedy best-fit placement in one aligned arena, and a validator that checks the result independently.
+#include "plan/memory_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr int64_t kMaxBytes = int64_t{1} << 60;
+
+int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+bool TimeOverlap(const BufferPlan& a, const BufferPlan& b) { return a.first <= b.last && b.first <= a.last; }
+
+struct Placed {
+  int64_t offset, size;
+  int32_t first, last;
+};
+
+// Places the buffers `order` (indices into `bufs`) one by one: each goes into the smallest gap between the
+// already placed buffers that are live at the same time which fits it, or above all of them. Returns the
+// arena size; writes the offsets into `offsets`.
+int64_t PlaceGreedy(const std::vector<BufferPlan>& bufs, const std::vector<size_t>& order, int64_t align,
+                    std::vector<int64_t>& offsets) {
+  std::vector<Placed> placed;  // kept sorted by offset
+  placed.reserve(order.size());
+  int64_t arena = 0;
+  for (size_t idx : order) {
+    const BufferPlan& b = bufs[idx];
+    const int64_t size = AlignUp(b.bytes, align);
+    int64_t prev_end = 0, best = -1, best_gap = std::numeric_limits<int64_t>::max();
+    for (const Placed& p : placed) {
+      if (p.first > b.last || b.first > p.last || p.size == 0) continue;
+      const int64_t gap = p.offset - prev_end;
+      if (gap >= size && gap < best_gap) {
+        best_gap = gap;
+        best = prev_end;
+      }
+      prev_end = std::max(prev_end, p.offset + p.size);
+    }
+    const int64_t offset = best >= 0 ? best : prev_end;
+    offsets[idx] = offset;
+    arena = std::max(arena, offset + size);
+    Placed np{offset, size, b.first, b.last};
+    auto pos = std::upper_bound(placed.begin(), placed.end(), np,
+                                [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
+    placed.insert(pos, np);
+  }
+  return arena;
+}
+
+// Largest first; ties: earlier definition first.
+std::vector<size_t> OrderBySize(const std::vector<BufferPlan>& bufs, const std::vector<size_t>& arena) {
+  std::vector<size_t> order = arena;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (bufs[a].bytes != bufs[b].bytes) return bufs[a].bytes > bufs[b].bytes;
+    return bufs[a].first < bufs[b].first;
+  });
+  return order;
+}
+
+// "Greedy by breadth": visit the time steps from the one with the most live bytes down; at each, take the
+// not yet ordered buffers live there, largest first.
+std::vector<size_t> OrderByBreadth(const std::vector<BufferPlan>& bufs, const std::vector<size_t>& arena,
+                                   int32_t steps, int64_t align) {
+  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
+  for (size_t i : arena) {
+    live[bufs[i].first] += AlignUp(bufs[i].bytes, align);
+    live[bufs[i].last + 1] -= AlignUp(bufs[i].bytes, align);
+  }
+  for (size_t t = 1; t < live.size(); ++t) live[t] += live[t - 1];
+  std::vector<int32_t> times(static_cast<size_t>(steps));
+  std::iota(times.begin(), times.end(), 0);
+  std::stable_sort(times.begin(), times.end(), [&](int32_t a, int32_t b) { return live[a] > live[b]; });
+  std::vector<size_t> by_size = OrderBySize(bufs, arena);
+  std::vector<bool> taken(bufs.size(), false);
+  std::vector<size_t> order;
+  order.reserve(arena.size());
+  for (int32_t t : times) {
+    if (live[t] == 0) break;
+    for (size_t i : by_size)
+      if (!taken[i] && bufs[i].first <= t && t <= bufs[i].last) {
+        taken[i] = true;
+        order.push_back(i);
+      }
+  }
+  for (size_t i : by_size)
+    if (!taken[i]) order.push_back(i);
+  return order;
+}
+
+int64_t PeakLive(const std::vector<BufferPlan>& bufs, int64_t align) {
+  int32_t steps = 0;
+  for (const auto& b : bufs)
+    if (b.kind == BufferPlan::Kind::kArena) steps = std::max(steps, b.last + 1);
+  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
+  for (const auto& b : bufs) {
+    if (b.kind != BufferPlan::Kind::kArena) continue;
+    live[b.first] += AlignUp(b.bytes, align);
+    live[b.last + 1] -= AlignUp(b.bytes, align);
+  }
+  int64_t cur = 0, peak = 0;
+  for (int64_t d : live) {
+    cur += d;
+    peak = std::max(peak, cur);
+  }
+  return peak;
+}
+
+std::string Mib(int64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); }
+
+}  // namespace
+
+bool IsViewOp(const Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  const std::string& t = n.op_type;
+  return t == "Reshape" || t == "Flatten" || t == "Squeeze" || t == "Unsqueeze" || t == "Identity";
+}
+
+Result<int64_t> StaticValueBytes(const Value& v) {
+  if (!v.has_shape || !IsStatic(v.shape))
+    return Err(StatusCode::kInvalidArgument,
+               "value '{}' ({}) has no static shape: import with fixed input shapes (--shapes) or plan memory "
+               "with the profile's max shapes",
+               v.name, v.TypeString());
+  const size_t es = DataTypeSize(v.dtype);
+  if (es == 0)
+    return Err(StatusCode::kUnsupported, "value '{}' has type {}, which has no fixed element size", v.name,
+               DataTypeName(v.dtype));
+  int64_t n = static_cast<int64_t>(es);
+  for (const Dim& d : v.shape) {
+    if (d.value != 0 && n > kMaxBytes / d.value)
+      return Err(StatusCode::kOutOfRange, "value '{}' ({}) is larger than 2^60 bytes", v.name, v.TypeString());
+    n *= d.value;
+  }
+  return n;
+}
+
+Result<MemoryPlan> PlanMemoryStatic(const Graph& g, const MemoryPlanOptions& opts) {
+  return PlanMemory(g, StaticValueBytes, opts);
+}
+
+Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes_of, const MemoryPlanOptions& opts) {
+  const int64_t align = opts.alignment;
+  if (align <= 0 || (align & (align - 1)) != 0)
+    return Err(StatusCode::kInvalidArgument, "memory plan alignment {} is not a power of two", align);
+  const auto& nodes = g.nodes();
+  if (nodes.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() - 2))
+    return Err(StatusCode::kOutOfRange, "the graph has too many nodes ({}) to plan", nodes.size());
+  const int32_t steps = static_cast<int32_t>(nodes.size());
+
+  MemoryPlan plan;
+  plan.alignment = align;
+  std::unordered_map<const Value*, size_t> index;
+  std::vector<int64_t> view_root_bytes;  // per buffer: the size of the root of a view
+  auto add = [&](const Value* v, int32_t def) -> Status {
+    if (!v || v->is_const() || index.count(v)) return Status::Ok();
+    KILN_ASSIGN_OR_RETURN(int64_t b, bytes_of(*v));
+    if (b < 0 || b > kMaxBytes)
+      return Err(StatusCode::kInvalidArgument, "value '{}': size {} bytes is out of range", v->name, b);
+    BufferPlan bp;
+    bp.name = v->name;
+    bp.value = v;
+    bp.bytes = b;
+    bp.first = def;
+    bp.last = def;
+    bp.kind = (v->is_graph_input || v->is_graph_output) ? BufferPlan::Kind::kExternal : BufferPlan::Kind::kArena;
+    index[v] = plan.buffers.size();
+    plan.buffers.push_back(std::move(bp));
+    view_root_bytes.push_back(-1);
+    return Status::Ok();
+  };
+  std::unordered_map<const Value*, bool> pinned;
+  for (const Value* v : g.inputs) pinned[v] = true;
+  for (const Value* v : g.outputs) pinned[v] = true;
+  for (const Value* v : g.inputs) KILN_RETURN_IF_ERROR(add(v, 0));
+
+  for (int32_t i = 0; i < steps; ++i) {
+    const Node& n = *nodes[i];
+    for (const Value* in : n.inputs) {
+      if (!in || in->is_const()) continue;
+      auto it = index.find(in);
+      if (it == index.end())
+        return Err(StatusCode::kInvalidModel,
+                   "{}: input '{}' is used before any node defines it (the nodes are not in execution order)",
+                   n.Where(), in->name);
+      plan.buffers[it->second].last = std::max(plan.buffers[it->second].last, i);
+    }
+    for (const Value* out : n.outputs) {
+      if (out && !out->is_const() && index.count(out))
+        return Err(StatusCode::kInvalidModel, "{}: output '{}' is defined twice (by an earlier node or as a graph "
+                   "input)", n.Where(), out->name);
+      KILN_RETURN_IF_ERROR(add(out, i));
+    }
+    // A view: the output uses the input's memory (unless the output is pinned: then the kernel copies).
+    const Value* in0 = n.input(0);
+    const Value* out0 = n.output(0);
+    if (IsViewOp(n) && in0 && out0 && !out0->is_const() && !pinned.count(out0)) {
+      BufferPlan& ob = plan.buffers[index.at(out0)];
+      std::string root = in0->name;
+      int64_t root_bytes = -1;
+      if (!in0->is_const()) {
+        const size_t ii = index.at(in0);
+        const BufferPlan& ib = plan.buffers[ii];
+        root = ib.kind == BufferPlan::Kind::kView ? ib.alias_of : ib.name;
+        root_bytes = ib.kind == BufferPlan::Kind::kView ? view_root_bytes[ii] : ib.bytes;
+      } else {
+        root_bytes = static_cast<int64_t>(in0->const_value->nbytes());
+      }
+      if (ob.bytes <= root_bytes) {
+        ob.kind = BufferPlan::Kind::kView;
+        ob.alias_of = root;
+        view_root_bytes[index.at(out0)] = root_bytes;
+      }
+    }
+  }
+  for (const Value* v : g.outputs) {
+    if (!v || v->is_const()) continue;
+    if (!index.count(v))
+      return Err(StatusCode::kInvalidModel, "graph output '{}' is neither a graph input nor any node's output",
+                 v->name);
+    plan.buffers[index.at(v)].last = std::max(plan.buffers[index.at(v)].last, steps > 0 ? steps - 1 : 0);
+  }
+
+  // Extend every root's lifetime over its views' (views are later in the list than their roots).
+  std::unordered_map<std::string, size_t> by_name;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) by_name[plan.buffers[i].name] = i;
+  for (const BufferPlan& b : plan.buffers) {
+    if (b.kind != BufferPlan::Kind::kView) continue;
+    auto it = by_name.find(b.alias_of);
+    if (it != by_name.end()) plan.buffers[it->second].last = std::max(plan.buffers[it->second].last, b.last);
+  }
+
+  std::vector<size_t> arena;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferPlan& b = plan.buffers[i];
+    if (b.kind == BufferPlan::Kind::kArena) {
+      arena.push_back(i);
+      plan.naive_bytes += AlignUp(b.bytes, align);
+    } else if (b.kind == BufferPlan::Kind::kExternal) {
+      plan.external_bytes += b.bytes;
+    }
+  }
+  std::vector<int64_t> off_a(plan.buffers.size(), -1), off_b(plan.buffers.size(), -1);
+  const int64_t size_a = PlaceGreedy(plan.buffers, OrderBySize(plan.buffers, arena), align, off_a);
+  const int64_t size_b =
+      PlaceGreedy(plan.buffers, OrderByBreadth(plan.buffers, arena, std::max(steps, 1), align), align, off_b);
+  const std::vector<int64_t>& off = size_b < size_a ? off_b : off_a;
+  plan.arena_bytes = std::min(size_a, size_b);
+  for (size_t i : arena) plan.buffers[i].offset = off[i];
+  for (BufferPlan& b : plan.buffers) {
+    if (b.kind != BufferPlan::Kind::kView) continue;
+    auto it = by_name.find(b.alias_of);
+    if (it != by_name.end() && plan.buffers[it->second].kind == BufferPlan::Kind::kArena)
+      b.offset = plan.buffers[it->second].offset;
+  }
+  plan.peak_live_bytes = PeakLive(plan.buffers, align);
+  KILN_RETURN_IF_ERROR(plan.Validate());
+  return plan;
+}
+
+const BufferPlan* MemoryPlan::Find(const std::string& name) const {
+  for (const BufferPlan& b : buffers)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+Status MemoryPlan::Validate() const {
+  using K = BufferPlan::Kind;
+  if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
+    return Err(StatusCode::kInternal, "memory plan: alignment {} is not a power of two", alignment);
+  std::unordered_map<std::string, size_t> by_name;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (!by_name.emplace(buffers[i].name, i).second)
+      return Err(StatusCode::kInternal, "memory plan: value '{}' has two buffers", buffers[i].name);
+  int64_t naive = 0, top = 0;
+  std::vector<size_t> arena;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const BufferPlan& b = buffers[i];
+    if (b.bytes < 0 || b.bytes > kMaxBytes || b.first < 0 || b.last < b.first)
+      return Err(StatusCode::kInternal, "memory plan: value '{}' has size {} and lifetime [{}, {}]", b.name,
+                 b.bytes, b.first, b.last);
+    if (b.kind == K::kArena) {
+      if (b.offset < 0 || b.offset % alignment != 0 || b.offset > kMaxBytes)
+        return Err(StatusCode::kInternal, "memory plan: value '{}' has offset {}, not a multiple of {}", b.name,
+                   b.offset, alignment);
+      const int64_t end = b.offset + AlignUp(b.bytes, alignment);
+      if (end > arena_bytes)
+        return Err(StatusCode::kInternal, "memory plan: value '{}' ends at {}, beyond the arena of {} bytes",
+                   b.name, end, arena_bytes);
+      top = std::max(top, end);
+      naive += AlignUp(b.bytes, alignment);
+      arena.push_back(i);
+    } else if (b.kind == K::kExternal) {
+      if (b.offset != -1)
+        return Err(StatusCode::kInternal, "memory plan: graph input/output '{}' has an arena offset", b.name);
+    } else if (b.kind == K::kView) {
+      auto it = by_name.find(b.alias_of);
+      if (it == by_name.end()) {  // a view of a constant
+        if (b.offset != -1)
+          return Err(StatusCode::kInternal, "memory plan: view '{}' of '{}' has an arena offset", b.name,
+                     b.alias_of);
+        continue;
+      }
+      const BufferPlan& r = buffers[it->second];
+      if (r.kind == K::kView)
+        return Err(StatusCode::kInternal, "memory plan: view '{}' names another view '{}' as its root", b.name,
+                   r.name);
+      if (b.bytes > r.bytes || r.first > b.first || r.last < b.last)
+        return Err(StatusCode::kInternal,
+                   "memory plan: view '{}' ({} bytes, [{}, {}]) is not covered by its root '{}' ({} bytes, [{}, {}])",
+                   b.name, b.bytes, b.first, b.last, r.name, r.bytes, r.first, r.last);
+      if (b.offset != (r.kind == K::kArena ? r.offset : -1))
+        return Err(StatusCode::kInternal, "memory plan: view '{}' has offset {}, its root '{}' has {}", b.name,
+                   b.offset, r.name, r.offset);
+    } else {
+      return Err(StatusCode::kInternal, "memory plan: value '{}' has an unknown buffer kind", b.name);
+    }
+  }
+  if (top != arena_bytes && !(arena.empty() && arena_bytes == 0))
+    return Err(StatusCode::kInternal, "memory plan: arena is {} bytes but its buffers end at {}", arena_bytes, top);
+  if (naive != naive_bytes)
+    return Err(StatusCode::kInternal, "memory plan: naive sum is {} bytes but the buffers add up to {}",
+               naive_bytes, naive);
+  // Sweep in address order: only buffers whose address ranges overlap need a time check.
+  std::sort(arena.begin(), arena.end(), [&](size_t a, size_t b) { return buffers[a].offset < buffers[b].offset; });
+  for (size_t x = 0; x < arena.size(); ++x) {
+    const BufferPlan& a = buffers[arena[x]];
+    const int64_t a_end = a.offset + AlignUp(a.bytes, alignment);
+    for (size_t y = x + 1; y < arena.size() && buffers[arena[y]].offset < a_end; ++y) {
+      const BufferPlan& b = buffers[arena[y]];
+      if (a.bytes == 0 || b.bytes == 0) continue;
+      if (TimeOverlap(a, b))
+        return Err(StatusCode::kInternal,
+                   "memory plan: '{}' [{}, {}) and '{}' [{}, {}) overlap in memory while both are live (nodes "
+                   "{}..{} and {}..{})",
+                   a.name, a.offset, a_end, b.name, b.offset, b.offset + AlignUp(b.bytes, alignment), a.first,
+                   a.last, b.first, b.last);
+    }
+  }
+  if (PeakLive(buffers, alignment) > arena_bytes)
+    return Err(StatusCode::kInternal, "memory plan: arena of {} bytes is below the peak live bytes", arena_bytes);
+  return Status::Ok();
+}
+
+std::string MemoryPlan::Summary() const {
+  size_t views = 0, arena = 0, external = 0;
+  for (const BufferPlan& b : buffers) {
+    views += b.kind == BufferPlan::Kind::kView;
+    arena += b.kind == BufferPlan::Kind::kArena;
+    external += b.kind == BufferPlan::Kind::kExternal;
+  }
+  const double pct = naive_bytes > 0 ? 100.0 * static_cast<double>(arena_bytes) / static_cast<double>(naive_bytes) : 0;
+  return fmt::format("arena {} (naive {}, {:.1f}%; peak live {}), {} arena buffers, {} views, {} inputs/outputs ({})",
+                     Mib(arena_bytes), Mib(naive_bytes), pct, Mib(peak_live_bytes), arena, views, external,
+                     Mib(external_bytes));
+}
+
+}  // namespace kiln

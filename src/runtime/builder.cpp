@@ -1,0 +1,206 @@
+// The builder: clone the network, check profiles, optimize, plan memory at the largest shapes, choose kernels,
+// time the engine once at the opt shapes, and serialize.
+#include <chrono>
+#include <random>
+
+#include "backends/cpu/executor.h"
+#include "core/error.h"
+#include "kiln/builder.h"
+#include "passes/pass.h"
+#include "runtime/engine_impl.h"
+#include "runtime/engine_io.h"
+
+namespace kiln {
+
+namespace {
+
+Status CheckPrecisionFlags(const BuilderConfig& cfg, const std::string& backend) {
+  const std::pair<BuilderFlag, const char*> flags[] = {{BuilderFlag::kFP16, "--fp16"},
+                                                       {BuilderFlag::kBF16, "--bf16"},
+                                                       {BuilderFlag::kINT8, "--int8"},
+                                                       {BuilderFlag::kFP8, "--fp8"}};
+  for (const auto& [f, name] : flags)
+    if (cfg.getFlag(f))
+      return Err(StatusCode::kUnsupported,
+                 "{} is not available yet: the {} backend computes in the network's own types, and reduced-precision "
+                 "kernels come with the CUDA backend; build without {}",
+                 name, backend, name);
+  if (!cfg.layerPrecisions().empty() || !cfg.layerOutputTypes().empty())
+    return Err(StatusCode::kUnsupported,
+               "per-layer precisions (--layerPrecisions/--layerOutputTypes) need the precision planner, which is not "
+               "built yet");
+  return Status::Ok();
+}
+
+// Profiles as the engine keeps them: every dynamic input must be covered, fixed dims must match.
+Result<std::vector<ProfileShapes>> ResolveProfiles(const Graph& g, const BuilderConfig& cfg) {
+  std::vector<const Value*> dynamic;
+  for (const Value* in : g.inputs)
+    if (!IsStatic(in->shape)) dynamic.push_back(in);
+  std::vector<ProfileShapes> out;
+  if (cfg.profiles().empty()) {
+    if (!dynamic.empty()) {
+      std::string names;
+      for (const Value* v : dynamic) names += fmt::format("{}'{}' {}", names.empty() ? "" : ", ", v->name, ShapeToString(v->shape));
+      return Err(StatusCode::kInvalidArgument,
+                 "the network has dynamic inputs ({}): give their ranges with an optimization profile "
+                 "(--minShapes/--optShapes/--maxShapes, or --shapes to fix them)",
+                 names);
+    }
+    out.emplace_back();
+    return out;
+  }
+  for (size_t p = 0; p < cfg.profiles().size(); ++p) {
+    ProfileShapes ps;
+    for (const auto& [name, v] : cfg.profiles()[p].shapes()) {
+      const Value* in = g.FindValue(name);
+      if (!in || !in->is_graph_input)
+        return Err(StatusCode::kInvalidArgument, "profile {} names '{}', which is not an input of the network", p, name);
+      for (int s = 0; s < 3; ++s) {
+        if (v[s].size() != in->shape.size())
+          return Err(StatusCode::kInvalidArgument, "profile {}: input '{}' has rank {} ({}), the profile gives {}", p, name,
+                     in->shape.size(), ShapeToString(in->shape), ShapeToString(v[s]));
+        for (size_t i = 0; i < v[s].size(); ++i)
+          if (in->shape[i].known() && in->shape[i].value != v[s][i])
+            return Err(StatusCode::kInvalidArgument, "profile {}: input '{}' dim {} is fixed at {}, the profile gives {}", p,
+                       name, i, in->shape[i].value, ShapeToString(v[s]));
+      }
+      ps[name] = v;
+    }
+    for (const Value* d : dynamic)
+      if (!ps.count(d->name))
+        return Err(StatusCode::kInvalidArgument, "profile {} gives no shapes for dynamic input '{}' {}", p, d->name,
+                   ShapeToString(d->shape));
+    out.push_back(std::move(ps));
+  }
+  return out;
+}
+
+const char* FusionKey(const std::string& pass) {
+  if (pass == "fold-batchnorm") return "batchnorm_folded";
+  if (pass == "fuse-bias-activation") return "bias_activation";
+  if (pass == "fuse-pointwise") return "pointwise";
+  if (pass == "recognize-gelu") return "gelu";
+  if (pass == "recognize-layernorm") return "layernorm";
+  if (pass == "recognize-attention") return "attention";
+  return nullptr;
+}
+
+std::string TacticFor(const Node& n) {
+  static const char* kBlas[] = {"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv", "FusedGemm", "FusedMatMul"};
+  for (const char* op : kBlas)
+    if (n.op_type == op) return "cpu.openblas";
+  return "cpu.reference";
+}
+
+// Runs the engine once at the first profile's opt shapes on random data; returns milliseconds.
+Result<double> TimeOnce(const EngineImpl& e) {
+  ExecutionContext context(std::make_unique<ExecutionContextImpl>(e));
+  std::vector<Tensor> inputs;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (const Value* in : e.graph->inputs) {
+    auto it = e.profiles[0].find(in->name);
+    const Dims d = it != e.profiles[0].end() ? it->second[1] : ToStatic(in->shape);
+    Tensor t(in->dtype, d);
+    for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, IsFloatType(in->dtype) ? u(rng) : 0.0);
+    KILN_RETURN_IF_ERROR(context.setInputShape(in->name, d));
+    KILN_RETURN_IF_ERROR(context.setTensorAddress(in->name, t.raw()));
+    inputs.push_back(std::move(t));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  KILN_RETURN_IF_ERROR(context.enqueue(nullptr));
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefinition& network, const BuilderConfig& cfg,
+                                                             BuildReport* report_out) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string backend = cfg.backend().empty() ? "cpu" : cfg.backend();
+  if (backend == "cuda")
+    return Err(StatusCode::kUnsupported,
+               "the CUDA backend is not built yet: build for the cpu reference backend (--backend=cpu)");
+  if (backend != "cpu")
+    return Err(StatusCode::kInvalidArgument, "unknown backend '{}': kiln has 'cpu' (and soon 'cuda')", backend);
+  KILN_RETURN_IF_ERROR(CheckPrecisionFlags(cfg, backend));
+
+  auto e = std::make_unique<EngineImpl>();
+  e->backend = backend;
+  e->graph = network.graph().Clone();
+  Graph& g = *e->graph;
+  if (g.outputs.empty()) return Err(StatusCode::kInvalidArgument, "the network has no outputs: mark at least one");
+  KILN_ASSIGN_OR_RETURN(e->profiles, ResolveProfiles(g, cfg));
+
+  BuildReport rep;
+  rep.backend = backend;
+  rep.layers_before = g.nodes().size();
+  PassOptions po;
+  po.evaluator = cpu::MakeConstEvaluator();
+  po.fuse = cfg.builderOptimizationLevel() > 0;
+  KILN_ASSIGN_OR_RETURN(OptimizeReport opt, OptimizeGraph(g, po));
+  for (const auto& p : opt.passes) {
+    rep.passes.emplace_back(p.name, p.rewrites);
+    for (const auto& d : p.details) rep.pass_details.push_back(p.name + ": " + d);
+    if (const char* key = FusionKey(p.name)) rep.fusions[key] += p.rewrites;
+    logger_.log(Severity::kVerbose, fmt::format("pass {}: {} rewrite(s)", p.name, p.rewrites).c_str());
+    for (const auto& d : p.details) logger_.log(Severity::kVerbose, ("  " + d).c_str());
+  }
+  rep.layers_after = g.nodes().size();
+  auto missing = cpu::MissingKernels(g);
+  if (!missing.empty()) {
+    std::string msg = "the cpu backend has no kernel for:";
+    for (const auto& m : missing) msg += "\n  - " + m;
+    return Status(StatusCode::kUnsupported, msg);
+  }
+  for (const auto& n : g.nodes()) {
+    rep.op_counts[n->domain.empty() ? n->op_type : n->domain + "." + n->op_type] += 1;
+    e->tactics.push_back(TacticFor(*n));
+  }
+  rep.tactics_selected = static_cast<int>(e->tactics.size());
+
+  // Memory plan at the largest shapes any profile allows.
+  auto pg = g.Clone();
+  for (Value* in : pg->inputs) {
+    for (const auto& prof : e->profiles) {
+      auto it = prof.find(in->name);
+      if (it == prof.end()) continue;
+      for (size_t i = 0; i < in->shape.size(); ++i)
+        if (!in->shape[i].known() || in->shape[i].value < it->second[2][i]) in->shape[i] = Dim(it->second[2][i]);
+    }
+  }
+  for (Value* v : pg->values())
+    if (!v->is_const() && !v->is_graph_input) {
+      v->sym_value.reset();
+      v->shape.clear();
+      v->has_shape = false;
+    }
+  InferOptions io;
+  io.evaluator = cpu::MakeConstEvaluator();
+  Status st = InferGraph(*pg, io);
+  if (!st.ok()) return st.WithContext("inferring shapes at the profile's largest input shapes");
+  ValueBytesFn bytes = [](const Value& v) -> Result<int64_t> {
+    auto n = v.has_shape ? NumElements(v.shape) : std::nullopt;
+    return n ? *n * static_cast<int64_t>(DataTypeSize(v.dtype)) : 0;  // data-dependent sizes are allocated at run time
+  };
+  KILN_ASSIGN_OR_RETURN(e->plan, PlanMemory(*pg, bytes));
+  for (auto& b : e->plan.buffers) b.value = nullptr;  // pg is a temporary: keep names only
+  KILN_RETURN_IF_ERROR(e->plan.Validate());
+  e->Index();
+  rep.arena_bytes = static_cast<size_t>(e->plan.arena_bytes);
+  rep.naive_activation_bytes = static_cast<size_t>(e->plan.naive_bytes);
+
+  auto ms = TimeOnce(*e);
+  if (!ms.ok()) return ms.status().WithContext("running the built engine once at the opt shapes");
+  rep.estimated_latency_ms = *ms;
+
+  rep.build_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  e->build_report_json = rep.ToJson("", "", cfg, e->profiles.size() > 1 || !e->profiles[0].empty());
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes_out, SerializeEngineImpl(*e));
+  rep.engine_bytes = bytes_out.size();
+  if (report_out) *report_out = rep;
+  return bytes_out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,121 @@
+// Engine and Runtime: the read-only side of a built network.
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "runtime/engine_impl.h"
+#include "runtime/engine_io.h"
+
+namespace kiln {
+
+void EngineImpl::Index() {
+  plan_by_name.clear();
+  for (const auto& b : plan.buffers) plan_by_name[b.name] = &b;
+}
+
+const Value* EngineImpl::FindIO(const std::string& name) const {
+  const Value* v = graph->FindValue(name);
+  return v && (v->is_graph_input || v->is_graph_output) ? v : nullptr;
+}
+
+Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+int Engine::getNbIOTensors() const {
+  return static_cast<int>(impl_->graph->inputs.size() + impl_->graph->outputs.size());
+}
+
+std::string Engine::getIOTensorName(int i) const {
+  const auto& g = *impl_->graph;
+  if (i < 0) return "";
+  if (static_cast<size_t>(i) < g.inputs.size()) return g.inputs[i]->name;
+  i -= static_cast<int>(g.inputs.size());
+  return static_cast<size_t>(i) < g.outputs.size() ? g.outputs[i]->name : "";
+}
+
+TensorIOMode Engine::getTensorIOMode(const std::string& name) const {
+  const Value* v = impl_->FindIO(name);
+  if (!v) return TensorIOMode::kNone;
+  return v->is_graph_input ? TensorIOMode::kInput : TensorIOMode::kOutput;
+}
+
+DataType Engine::getTensorDataType(const std::string& name) const {
+  const Value* v = impl_->FindIO(name);
+  return v ? v->dtype : DataType::kUndefined;
+}
+
+Dims Engine::getTensorShape(const std::string& name) const {
+  const Value* v = impl_->FindIO(name);
+  Dims d;
+  if (!v) return d;
+  for (const Dim& x : v->shape) d.push_back(x.known() ? x.value : -1);
+  return d;
+}
+
+int Engine::getNbOptimizationProfiles() const { return static_cast<int>(impl_->profiles.size()); }
+
+Dims Engine::getProfileShape(const std::string& input, int profile, ProfileSelector which) const {
+  if (profile < 0 || profile >= getNbOptimizationProfiles()) return {};
+  const auto& p = impl_->profiles[profile];
+  auto it = p.find(input);
+  if (it != p.end()) return it->second[static_cast<int>(which)];
+  return getTensorShape(input);  // a static input: its own shape
+}
+
+size_t Engine::getDeviceMemorySize() const { return static_cast<size_t>(impl_->plan.arena_bytes); }
+int Engine::getNbLayers() const { return static_cast<int>(impl_->graph->nodes().size()); }
+std::string Engine::getBackend() const { return impl_->backend; }
+std::string Engine::getBuildReportJson() const { return impl_->build_report_json; }
+
+std::string Engine::getLayerInformationJson() const {
+  nlohmann::json layers = nlohmann::json::array();
+  const auto& nodes = impl_->graph->nodes();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const Node& n = *nodes[k];
+    nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
+    for (const Value* v : n.inputs)
+      if (v) ins.push_back({{"name", v->name}, {"type", v->TypeString()}, {"constant", v->is_const()}});
+    for (const Value* v : n.outputs)
+      if (v) outs.push_back({{"name", v->name}, {"type", v->TypeString()}});
+    std::string precision = n.outputs.empty() || !n.outputs[0] ? "" : DataTypeName(n.outputs[0]->dtype);
+    layers.push_back({{"name", n.name},
+                      {"op_type", n.domain.empty() ? n.op_type : n.domain + "." + n.op_type},
+                      {"precision", precision},
+                      {"tactic", k < impl_->tactics.size() ? impl_->tactics[k] : ""},
+                      {"inputs", ins},
+                      {"outputs", outs}});
+  }
+  nlohmann::json j = {{"backend", impl_->backend},
+                      {"layers", layers},
+                      {"memory", {{"arena_bytes", impl_->plan.arena_bytes}, {"naive_bytes", impl_->plan.naive_bytes}}}};
+  return j.dump(2);
+}
+
+Result<std::unique_ptr<ExecutionContext>> Engine::createExecutionContext() const {
+  return std::make_unique<ExecutionContext>(std::make_unique<ExecutionContextImpl>(*impl_));
+}
+
+Result<std::unique_ptr<Engine>> Runtime::deserializeEngine(const void* data, size_t size) const {
+  auto e = DeserializeEngineImpl(static_cast<const uint8_t*>(data), size);
+  if (!e.ok()) {
+    logger_.log(Severity::kError, e.status().ToString().c_str());
+    return e.status();
+  }
+  (*e)->Index();
+  return std::make_unique<Engine>(std::move(*e));
+}
+
+Result<std::unique_ptr<Engine>> Runtime::loadEngineFile(const std::string& path) const {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Err(StatusCode::kNotFound, "cannot open engine file '{}'", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string bytes = ss.str();
+  auto e = deserializeEngine(bytes.data(), bytes.size());
+  if (!e.ok()) return e.status().WithContext("engine file '" + path + "'");
+  return e;
+}
+
+}  // namespace kiln

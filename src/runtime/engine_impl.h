@@ -1,0 +1,55 @@
+// What an Engine holds once built or loaded, and what one ExecutionContext holds while it runs.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "kiln/runtime.h"
+#include "plan/memory_plan.h"
+
+namespace kiln {
+
+// One optimization profile: per dynamic input, {min, opt, max}.
+using ProfileShapes = std::map<std::string, std::vector<Dims>>;
+
+class EngineImpl {
+ public:
+  std::unique_ptr<Graph> graph;          // the optimized graph, nodes in execution order
+  std::vector<ProfileShapes> profiles;   // at least one (empty maps for fully static networks)
+  MemoryPlan plan;                       // at the profiles' largest shapes
+  std::vector<std::string> tactics;      // per node, the kernel chosen
+  std::string build_report_json;
+  std::string backend = "cpu";
+  std::unordered_map<std::string, const BufferPlan*> plan_by_name;
+
+  void Index();  // fills plan_by_name
+  const Value* FindIO(const std::string& name) const;
+};
+
+class ExecutionContextImpl {
+ public:
+  explicit ExecutionContextImpl(const EngineImpl& e);
+  const EngineImpl& engine;
+  int profile = 0;
+  std::map<std::string, Dims> input_shapes;   // set by setInputShape (static inputs are filled in at start)
+  std::map<std::string, void*> addresses;     // caller-bound tensors
+  std::map<std::string, Tensor> last_outputs; // outputs of the last enqueue (for getOutputBuffer)
+  std::vector<uint8_t> arena_storage;
+  uint8_t* arena = nullptr;
+  IProfiler* profiler = nullptr;
+
+  // Output shapes at the current input shapes (cached per input-shape key).
+  Result<std::map<std::string, Dims>> OutputShapes();
+
+ private:
+  std::string cached_key_;
+  std::map<std::string, Dims> cached_shapes_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,187 @@
+// NetworkDefinition (op by op) and OnnxParser (from a model file) both produce the IR graph the builder takes.
+#include "kiln/network.h"
+
+#include <cstring>
+
+#include "backends/cpu/executor.h"
+#include "core/error.h"
+#include "ir/graph.h"
+#include "onnx/converter.h"
+#include "onnx/importer.h"
+#include "shape/infer.h"
+
+namespace kiln {
+
+NetworkDefinition::NetworkDefinition() : graph_(std::make_unique<Graph>()) { graph_->opsets[""] = opset_; }
+NetworkDefinition::~NetworkDefinition() = default;
+
+Graph& NetworkDefinition::graph() { return *graph_; }
+const Graph& NetworkDefinition::graph() const { return *graph_; }
+int64_t NetworkDefinition::getOpset() const { return opset_; }
+void NetworkDefinition::setOpset(int64_t opset) {
+  opset_ = opset;
+  graph_->opsets[""] = opset;
+}
+
+Status NetworkDefinition::addInput(const std::string& name, DataType type, const Dims& dims,
+                                   const std::vector<std::string>& dim_names) {
+  if (name.empty()) return Err(StatusCode::kInvalidArgument, "an input needs a name");
+  if (graph_->FindValue(name)) return Err(StatusCode::kInvalidArgument, "a tensor named '{}' exists already", name);
+  if (!IsSupportedType(type))
+    return Err(StatusCode::kUnsupported, "input '{}': element type {} is not supported", name, DataTypeName(type));
+  if (!dim_names.empty() && dim_names.size() != dims.size())
+    return Err(StatusCode::kInvalidArgument, "input '{}': {} dim names for {} dims", name, dim_names.size(), dims.size());
+  Value* v = graph_->GetOrAddValue(name);
+  v->dtype = type;
+  v->has_shape = true;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] >= 0) v->shape.emplace_back(dims[i]);
+    else if (!dim_names.empty() && !dim_names[i].empty()) v->shape.push_back(Dim::Symbol(dim_names[i]));
+    else v->shape.push_back(Dim::Symbol(name + "_dim" + std::to_string(i)));
+  }
+  v->is_graph_input = true;
+  graph_->inputs.push_back(v);
+  return Status::Ok();
+}
+
+Status NetworkDefinition::addConstant(const std::string& name, DataType type, const Dims& dims, const void* data) {
+  if (graph_->FindValue(name)) return Err(StatusCode::kInvalidArgument, "a tensor named '{}' exists already", name);
+  for (int64_t d : dims)
+    if (d < 0) return Err(StatusCode::kInvalidArgument, "constant '{}': dims must be fixed, got {}", name, ShapeToString(dims));
+  if (!IsSupportedType(type))
+    return Err(StatusCode::kUnsupported, "constant '{}': element type {} is not supported", name, DataTypeName(type));
+  Tensor t(type, dims);
+  if (t.nbytes()) std::memcpy(t.raw(), data, t.nbytes());
+  Value* v = graph_->GetOrAddValue(name);
+  v->dtype = type;
+  v->shape = FromStatic(dims);
+  v->has_shape = true;
+  v->const_value = std::move(t);
+  return Status::Ok();
+}
+
+namespace {
+Attribute ToAttribute(const AttrValue& a) {
+  if (auto* i = std::get_if<int64_t>(&a)) return Attribute::Int(*i);
+  if (auto* f = std::get_if<float>(&a)) return Attribute::Float(*f);
+  if (auto* s = std::get_if<std::string>(&a)) return Attribute::String(*s);
+  if (auto* is = std::get_if<std::vector<int64_t>>(&a)) return Attribute::Ints(*is);
+  return Attribute::Floats(std::get<std::vector<float>>(a));
+}
+}  // namespace
+
+Status NetworkDefinition::addOp(const std::string& op_type, const std::string& name,
+                                const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                                const AttrMap& attributes) {
+  const std::string where = "node '" + name + "' (" + op_type + ")";
+  const OpSupport* sup = Converters().Find(op_type);
+  if (!sup || !Shapes().Find(op_type))
+    return Err(StatusCode::kUnsupported, "{}: kiln does not implement op type {}", where, op_type);
+  for (const auto& o : outputs)
+    if (o.empty() || graph_->FindValue(o))
+      return Err(StatusCode::kInvalidArgument, "{}: output name '{}' is empty or used already", where, o);
+  Node* n = graph_->AddNode(op_type, name.empty() ? op_type + "_" + std::to_string(graph_->nodes().size()) : name);
+  n->opset = opset_;
+  for (const auto& i : inputs) {
+    if (i.empty()) {
+      n->inputs.push_back(nullptr);
+      continue;
+    }
+    Value* v = graph_->FindValue(i);
+    if (!v) {
+      graph_->mutable_nodes().pop_back();
+      return Err(StatusCode::kNotFound, "{}: input '{}' is not a tensor of the network", where, i);
+    }
+    n->inputs.push_back(v);
+  }
+  for (const auto& o : outputs) {
+    Value* v = graph_->GetOrAddValue(o);
+    v->producer = n;
+    n->outputs.push_back(v);
+  }
+  for (const auto& [k, a] : attributes) n->attrs[k] = ToAttribute(a);
+  auto undo = [&] {
+    for (Value* v : n->outputs) v->producer = nullptr;
+    graph_->mutable_nodes().pop_back();
+  };
+  if (sup->convert) {
+    ConvertContext ctx{*graph_, *n, opset_};
+    Status st = sup->convert(ctx);
+    if (!st.ok()) {
+      undo();
+      return st;
+    }
+  }
+  // Infer this node's outputs now, so that errors point at the call that caused them.
+  InferContext ctx{*n, {}, {}};
+  ctx.inputs.resize(n->inputs.size());
+  for (size_t i = 0; i < n->inputs.size(); ++i) {
+    const Value* v = n->inputs[i];
+    if (!v) continue;
+    TensorInfo info;
+    info.dtype = v->dtype;
+    info.shape = v->shape;
+    info.has_shape = v->has_shape;
+    info.value = v->is_const() ? &*v->const_value : nullptr;
+    info.sym_value = v->sym_value;
+    ctx.inputs[i] = std::move(info);
+  }
+  ctx.outputs.resize(n->outputs.size());
+  Status st = InferNode(ctx);
+  if (!st.ok()) {
+    undo();
+    return st;
+  }
+  for (size_t i = 0; i < n->outputs.size(); ++i) {
+    n->outputs[i]->dtype = ctx.outputs[i].dtype;
+    n->outputs[i]->shape = ctx.outputs[i].shape;
+    n->outputs[i]->has_shape = ctx.outputs[i].has_shape;
+    n->outputs[i]->sym_value = ctx.outputs[i].sym_value;
+  }
+  return Status::Ok();
+}
+
+Status NetworkDefinition::markOutput(const std::string& name) {
+  Value* v = graph_->FindValue(name);
+  if (!v) return Err(StatusCode::kNotFound, "markOutput: the network has no tensor named '{}'", name);
+  if (v->is_graph_output) return Status::Ok();
+  v->is_graph_output = true;
+  graph_->outputs.push_back(v);
+  return Status::Ok();
+}
+
+int NetworkDefinition::getNbInputs() const { return static_cast<int>(graph_->inputs.size()); }
+int NetworkDefinition::getNbOutputs() const { return static_cast<int>(graph_->outputs.size()); }
+std::string NetworkDefinition::getInputName(int i) const {
+  return i >= 0 && i < getNbInputs() ? graph_->inputs[i]->name : "";
+}
+std::string NetworkDefinition::getOutputName(int i) const {
+  return i >= 0 && i < getNbOutputs() ? graph_->outputs[i]->name : "";
+}
+int NetworkDefinition::getNbLayers() const { return static_cast<int>(graph_->nodes().size()); }
+
+Status OnnxParser::parseFromFile(const std::string& path) {
+  ImportOptions opts;
+  opts.infer.evaluator = cpu::MakeConstEvaluator();
+  auto g = ImportOnnxFile(path, opts);
+  if (!g.ok()) {
+    logger_.log(Severity::kError, g.status().ToString().c_str());
+    return g.status();
+  }
+  network_.graph() = std::move(**g);
+  return Status::Ok();
+}
+
+Status OnnxParser::parse(const void* data, size_t size, const std::string& base_dir) {
+  ImportOptions opts;
+  opts.infer.evaluator = cpu::MakeConstEvaluator();
+  auto g = ImportOnnxBytes(std::string(static_cast<const char*>(data), size), base_dir, "<memory>", opts);
+  if (!g.ok()) {
+    logger_.log(Severity::kError, g.status().ToString().c_str());
+    return g.status();
+  }
+  network_.graph() = std::move(**g);
+  return Status::Ok();
+}
+
+}  // namespace kiln

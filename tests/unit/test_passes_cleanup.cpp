@@ -1,0 +1,512 @@
+// Cleanup passes (eliminate-identity, fold-constants, fold-reshape-transpose-chains, eliminate-cse,
+// fold-batchnorm, eliminate-dead-code) on small graphs built with the Graph API: each test runs the graph on
+// random inputs with the CPU reference backend before and after the pass (rtol 1e-4), checks that the
+// rewrite happened (node counts, op types) and that it did not happen where it must not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/executor.h"
+#include "ir/graph.h"
+#include "passes/pass.h"
+#include "passes/pass_list.h"
+#include "shape/infer.h"
+
+namespace kiln {
+namespace {
+
+Tensor Random(std::vector<int64_t> shape, uint32_t seed, double lo = -1, double hi = 1,
+              DataType dt = DataType::kFloat32) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  Tensor t(dt, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
+  return t;
+}
+
+// A graph under construction plus random feeds for its inputs.
+struct TestGraph {
+  Graph g;
+  std::map<std::string, Tensor> feeds;
+  uint32_t seed = 11;
+
+  Value* Input(const std::string& name, std::vector<int64_t> dims, DataType dt = DataType::kFloat32) {
+    Value* v = g.GetOrAddValue(name);
+    v->dtype = dt;
+    v->shape = FromStatic(dims);
+    v->has_shape = true;
+    v->is_graph_input = true;
+    g.inputs.push_back(v);
+    feeds[name] = Random(dims, seed++, -1, 1, dt);
+    return v;
+  }
+  Value* Const(const std::string& name, Tensor t) { return g.AddConstant(name, std::move(t)); }
+  Value* Ints(const std::string& name, std::vector<int64_t> v) { return Const(name, Tensor::FromInt64(v)); }
+  Node* Op(const std::string& op, const std::string& name, std::vector<Value*> ins, size_t outs = 1,
+           int64_t opset = 17) {
+    Node* n = g.AddNode(op, name);
+    n->opset = opset;
+    n->inputs = std::move(ins);
+    for (size_t i = 0; i < outs; ++i) n->outputs.push_back(g.AddValue(name + (i ? "_out" + std::to_string(i) : "_out")));
+    return n;
+  }
+  Value* Out(Node* n, size_t i = 0) { return n->outputs[i]; }
+  void Output(Value* v) {
+    v->is_graph_output = true;
+    g.outputs.push_back(v);
+  }
+  // Sorts, infers (folding constants like the importer when `fold`), and verifies.
+  void Finish(bool fold = true) {
+    ASSERT_TRUE(g.TopoSort().ok());
+    InferOptions io;
+    if (fold) io.evaluator = cpu::MakeConstEvaluator();
+    Status st = InferGraph(g, io);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::erase_if(g.mutable_nodes(), [](const std::unique_ptr<Node>& n) {
+      for (Value* o : n->outputs)
+        if (o && !o->is_const()) return false;
+      for (Value* o : n->outputs)
+        if (o) o->producer = nullptr;
+      return true;
+    });
+    st = VerifyGraph(g);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  std::map<std::string, Tensor> Run() {
+    auto r = cpu::RunGraph(g, feeds);
+    EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << PrintGraph(g);
+    return r.ok() ? *r : std::map<std::string, Tensor>{};
+  }
+  int Count(const std::string& op) const {
+    int c = 0;
+    for (const auto& n : g.nodes()) c += n->op_type == op;
+    return c;
+  }
+  bool Has(const std::string& node_name) const {
+    for (const auto& n : g.nodes())
+      if (n->name == node_name) return true;
+    return false;
+  }
+};
+
+void ExpectSameOutputs(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (const auto& [name, ta] : a) {
+    auto it = b.find(name);
+    ASSERT_NE(it, b.end()) << "output " << name << " missing after the pass";
+    const Tensor& tb = it->second;
+    ASSERT_EQ(ta.shape(), tb.shape()) << name;
+    ASSERT_EQ(ta.dtype(), tb.dtype()) << name;
+    for (int64_t i = 0; i < ta.numel(); ++i) {
+      const double x = ta.GetAsDouble(i), y = tb.GetAsDouble(i);
+      ASSERT_LE(std::fabs(x - y), 1e-4 * std::fabs(x) + 1e-5) << name << " at " << i << ": " << x << " vs " << y;
+    }
+  }
+}
+
+// Runs `pass` (then the verifier) and checks the outputs did not change. Returns the report.
+PassReport Apply(TestGraph& t, Result<PassReport> (*pass)(Graph&, const PassOptions&)) {
+  auto before = t.Run();
+  PassOptions o;
+  o.evaluator = cpu::MakeConstEvaluator();
+  auto r = pass(t.g, o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return {};
+  Status st = VerifyGraph(t.g);
+  EXPECT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(t.g);
+  if (r->rewrites > 0) EXPECT_FALSE(r->details.empty());
+  ExpectSameOutputs(before, t.Run());
+  return *r;
+}
+
+bool DetailsMention(const PassReport& r, const std::string& s) {
+  for (const auto& d : r.details)
+    if (d.find(s) != std::string::npos) return true;
+  return false;
+}
+
+// ---- eliminate-identity ----
+
+TEST(EliminateIdentity, RemovesNoOpsAndKeepsGraphOutputNames) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 3, 5});
+  Node* id1 = t.Op("Identity", "id1", {x});
+  Node* relu = t.Op("Relu", "relu", {t.Out(id1)});
+  Node* drop = t.Op("Dropout", "drop", {t.Out(relu)}, 1, 13);
+  Node* cast = t.Op("Cast", "cast", {t.Out(drop)});
+  cast->attrs["to"] = Attribute::Int(static_cast<int64_t>(DataType::kFloat32));
+  Node* rs = t.Op("Reshape", "rs", {t.Out(cast), t.Ints("shape", {2, 3, 5})});
+  Node* sq = t.Op("Unsqueeze", "unsq", {t.Out(rs), t.Ints("axes", {0})});  // changes the shape: kept
+  Node* sig = t.Op("Sigmoid", "sig", {t.Out(sq)});
+  Node* id2 = t.Op("Identity", "id2", {t.Out(sig)});  // writes a graph output; Sigmoid can write it directly
+  t.Output(t.Out(id2));
+  Node* id3 = t.Op("Identity", "id3", {x});  // graph input -> graph output: must stay
+  t.Output(t.Out(id3));
+  Node* cast2 = t.Op("Cast", "cast2", {t.Out(relu)});  // a real conversion: kept
+  cast2->attrs["to"] = Attribute::Int(static_cast<int64_t>(DataType::kFloat64));
+  t.Output(t.Out(cast2));
+  t.Finish();
+
+  PassReport r = Apply(t, EliminateIdentityPass);
+  EXPECT_EQ(r.rewrites, 5);  // id1, drop, cast, rs, id2
+  EXPECT_EQ(r.details.size(), 5u);
+  EXPECT_TRUE(DetailsMention(r, "id2"));
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.Count("Identity"), 1);  // id3 only
+  EXPECT_TRUE(t.Has("id3"));
+  EXPECT_EQ(t.Count("Dropout"), 0);
+  EXPECT_EQ(t.Count("Reshape"), 0);
+  EXPECT_EQ(t.Count("Unsqueeze"), 1);
+  EXPECT_EQ(t.Count("Cast"), 1);
+  EXPECT_EQ(t.g.outputs[0]->name, "id2_out");
+  EXPECT_EQ(t.g.outputs[0]->producer->name, "sig");
+  EXPECT_EQ(t.g.nodes().size(), 5u);  // relu, unsq, sig, id3, cast2
+}
+
+TEST(EliminateIdentity, KeepsDropoutWhoseMaskIsUsedOrInTraining) {
+  TestGraph t;
+  Value* x = t.Input("x", {4, 6});
+  Node* d1 = t.Op("Dropout", "d1", {x}, 2, 13);
+  t.Output(t.Out(d1, 1));  // the mask is a graph output
+  Node* relu = t.Op("Relu", "relu", {t.Out(d1)});
+  t.Output(t.Out(relu));
+  Tensor ratio = Tensor::Scalar(DataType::kFloat32, 0.5);
+  Tensor no = Tensor::Scalar(DataType::kBool, 0);
+  Node* d2 = t.Op("Dropout", "d2", {t.Out(relu), t.Const("ratio", ratio), t.Const("train", no)}, 1, 13);
+  Node* neg = t.Op("Neg", "neg", {t.Out(d2)});
+  t.Output(t.Out(neg));
+  t.Finish();
+  PassReport r = Apply(t, EliminateIdentityPass);
+  EXPECT_EQ(r.rewrites, 1);
+  EXPECT_TRUE(DetailsMention(r, "d2"));
+  EXPECT_FALSE(DetailsMention(r, "d1"));
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_TRUE(t.Has("d1"));
+  EXPECT_FALSE(t.Has("d2"));
+}
+
+// ---- fold-constants ----
+
+TEST(FoldConstants, FoldsConstantSubgraphsLeftByEarlierPasses) {
+  TestGraph t;
+  Value* x = t.Input("x", {3, 5});
+  Value* w = t.Const("w", Random({4, 5}, 3));
+  Node* tr = t.Op("Transpose", "wt", {w});
+  tr->attrs["perm"] = Attribute::Ints({1, 0});
+  Node* sc = t.Op("Mul", "wscale", {t.Out(tr), t.Const("two", Tensor::Scalar(DataType::kFloat32, 2))});
+  Node* mm = t.Op("MatMul", "mm", {x, t.Out(sc)});
+  t.Output(t.Out(mm));
+  t.Finish(/*fold=*/false);  // as if an earlier pass had just exposed the constants
+  ASSERT_EQ(t.g.nodes().size(), 3u);
+  PassReport r = Apply(t, FoldConstantsPass);
+  EXPECT_EQ(r.rewrites, 2);
+  EXPECT_TRUE(DetailsMention(r, "wt"));
+  EXPECT_TRUE(DetailsMention(r, "wscale"));
+  ASSERT_EQ(t.g.nodes().size(), 1u);
+  EXPECT_EQ(t.g.nodes()[0]->op_type, "MatMul");
+  EXPECT_TRUE(t.g.nodes()[0]->inputs[1]->is_const());
+  EXPECT_EQ(t.g.nodes()[0]->inputs[1]->const_value->shape(), (std::vector<int64_t>{5, 4}));
+}
+
+TEST(FoldConstants, ConstantGraphOutputAndNoEvaluator) {
+  TestGraph t;
+  Value* x = t.Input("x", {2});
+  Node* c = t.Op("Add", "cadd", {t.Const("a", Random({2}, 4)), t.Const("b", Random({2}, 5))});
+  t.Output(t.Out(c));
+  Node* n = t.Op("Neg", "neg", {x});
+  t.Output(t.Out(n));
+  t.Finish(false);
+  PassOptions none;  // no evaluator: nothing folded, no failure
+  auto r0 = FoldConstantsPass(t.g, none);
+  ASSERT_TRUE(r0.ok());
+  EXPECT_EQ(r0->rewrites, 0);
+  PassReport r = Apply(t, FoldConstantsPass);
+  EXPECT_EQ(r.rewrites, 1);
+  EXPECT_TRUE(t.g.outputs[0]->is_const());
+  EXPECT_EQ(t.g.outputs[0]->name, "cadd_out");
+  EXPECT_EQ(t.g.nodes().size(), 1u);
+}
+
+// ---- fold-reshape-transpose-chains ----
+
+TEST(FoldReshapeTranspose, CollapsesReshapeChains) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 3, 4, 5});
+  Node* r1 = t.Op("Reshape", "r1", {x, t.Ints("s1", {6, 20})});
+  Node* r2 = t.Op("Flatten", "r2", {t.Out(r1)});
+  r2->attrs["axis"] = Attribute::Int(0);
+  Node* r3 = t.Op("Reshape", "r3", {t.Out(r2), t.Ints("s3", {-1, 5, 4})});
+  Node* relu = t.Op("Relu", "relu", {t.Out(r3)});
+  t.Output(t.Out(relu));
+  // A chain back to the input's shape disappears.
+  Node* u = t.Op("Unsqueeze", "u", {x, t.Ints("axes", {0})});
+  Node* sq = t.Op("Squeeze", "sq", {t.Out(u), t.Ints("axes0", {0})});
+  Node* neg = t.Op("Neg", "neg", {t.Out(sq)});
+  t.Output(t.Out(neg));
+  t.Finish();
+  PassReport r = Apply(t, FoldReshapeTransposeChainsPass);
+  EXPECT_EQ(r.rewrites, 3);  // r2 <- r1, r3 <- r2, sq removed
+  EXPECT_TRUE(DetailsMention(r, "r3"));
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.Count("Reshape"), 1);
+  EXPECT_EQ(t.Count("Flatten") + t.Count("Squeeze") + t.Count("Unsqueeze"), 0);
+  EXPECT_EQ(t.g.nodes().size(), 3u);
+  for (const auto& n : t.g.nodes())
+    if (n->op_type == "Reshape") {
+      EXPECT_EQ(n->inputs[0], x);
+      EXPECT_EQ(n->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{6, 5, 4}));
+    }
+}
+
+TEST(FoldReshapeTranspose, KeepsChainsWhoseIntermediateHasOtherReaders) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 3, 4});
+  Node* r1 = t.Op("Reshape", "r1", {x, t.Ints("s1", {6, 4})});
+  Node* r2 = t.Op("Reshape", "r2", {t.Out(r1), t.Ints("s2", {24})});
+  Node* relu = t.Op("Relu", "relu", {t.Out(r1)});  // second reader of r1's output
+  t.Output(t.Out(r2));
+  t.Output(t.Out(relu));
+  Node* t1 = t.Op("Transpose", "t1", {x});
+  t1->attrs["perm"] = Attribute::Ints({1, 0, 2});
+  Node* t2 = t.Op("Transpose", "t2", {t.Out(t1)});
+  t2->attrs["perm"] = Attribute::Ints({2, 1, 0});
+  t.Output(t.Out(t1));  // the intermediate is a graph output
+  t.Output(t.Out(t2));
+  t.Finish();
+  PassReport r = Apply(t, FoldReshapeTransposeChainsPass);
+  EXPECT_EQ(r.rewrites, 0);
+  EXPECT_EQ(t.Out(r2)->producer->inputs[0], t.Out(r1));
+  EXPECT_EQ(t2->inputs[0], t.Out(t1));
+}
+
+TEST(FoldReshapeTranspose, ComposesTransposesAndDropsIdentityPerms) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 3, 4, 5});
+  Node* a = t.Op("Transpose", "a", {x});
+  a->attrs["perm"] = Attribute::Ints({0, 2, 3, 1});
+  Node* b = t.Op("Transpose", "b", {t.Out(a)});
+  b->attrs["perm"] = Attribute::Ints({0, 3, 1, 2});  // a then b is the identity
+  Node* e = t.Op("Exp", "e", {t.Out(b)});
+  t.Output(t.Out(e));
+  Node* c = t.Op("Transpose", "c", {x});
+  c->attrs["perm"] = Attribute::Ints({1, 0, 2, 3});
+  Node* d = t.Op("Transpose", "d", {t.Out(c)});  // default perm: reverse
+  t.Output(t.Out(d));
+  Node* i = t.Op("Transpose", "i", {x});
+  i->attrs["perm"] = Attribute::Ints({0, 1, 2, 3});
+  Node* s = t.Op("Sin", "s", {t.Out(i)});
+  t.Output(t.Out(s));
+  t.Finish();
+  PassReport r = Apply(t, FoldReshapeTransposeChainsPass);
+  EXPECT_EQ(r.rewrites, 3);
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.Count("Transpose"), 1);  // d only
+  EXPECT_FALSE(t.Has("a"));
+  EXPECT_FALSE(t.Has("b"));
+  EXPECT_FALSE(t.Has("c"));
+  EXPECT_FALSE(t.Has("i"));
+  EXPECT_EQ(d->inputs[0], x);
+  // c = (1,0,2,3), d = reverse (3,2,1,0): composed p[j] = c[d[j]] = (3,2,0,1).
+  EXPECT_EQ(d->getints("perm"), (std::vector<int64_t>{3, 2, 0, 1}));
+}
+
+// ---- eliminate-common-subexpressions ----
+
+TEST(EliminateCse, MergesNodesAndEqualConstants) {
+  TestGraph t;
+  Value* x = t.Input("x", {3, 7});
+  Node* r1 = t.Op("Relu", "r1", {x});
+  Node* r2 = t.Op("Relu", "r2", {x});
+  Tensor c = Random({7}, 21);
+  Node* a1 = t.Op("Add", "a1", {t.Out(r1), t.Const("c1", c.Clone())});
+  Node* a2 = t.Op("Add", "a2", {t.Out(r2), t.Const("c2", c.Clone())});  // same after merging r2 and c2
+  Node* m = t.Op("Mul", "m", {t.Out(a1), t.Out(a2)});
+  Node* l1 = t.Op("LeakyRelu", "l1", {t.Out(m)});
+  l1->attrs["alpha"] = Attribute::Float(0.1f);
+  Node* l2 = t.Op("LeakyRelu", "l2", {t.Out(m)});
+  l2->attrs["alpha"] = Attribute::Float(0.2f);  // other attribute: kept
+  Node* s = t.Op("Sub", "s", {t.Out(l1), t.Out(l2)});
+  t.Output(t.Out(s));
+  Node* r3 = t.Op("Relu", "r3", {x});  // a duplicate that writes a graph output: kept
+  t.Output(t.Out(r3));
+  t.Finish();
+  PassReport r = Apply(t, EliminateCommonSubexpressionsPass);
+  EXPECT_EQ(r.rewrites, 3);  // c2 -> c1, r2 -> r1, a2 -> a1
+  EXPECT_TRUE(DetailsMention(r, "merged r2 into r1"));
+  EXPECT_TRUE(DetailsMention(r, "merged a2 into a1"));
+  EXPECT_EQ(m->inputs[0], m->inputs[1]);
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.Count("Relu"), 2);
+  EXPECT_EQ(t.Count("Add"), 1);
+  EXPECT_EQ(t.Count("LeakyRelu"), 2);
+  // Deterministic: a second run finds nothing more.
+  PassReport again = Apply(t, EliminateCommonSubexpressionsPass);
+  EXPECT_EQ(again.rewrites, 0);
+}
+
+// ---- fold-batchnorm ----
+
+Node* AddBatchNorm(TestGraph& t, const std::string& name, Value* in, int64_t c, uint32_t seed) {
+  Node* bn = t.Op("BatchNormalization", name,
+                  {in, t.Const(name + "_s", Random({c}, seed, 0.5, 1.5)), t.Const(name + "_b", Random({c}, seed + 1)),
+                   t.Const(name + "_m", Random({c}, seed + 2)), t.Const(name + "_v", Random({c}, seed + 3, 0.2, 2))},
+                  1, 15);
+  bn->attrs["epsilon"] = Attribute::Float(1e-3f);
+  return bn;
+}
+
+TEST(FoldBatchNorm, FoldsIntoConvWithAndWithoutBiasAndGroups) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 6, 9, 7});
+  Node* c1 = t.Op("Conv", "conv1", {x, t.Const("w1", Random({8, 6, 3, 3}, 1)), t.Const("b1", Random({8}, 2))});
+  c1->attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
+  Node* bn1 = AddBatchNorm(t, "bn1", t.Out(c1), 8, 10);
+  Node* relu = t.Op("Relu", "relu1", {t.Out(bn1)});
+  Node* c2 = t.Op("Conv", "conv2", {t.Out(relu), t.Const("w2", Random({4, 2, 3, 1}, 3))});  // group 4, no bias
+  c2->attrs["group"] = Attribute::Int(4);
+  c2->attrs["strides"] = Attribute::Ints({2, 1});
+  Node* bn2 = AddBatchNorm(t, "bn2", t.Out(c2), 4, 20);
+  t.Output(t.Out(bn2));  // the BN output is a graph output: it keeps its name
+  t.Finish();
+  PassReport r = Apply(t, FoldBatchNormPass);
+  EXPECT_EQ(r.rewrites, 2);
+  EXPECT_TRUE(DetailsMention(r, "folded bn1 into conv1"));
+  EXPECT_TRUE(DetailsMention(r, "folded bn2 into conv2"));
+  EXPECT_EQ(t.Count("BatchNormalization"), 0);
+  EXPECT_EQ(t.g.outputs[0]->name, "bn2_out");
+  EXPECT_EQ(t.g.outputs[0]->producer, c2);
+  EXPECT_TRUE(c2->input(2) && c2->input(2)->is_const());
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.g.nodes().size(), 3u);
+}
+
+TEST(FoldBatchNorm, FoldsIntoGemmForms) {
+  struct Case {
+    bool trans_b;
+    std::vector<int64_t> c_shape;  // empty: no C
+    float alpha, beta;
+  };
+  for (const Case& k : {Case{true, {4}, 1.f, 1.f}, Case{false, {}, 1.f, 1.f}, Case{false, {5, 1}, 2.f, 0.5f},
+                        Case{true, {5, 4}, 0.7f, 1.5f}, Case{true, {}, 1.f, 0.f}}) {
+    TestGraph t;
+    Value* x = t.Input("x", {5, 7});
+    std::vector<Value*> ins = {x, t.Const("B", Random(k.trans_b ? std::vector<int64_t>{4, 7} : std::vector<int64_t>{7, 4}, 1))};
+    if (!k.c_shape.empty()) ins.push_back(t.Const("C", Random(k.c_shape, 2)));
+    Node* gemm = t.Op("Gemm", "gemm", ins);
+    gemm->attrs["transB"] = Attribute::Int(k.trans_b);
+    gemm->attrs["alpha"] = Attribute::Float(k.alpha);
+    gemm->attrs["beta"] = Attribute::Float(k.beta);
+    Node* bn = AddBatchNorm(t, "bn", t.Out(gemm), 4, 30);
+    Node* th = t.Op("Tanh", "tanh", {t.Out(bn)});
+    t.Output(t.Out(th));
+    t.Finish();
+    PassReport r = Apply(t, FoldBatchNormPass);
+    EXPECT_EQ(r.rewrites, 1) << "transB " << k.trans_b << " C rank " << k.c_shape.size();
+    EXPECT_EQ(t.Count("BatchNormalization"), 0);
+    EXPECT_EQ(th->inputs[0]->producer, gemm);
+  }
+}
+
+TEST(FoldBatchNorm, NotFoldedWhereItMustNotBe) {
+  TestGraph t;
+  Value* x = t.Input("x", {1, 3, 5, 5});
+  // The Conv output has a second reader.
+  Node* c1 = t.Op("Conv", "conv1", {x, t.Const("w1", Random({4, 3, 1, 1}, 1))});
+  Node* bn1 = AddBatchNorm(t, "bn1", t.Out(c1), 4, 10);
+  Node* relu = t.Op("Relu", "relu", {t.Out(c1)});
+  Node* add = t.Op("Add", "add", {t.Out(bn1), t.Out(relu)});
+  t.Output(t.Out(add));
+  // The Conv output is itself a graph output.
+  Node* c2 = t.Op("Conv", "conv2", {x, t.Const("w2", Random({4, 3, 1, 1}, 2))});
+  t.Output(t.Out(c2));
+  Node* bn2 = AddBatchNorm(t, "bn2", t.Out(c2), 4, 20);
+  t.Output(t.Out(bn2));
+  // The weights are not constant.
+  Value* w3 = t.Input("w3", {4, 3, 1, 1});
+  Node* c3 = t.Op("Conv", "conv3", {x, w3});
+  Node* bn3 = AddBatchNorm(t, "bn3", t.Out(c3), 4, 30);
+  t.Output(t.Out(bn3));
+  // Something in between the Conv and the BN.
+  Node* c4 = t.Op("Conv", "conv4", {x, t.Const("w4", Random({4, 3, 1, 1}, 4))});
+  Node* r4 = t.Op("Relu", "relu4", {t.Out(c4)});
+  Node* bn4 = AddBatchNorm(t, "bn4", t.Out(r4), 4, 40);
+  t.Output(t.Out(bn4));
+  t.Finish();
+  PassReport r = Apply(t, FoldBatchNormPass);
+  EXPECT_EQ(r.rewrites, 0);
+  EXPECT_EQ(t.Count("BatchNormalization"), 4);
+}
+
+// ---- eliminate-dead-code ----
+
+TEST(EliminateDeadCode, RemovesUnreachableNodesAndUnusedConstants) {
+  TestGraph t;
+  Value* x = t.Input("x", {4});
+  Node* r = t.Op("Relu", "relu", {x});
+  t.Output(t.Out(r));
+  Node* s = t.Op("Sigmoid", "sig", {x});
+  Node* a = t.Op("Add", "unused_add", {t.Out(s), t.Const("k", Random({4}, 9))});
+  (void)a;
+  Value* orphan = t.Const("orphan", Random({16}, 8));
+  t.Finish();
+  ASSERT_EQ(t.g.nodes().size(), 3u);
+  PassReport rep = Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.g.nodes().size(), 1u);
+  EXPECT_TRUE(t.Has("relu"));
+  EXPECT_TRUE(DetailsMention(rep, "unused_add"));
+  EXPECT_TRUE(DetailsMention(rep, "sig"));
+  EXPECT_FALSE(orphan->is_const());
+  EXPECT_FALSE(t.g.FindValue("k")->is_const());
+  EXPECT_EQ(rep.rewrites, 4);  // 2 nodes + 2 constants
+}
+
+// ---- all cleanup passes in their order, with the verifier after each ----
+
+TEST(CleanupPasses, RunInOrderOnAMixedGraph) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 3, 8, 8});
+  Node* id = t.Op("Identity", "id", {x});
+  Node* conv = t.Op("Conv", "conv", {t.Out(id), t.Const("w", Random({5, 3, 3, 3}, 1))});
+  Node* bn = AddBatchNorm(t, "bn", t.Out(conv), 5, 50);
+  Node* r1 = t.Op("Relu", "r1", {t.Out(bn)});
+  Node* r2 = t.Op("Relu", "r2", {t.Out(bn)});
+  Node* rs1 = t.Op("Reshape", "rs1", {t.Out(r1), t.Ints("s1", {2, 5, 36})});
+  Node* rs2 = t.Op("Reshape", "rs2", {t.Out(rs1), t.Ints("s2", {10, 36})});
+  Node* fl = t.Op("Flatten", "fl", {t.Out(r2)});
+  Node* rs3 = t.Op("Reshape", "rs3", {t.Out(fl), t.Ints("s3", {10, 36})});
+  Node* sum = t.Op("Add", "sum", {t.Out(rs2), t.Out(rs3)});
+  t.Output(t.Out(sum));
+  t.Finish();
+  auto before = t.Run();
+  PassOptions o;
+  o.evaluator = cpu::MakeConstEvaluator();
+  // The cleanup passes in the order of passes.cpp (called directly: the fusion passes live elsewhere).
+  const std::vector<std::pair<const char*, Result<PassReport> (*)(Graph&, const PassOptions&)>> passes = {
+      {"eliminate-identity", EliminateIdentityPass},
+      {"fold-constants", FoldConstantsPass},
+      {"fold-reshape-transpose-chains", FoldReshapeTransposeChainsPass},
+      {"eliminate-common-subexpressions", EliminateCommonSubexpressionsPass},
+      {"fold-batchnorm", FoldBatchNormPass},
+      {"eliminate-dead-code", EliminateDeadCodePass}};
+  int total = 0;
+  for (const auto& [name, pass] : passes) {
+    auto r = pass(t.g, o);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    total += r->rewrites;
+    Status st = VerifyGraph(t.g);
+    ASSERT_TRUE(st.ok()) << "after " << name << ": " << st.ToString();
+  }
+  EXPECT_GT(total, 0);
+  ExpectSameOutputs(before, t.Run());
+  EXPECT_EQ(t.Count("BatchNormalization"), 0);
+  EXPECT_EQ(t.Count("Identity"), 0);
+  EXPECT_EQ(t.Count("Relu"), 1);  // r2 merged into r1
+  EXPECT_EQ(t.Count("Flatten"), 0);
+  EXPECT_EQ(t.Count("Reshape"), 1);  // rs1 -> rs2 and fl -> rs3 collapse, then rs3 merges into rs2
+  EXPECT_EQ(t.g.nodes().size(), 4u);  // conv, r1, rs2, sum
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,125 @@
+// Building an engine from the command line: options -> BuilderConfig and profiles -> Builder.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/error.h"
+#include "kiln/commands.h"
+
+namespace kiln::cli {
+
+namespace {
+
+// trtexec's rules: --min/--opt/--maxShapes give a profile (a missing one is taken from the others); --shapes
+// fixes an input (min = opt = max) when the profile flags do not name it.
+Result<OptimizationProfile> ProfileFromOptions(const Options& o, const NetworkDefinition& net, bool* dynamic) {
+  KILN_ASSIGN_OR_RETURN(auto mins, ParseShapeList(o.min_shapes, "--minShapes"));
+  KILN_ASSIGN_OR_RETURN(auto opts, ParseShapeList(o.opt_shapes, "--optShapes"));
+  KILN_ASSIGN_OR_RETURN(auto maxs, ParseShapeList(o.max_shapes, "--maxShapes"));
+  KILN_ASSIGN_OR_RETURN(auto fixed, ParseShapeList(o.shapes, "--shapes"));
+  OptimizationProfile p;
+  std::map<std::string, bool> names;
+  for (auto* m : {&mins, &opts, &maxs, &fixed})
+    for (const auto& [k, v] : *m) names[k] = true;
+  for (const auto& [name, _] : names) {
+    bool found = false;
+    for (int i = 0; i < net.getNbInputs(); ++i) found = found || net.getInputName(i) == name;
+    if (!found) {
+      std::string inputs;
+      for (int i = 0; i < net.getNbInputs(); ++i) inputs += (i ? ", " : "") + net.getInputName(i);
+      return Err(StatusCode::kInvalidArgument, "a shape was given for '{}', but the model's inputs are: {}", name, inputs);
+    }
+    auto pick = [&](std::initializer_list<const std::map<std::string, Dims>*> order) -> Dims {
+      for (auto* m : order)
+        if (auto it = m->find(name); it != m->end()) return it->second;
+      return {};
+    };
+    Dims mn = pick({&mins, &opts, &maxs, &fixed});
+    Dims op = pick({&opts, &maxs, &mins, &fixed});
+    Dims mx = pick({&maxs, &opts, &mins, &fixed});
+    if (fixed.count(name) && !mins.count(name) && !opts.count(name) && !maxs.count(name)) mn = op = mx = fixed[name];
+    KILN_RETURN_IF_ERROR(p.setDimensions(name, ProfileSelector::kMin, mn));
+    KILN_RETURN_IF_ERROR(p.setDimensions(name, ProfileSelector::kOpt, op));
+    KILN_RETURN_IF_ERROR(p.setDimensions(name, ProfileSelector::kMax, mx));
+    if (mn != mx) *dynamic = true;
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
+  if (o.onnx.empty()) return Err(StatusCode::kInvalidArgument, "no model: give --onnx=model.onnx (or --loadEngine)");
+  Builder builder(logger);
+  auto net = builder.createNetwork();
+  OnnxParser parser(*net, logger);
+  std::printf("[kiln] parsing %s\n", o.onnx.c_str());
+  KILN_RETURN_IF_ERROR(parser.parseFromFile(o.onnx));
+  auto cfg = builder.createBuilderConfig();
+  if (o.no_tf32) cfg->clearFlag(BuilderFlag::kTF32);
+  if (o.strongly_typed) cfg->setFlag(BuilderFlag::kSTRONGLY_TYPED);
+  if (o.precision_constraints == "obey") cfg->setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
+  cfg->setBuilderOptimizationLevel(o.builder_optimization_level);
+  if (o.profiling_verbosity == "detailed") cfg->setProfilingVerbosity(ProfilingVerbosity::kDetailed);
+  if (o.profiling_verbosity == "none") cfg->setProfilingVerbosity(ProfilingVerbosity::kNone);
+  cfg->setBackend(o.backend.empty() ? "cpu" : o.backend);
+  if (!o.mem_pool_size.empty()) {
+    KILN_ASSIGN_OR_RETURN(auto pools, ParseNameValueList(o.mem_pool_size, "--memPoolSize"));
+    for (const auto& [pool, mib] : pools) {
+      if (pool != "workspace" && pool != "dlaSRAM" && pool != "dlaLocalDRAM" && pool != "dlaGlobalDRAM" &&
+          pool != "tacticSharedMem")
+        return Err(StatusCode::kInvalidArgument, "--memPoolSize: unknown pool '{}' (workspace, tacticSharedMem)", pool);
+      char* end = nullptr;
+      double v = std::strtod(mib.c_str(), &end);
+      if (*end != '\0' && *end != 'M' && *end != 'm') return Err(StatusCode::kInvalidArgument, "--memPoolSize: '{}' is not a size in MiB", mib);
+      cfg->setMemoryPoolLimit(pool, static_cast<size_t>(v * 1024 * 1024));
+    }
+  }
+  BuildResult r;
+  KILN_ASSIGN_OR_RETURN(OptimizationProfile profile, ProfileFromOptions(o, *net, &r.dynamic_shapes));
+  if (!profile.shapes().empty()) KILN_RETURN_IF_ERROR(cfg->addOptimizationProfile(profile).status());
+
+  // A progress line while the build runs (long builds: large models on 2 cores).
+  std::atomic<bool> done{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread progress([&] {
+    int ticks = 0;
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (++ticks % 50 == 0 && !done.load())
+        std::printf("[kiln] building... %.0f s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()),
+            std::fflush(stdout);
+    }
+  });
+  auto bytes = builder.buildSerializedNetwork(*net, *cfg, &r.report);
+  done = true;
+  progress.join();
+  if (!bytes.ok()) return bytes.status();
+  r.engine = std::move(*bytes);
+  return r;
+}
+
+void PrintBuildSummary(const BuildResult& b, const Options& o) {
+  const BuildReport& r = b.report;
+  std::printf("[kiln] === Build Summary ===\n");
+  std::printf("[kiln] backend: %s\n", r.backend.c_str());
+  std::printf("[kiln] layers: %zu before optimization, %zu after\n", r.layers_before, r.layers_after);
+  std::string passes;
+  for (const auto& [name, n] : r.passes)
+    if (n > 0) passes += (passes.empty() ? "" : ", ") + name + " (" + std::to_string(n) + ")";
+  std::printf("[kiln] passes applied: %s\n", passes.empty() ? "none changed the graph" : passes.c_str());
+  std::string fusions;
+  for (const auto& [k, n] : r.fusions) fusions += (fusions.empty() ? "" : ", ") + k + " " + std::to_string(n);
+  std::printf("[kiln] fusions: %s\n", fusions.empty() ? "none" : fusions.c_str());
+  if (o.verbose)
+    for (const auto& d : r.pass_details) std::printf("[kiln]   %s\n", d.c_str());
+  std::printf("[kiln] activation memory: %.2f MiB arena (naive sum %.2f MiB, %.1f%%)\n", r.arena_bytes / 1048576.0,
+              r.naive_activation_bytes / 1048576.0,
+              r.naive_activation_bytes ? 100.0 * r.arena_bytes / r.naive_activation_bytes : 0.0);
+  std::printf("[kiln] engine size: %.2f MiB; build time: %.2f s; estimated latency: %.3f ms\n",
+              r.engine_bytes / 1048576.0, r.build_time_s, r.estimated_latency_ms);
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,56 @@
+// The kiln command line's options: trtexec's flags with trtexec's spelling, shared by the trtexec-style
+// invocation (`kiln --onnx=m.onnx ...`) and the subcommands (`kiln build|run|bench|inspect`).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+
+struct Options {
+  // Model and engine.
+  std::string onnx, save_engine, load_engine;
+  // Shapes: name:1x3x224x224[,name:...].
+  std::string shapes, min_shapes, opt_shapes, max_shapes;
+  // Precision.
+  bool fp16 = false, bf16 = false, int8 = false, fp8 = false, no_tf32 = false, best = false, strongly_typed = false;
+  std::string precision_constraints, layer_precisions, layer_output_types, input_io_formats, output_io_formats, calib;
+  // Build.
+  std::string mem_pool_size, timing_cache_file, backend;
+  int builder_optimization_level = 3;
+  std::string profiling_verbosity;
+  int avg_timing = -1;
+  // Inference.
+  int iterations = 10, avg_runs = 10, inf_streams = 1;
+  double warm_up_ms = 200, duration_s = 3;
+  std::string percentile = "90,95,99";
+  bool use_cuda_graph = false, no_data_transfers = false, use_spin_wait = false, separate_profile_run = false;
+  bool skip_inference = false;
+  std::string load_inputs, export_times, export_output, export_profile, export_layer_info;
+  bool dump_profile = false, dump_layer_info = false, dump_output = false, verbose = false;
+  int device = -1;
+  std::vector<std::string> static_plugins, dynamic_plugins;
+  // kiln's own.
+  std::string json;  // write the command's report as JSON
+  int64_t seed = 1;
+};
+
+enum class Mode { kTrtexec, kBuild, kRun, kBench, kInspect };
+
+// Registers the flags that `mode` takes.
+void AddOptions(CLI::App& app, Options& o, Mode mode);
+
+// Errors for flags whose feature is not built yet (each says so); Ok when every given flag is usable.
+Status CheckUnbuiltFlags(const Options& o, const CLI::App& app);
+
+// "name:1x3x224x224,other:2x8" -> shapes.
+Result<std::map<std::string, Dims>> ParseShapeList(const std::string& spec, const char* flag);
+// "name:value,name2:value2" -> map (the last ':' of an item splits, so names may hold ':').
+Result<std::map<std::string, std::string>> ParseNameValueList(const std::string& spec, const char* flag);
+
+}  // namespace kiln::cli
