@@ -185,11 +185,12 @@ Result<EngineHeader> ReadEngineHeader(const uint8_t* data, size_t size) {
                kEngineHeaderSize);
   h.header_size = Get32(data + kHeaderSize);
   h.file_size = Get64(data + kFileSize);
-  if (h.file_size != size)
+  if (h.file_size > size)
     return Err(StatusCode::kInvalidModel,
-               h.file_size > size ? "the file is {} bytes, the header says {}: the file is truncated; copy it again"
-                                  : "the file is {} bytes, the header says {}: the file has extra bytes and is "
-                                    "corrupted; copy it again",
+               "the file is {} bytes, the header says {}: the file is truncated; copy it again", size, h.file_size);
+  if (h.file_size < size)
+    return Err(StatusCode::kInvalidModel,
+               "the file is {} bytes, the header says {}: the file has extra bytes and is corrupted; copy it again",
                size, h.file_size);
   h.target.compute_capability = static_cast<int32_t>(Get32(data + kComputeCapability));
   h.target.cuda_version = Get32(data + kCudaVersion);

@@ -36,7 +36,9 @@ class Writer {
   fbs::Offset<fbs::Vector<fbs::Offset<fb::Profile>>> AddProfiles(const std::vector<EngineProfile>& profiles);
 
   fbs::FlatBufferBuilder fbb_{1 << 16};
-  std::vector<uint8_t> weights_;
+  // Tensors to copy into the weights section once the file is laid out: (tensor, offset in the section).
+  std::vector<std::pair<const Tensor*, size_t>> weights_;
+  size_t weights_size_ = 0;
   std::unordered_map<const Value*, int32_t> vindex_;
   std::unordered_map<std::string, int32_t> vindex_by_name_;
 };
@@ -47,9 +49,9 @@ Result<fbs::Offset<fb::TensorRef>> Writer::AddTensor(const Tensor& t, const std:
     return Err(StatusCode::kUnsupported, "{} has type {}, which engine files cannot hold", what,
                DataTypeName(t.dtype()));
   const size_t nbytes = t.nbytes();
-  const size_t offset = AlignUp(weights_.size(), kEngineTensorAlignment);
-  weights_.resize(offset + nbytes, 0);
-  if (nbytes) std::memcpy(weights_.data() + offset, t.raw(), nbytes);
+  const size_t offset = AlignUp(weights_size_, kEngineTensorAlignment);
+  weights_size_ = offset + nbytes;
+  if (nbytes) weights_.emplace_back(&t, offset);
   auto shape = fbb_.CreateVector(t.shape());
   return fb::CreateTensorRef(fbb_, static_cast<int32_t>(t.dtype()), shape, offset, nbytes);
 }
@@ -210,12 +212,12 @@ Result<std::vector<uint8_t>> Writer::Write(const EngineContents& e) {
   h.payload_offset = kEngineHeaderSize;
   h.payload_size = payload_size;
   h.weights_offset = AlignUp(kEngineHeaderSize + payload_size, kEngineWeightsAlignment);
-  h.weights_size = weights_.size();
+  h.weights_size = weights_size_;
   h.file_size = h.weights_offset + h.weights_size;
   std::vector<uint8_t> file(h.file_size, 0);
   engine_layout::EncodeHeader(h, file.data());
   std::memcpy(file.data() + kEngineHeaderSize, fbb_.GetBufferPointer(), payload_size);
-  if (!weights_.empty()) std::memcpy(file.data() + h.weights_offset, weights_.data(), weights_.size());
+  for (const auto& [t, offset] : weights_) std::memcpy(file.data() + h.weights_offset + offset, t->raw(), t->nbytes());
   ResealEngine(file);
   return file;
 }

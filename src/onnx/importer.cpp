@@ -207,7 +207,7 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes, const s
       continue;
     }
     const OpSupport* sup = Converters().Find(np.op_type());
-    if (!sup || !Shapes().Find(np.op_type())) {
+    if (!sup) {
       unsupported.push_back(fmt::format("{} opset {}: kiln does not implement this op", where, opset));
       continue;
     }
@@ -221,8 +221,12 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes, const s
       if (!st.ok()) {
         if (st.code() != StatusCode::kUnsupported) return st;
         unsupported.push_back(fmt::format("{} opset {}: {}", where, opset, st.message()));
+        continue;
       }
     }
+    // A converter may rewrite the op (Upsample -> Resize): the op it leaves needs a shape function.
+    if (!Shapes().Find(n->op_type))
+      unsupported.push_back(fmt::format("{} opset {}: kiln has no shape inference for {}", where, opset, n->op_type));
   }
   if (!unsupported.empty()) {
     std::string msg = fmt::format("'{}' has {} unsupported node{}:", source, unsupported.size(),

@@ -29,9 +29,21 @@ bool SameTensor(const Tensor& a, const Tensor& b) {
   return a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
+// A key for bucketing constants: type, shape and a hash of (for large tensors, evenly spaced samples of) the
+// bytes. Equality is decided by SameTensor, so sampling only costs extra comparisons on collisions.
 std::string TensorKey(const Tensor& t) {
-  return fmt::format("{}{}#{:x}", static_cast<int>(t.dtype()), ShapeToString(t.shape()),
-                     Fnv1a(t.raw(), t.nbytes()));
+  constexpr size_t kFullHashBytes = 1 << 16, kSamples = 4096;
+  const size_t n = t.nbytes();
+  uint64_t h = 1469598103934665603ull;
+  if (n <= kFullHashBytes) {
+    h = Fnv1a(t.raw(), n, h);
+  } else {
+    const auto* p = static_cast<const uint8_t*>(t.raw());
+    const size_t stride = (n - 8) / kSamples;
+    for (size_t i = 0; i < kSamples; ++i) h = Fnv1a(p + i * stride, 8, h);
+    h = Fnv1a(p + n - 8, 8, h);
+  }
+  return fmt::format("{}{}#{:x}", static_cast<int>(t.dtype()), ShapeToString(t.shape()), h);
 }
 
 // The attributes in a canonical text form (std::map keeps them sorted); nullopt for attributes that cannot

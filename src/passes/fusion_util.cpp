@@ -1,6 +1,7 @@
 // Matching helpers of the recognition and fusion passes (see fusion_util.h).
 #include "passes/fusion_util.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kiln::fusion {

@@ -32,13 +32,19 @@ struct Match {
   std::vector<Node*> inner;
 };
 
-// `m` broadcasts into `s` without enlarging it: rank <= and every dim 1 or the same as s's.
+// `m` broadcasts into `s` without enlarging it: rank <= and every dim 1 or the same as s's. In the last two
+// (query, key) dims a dim that shape inference could not name is accepted where the scores' dim is not known
+// either (a causal mask built at run time from Shape -> Trilu): the Attention kernel checks the broadcast at run
+// time and fails naming the node rather than computing something else.
 bool BroadcastsInto(const Value* m, const Value* s) {
   if (!m || !m->has_shape || !s->has_shape || m->shape.size() > s->shape.size()) return false;
-  const size_t off = s->shape.size() - m->shape.size();
+  const size_t rank = s->shape.size(), off = rank - m->shape.size();
   for (size_t i = 0; i < m->shape.size(); ++i) {
     const Dim& a = m->shape[i];
-    if (!(a.known() && a.value == 1) && !a.same(s->shape[off + i])) return false;
+    const Dim& b = s->shape[off + i];
+    if ((a.known() && a.value == 1) || a.same(b)) continue;
+    if (off + i + 2 >= rank && !a.known() && !b.known()) continue;
+    return false;
   }
   return true;
 }

@@ -7,6 +7,7 @@
 //       after:  Gelu(x, approximate="tanh")
 // Every intermediate must be read only inside the pattern (and not be a graph output); the last node is
 // rewritten in place, so the output value and its name stay.
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"

@@ -55,6 +55,40 @@ int64_t PlaceGreedy(const std::vector<BufferPlan>& bufs, const std::vector<size_
   return arena;
 }
 
+// Places the buffers `order` inside an arena of `limit` bytes: each goes into the smallest gap (among the
+// buffers live at the same time) that fits it, at the gap's bottom, except in the gap that reaches the top of
+// the arena, where it goes flush against the top. Packing from both ends lets neighbours in time alternate
+// between the bottom and the top (a chain then needs only its largest adjacent pair). False when a buffer
+// does not fit under `limit`.
+bool PlaceBounded(const std::vector<BufferPlan>& bufs, const std::vector<size_t>& order, int64_t align,
+                  int64_t limit, std::vector<int64_t>& offsets) {
+  std::vector<Placed> placed;  // kept sorted by offset
+  placed.reserve(order.size());
+  for (size_t idx : order) {
+    const BufferPlan& b = bufs[idx];
+    const int64_t size = AlignUp(b.bytes, align);
+    int64_t prev_end = 0, best = -1, best_gap = std::numeric_limits<int64_t>::max();
+    for (const Placed& p : placed) {
+      if (p.first > b.last || b.first > p.last || p.size == 0) continue;
+      const int64_t gap = p.offset - prev_end;
+      if (gap >= size && gap < best_gap) {
+        best_gap = gap;
+        best = prev_end;
+      }
+      prev_end = std::max(prev_end, p.offset + p.size);
+    }
+    const int64_t top_gap = limit - prev_end;
+    if (top_gap >= size && top_gap < best_gap) best = limit - size;
+    if (best < 0) return false;
+    offsets[idx] = best;
+    Placed np{best, size, b.first, b.last};
+    auto pos = std::upper_bound(placed.begin(), placed.end(), np,
+                                [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
+    placed.insert(pos, np);
+  }
+  return true;
+}
+
 // Largest first; ties: earlier definition first.
 std::vector<size_t> OrderBySize(const std::vector<BufferPlan>& bufs, const std::vector<size_t>& arena) {
   std::vector<size_t> order = arena;
@@ -251,8 +285,32 @@ Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes_of, cons
   const int64_t size_a = PlaceGreedy(plan.buffers, OrderBySize(plan.buffers, arena), align, off_a);
   const int64_t size_b =
       PlaceGreedy(plan.buffers, OrderByBreadth(plan.buffers, arena, std::max(steps, 1), align), align, off_b);
-  const std::vector<int64_t>& off = size_b < size_a ? off_b : off_a;
+  std::vector<int64_t> off = size_b < size_a ? off_b : off_a;
   plan.arena_bytes = std::min(size_a, size_b);
+  plan.peak_live_bytes = PeakLive(plan.buffers, align);
+  // Two-ended packing under a limit, binary-searched between the peak live bytes (a lower bound) and the
+  // best greedy result.
+  {
+    const std::vector<size_t> by_size = OrderBySize(plan.buffers, arena);
+    const std::vector<size_t>& by_time = arena;  // in order of definition
+    std::vector<int64_t> trial(plan.buffers.size(), -1);
+    int64_t lo = plan.peak_live_bytes / align, hi = plan.arena_bytes / align;  // in alignment units
+    for (int iter = 0; iter < 14 && lo < hi; ++iter) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (PlaceBounded(plan.buffers, by_size, align, mid * align, trial) ||
+          PlaceBounded(plan.buffers, by_time, align, mid * align, trial)) {
+        hi = mid;
+        off = trial;
+        plan.arena_bytes = mid * align;
+      } else {
+        lo = mid + 1;
+      }
+    }
+  }
+  // The arena ends where its highest buffer ends (two-ended packing may leave the limit's top unused).
+  int64_t top = 0;
+  for (size_t i : arena) top = std::max(top, off[i] + AlignUp(plan.buffers[i].bytes, align));
+  plan.arena_bytes = top;
   for (size_t i : arena) plan.buffers[i].offset = off[i];
   for (BufferPlan& b : plan.buffers) {
     if (b.kind != BufferPlan::Kind::kView) continue;
@@ -260,7 +318,6 @@ Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes_of, cons
     if (it != by_name.end() && plan.buffers[it->second].kind == BufferPlan::Kind::kArena)
       b.offset = plan.buffers[it->second].offset;
   }
-  plan.peak_live_bytes = PeakLive(plan.buffers, align);
   KILN_RETURN_IF_ERROR(plan.Validate());
   return plan;
 }

@@ -6,9 +6,10 @@
 // and outputs are pinned: they are bound by the caller (kExternal) and share nothing. Outputs of view ops
 // (Reshape, Flatten, Squeeze, Unsqueeze, Identity: the CPU kernels return the input's buffer) are views of
 // their input: they take no space of their own and extend the lifetime of the value they view. Offsets are
-// aligned (256 bytes by default); placement is greedy best-fit over free address gaps among the buffers that
-// are live at the same time, trying two orders (largest first, and longest-lived-among-largest first) and
-// keeping the smaller arena.
+// aligned (256 bytes by default). Placement is greedy best-fit over free address gaps among the buffers that
+// are live at the same time, in two orders (largest first; and "by breadth": the buffers of the busiest
+// step first), then a two-ended packing (bottom-up in gaps, flush against the top in the topmost gap; in
+// size order and in definition order) under a limit that is binary-searched between the peak live bytes and the best greedy arena; the smallest wins.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // OptimizationProfile, BuilderConfig and BuildReport: the builder's inputs and its report.
 #include <nlohmann/json.hpp>
 
+#include "core/dims.h"
 #include "core/error.h"
 #include "kiln/builder.h"
 

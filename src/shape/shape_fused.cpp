@@ -1,7 +1,181 @@
+// Shape functions of the internal ops the optimizer creates (domain kiln; see shape/fused_ops.h):
+// FusedConv / FusedGemm (the base op's shape function plus the activation attributes), FusedMatMul,
+// FusedPointwise (broadcast of the inputs) and Attention.
+#include "core/error.h"
 #include "shape/families.h"
+#include "shape/fused_ops.h"
 
 namespace kiln {
+namespace {
 
-void RegisterFusedShapes(ShapeRegistry& r) {}
+Status CheckActivation(const Node& n) {
+  KILN_ASSIGN_OR_RETURN(std::string act, n.attr_string("kiln_activation", "None"));
+  KILN_ASSIGN_OR_RETURN(float alpha, n.attr_float("kiln_activation_alpha", 0.f));
+  KILN_ASSIGN_OR_RETURN(float beta, n.attr_float("kiln_activation_beta", 0.f));
+  (void)alpha;
+  (void)beta;
+  if (!fused::ParseActivation(act))
+    return Err(StatusCode::kInvalidModel,
+               "{}: kiln_activation '{}' is not one of None, Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid, "
+               "SiLU, Gelu, GeluTanh",
+               n.Where(), act);
+  return Status::Ok();
+}
+
+bool IsFloat(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat64;
+}
+
+// Runs the shape function of `base` on this node (the fused node carries the base op's attributes).
+Status Delegate(InferContext& ctx, const char* base) {
+  const ShapeFn* fn = Shapes().Find(base);
+  if (!fn) return Err(StatusCode::kInternal, "{}: no shape function for {}", ctx.node.Where(), base);
+  KILN_RETURN_IF_ERROR(CheckActivation(ctx.node));
+  KILN_RETURN_IF_ERROR((*fn)(ctx));
+  if (!ctx.outputs.empty() && ctx.outputs[0].dtype != DataType::kUndefined && !IsFloat(ctx.outputs[0].dtype))
+    return Err(StatusCode::kUnsupported, "{}: fused activations need a float type, not {}", ctx.node.Where(),
+               DataTypeName(ctx.outputs[0].dtype));
+  return Status::Ok();
+}
+
+Status FusedMatMulShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
+  KILN_RETURN_IF_ERROR(CheckActivation(n));
+  InferContext mm{n, {ctx.inputs[0], ctx.inputs[1]}, {}};
+  mm.outputs.resize(1);
+  const ShapeFn* fn = Shapes().Find("MatMul");
+  if (!fn) return Err(StatusCode::kInternal, "{}: no shape function for MatMul", n.Where());
+  KILN_RETURN_IF_ERROR((*fn)(mm));
+  const TensorInfo& y = mm.outputs[0];
+  const TensorInfo& b = ctx.in(2);
+  if (!IsFloat(y.dtype))
+    return Err(StatusCode::kUnsupported, "{}: FusedMatMul needs a float type, not {}", n.Where(), DataTypeName(y.dtype));
+  if (b.dtype != y.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: bias is {} but the product is {}", n.Where(), DataTypeName(b.dtype),
+               DataTypeName(y.dtype));
+  if (b.has_shape && (b.rank() != 1 || (y.has_shape && !y.shape.empty() && y.shape.back().known() &&
+                                        b.shape[0].known() && b.shape[0].value != y.shape.back().value)))
+    return Err(StatusCode::kInvalidModel, "{}: bias must be a vector over the last axis of the product {}, not {}",
+               n.Where(), y.has_shape ? ShapeToString(y.shape) : "[?]", ShapeToString(b.shape));
+  if (y.has_shape && y.shape.empty())
+    return Err(StatusCode::kInvalidModel, "{}: the product is a scalar; a bias over its last axis needs rank >= 1",
+               n.Where());
+  if (y.has_shape) ctx.set_output(0, y.dtype, y.shape);
+  else ctx.set_output_rank_unknown(0, y.dtype);
+  return Status::Ok();
+}
+
+Status FusedPointwiseShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  if (ctx.num_inputs() == 0)
+    return Err(StatusCode::kInvalidModel, "{}: FusedPointwise needs at least one input", n.Where());
+  KILN_RETURN_IF_ERROR(fused::ParseProgram(n, ctx.num_inputs()).status());
+  DataType t = DataType::kUndefined;
+  Shape out;
+  bool known = true, first = true;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) return Err(StatusCode::kInvalidModel, "{}: input {} is missing", n.Where(), i);
+    const TensorInfo& in = ctx.in(i);
+    if (i == 0) t = in.dtype;
+    if (in.dtype != t)
+      return Err(StatusCode::kInvalidModel, "{}: input {} is {} but input 0 is {}", n.Where(), i,
+                 DataTypeName(in.dtype), DataTypeName(t));
+    if (!in.has_shape) {
+      known = false;
+      continue;
+    }
+    if (first) {
+      out = in.shape;
+    } else {
+      KILN_ASSIGN_OR_RETURN(out, BroadcastShapes(n, out, in.shape));
+    }
+    first = false;
+  }
+  if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+    return Err(StatusCode::kUnsupported, "{}: FusedPointwise runs float32/float16/bfloat16, not {}", n.Where(),
+               DataTypeName(t));
+  if (known) ctx.set_output(0, t, out);
+  else ctx.set_output_rank_unknown(0, t);
+  return Status::Ok();
+}
+
+// Attention(Q [..., Sq, d], K [..., Sk, d] (K^T [..., d, Sk] when kiln_k_transposed), V [..., Sk, dv],
+// mask [.., Sq, Sk] (additive, optional, may be empty-omitted), keep [.., Sq, Sk] (bool, optional))
+// -> [batch..., Sq, dv] with batch the broadcast of Q's, K's and V's leading dims.
+Status AttentionShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
+  KILN_ASSIGN_OR_RETURN(float scale, n.attr_float("scale", 1.f));
+  KILN_ASSIGN_OR_RETURN(int64_t kt, n.attr_int("kiln_k_transposed", 0));
+  KILN_ASSIGN_OR_RETURN(float fill, n.attr_float("kiln_mask_fill", 0.f));
+  KILN_ASSIGN_OR_RETURN(int64_t keep_true, n.attr_int("kiln_keep_if_true", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t where_first, n.attr_int("kiln_where_first", 0));
+  (void)scale, (void)fill, (void)keep_true, (void)where_first;
+  const TensorInfo &q = ctx.in(0), &k = ctx.in(1), &v = ctx.in(2);
+  const DataType t = q.dtype;
+  if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+    return Err(StatusCode::kUnsupported, "{}: Attention runs float32/float16/bfloat16, not {}", n.Where(),
+               DataTypeName(t));
+  if (k.dtype != t || v.dtype != t)
+    return Err(StatusCode::kInvalidModel, "{}: Q, K and V must have one type (got {}, {}, {})", n.Where(),
+               DataTypeName(t), DataTypeName(k.dtype), DataTypeName(v.dtype));
+  if (ctx.has_input(3) && ctx.in(3).dtype != t)
+    return Err(StatusCode::kInvalidModel, "{}: the additive mask is {} but Q is {}", n.Where(),
+               DataTypeName(ctx.in(3).dtype), DataTypeName(t));
+  if (ctx.has_input(4) && ctx.in(4).dtype != DataType::kBool)
+    return Err(StatusCode::kInvalidModel, "{}: the keep mask must be bool, not {}", n.Where(),
+               DataTypeName(ctx.in(4).dtype));
+  if (!q.has_shape || !k.has_shape || !v.has_shape) {
+    ctx.set_output_rank_unknown(0, t);
+    return Status::Ok();
+  }
+  for (const TensorInfo* x : {&q, &k, &v})
+    if (x->rank() < 2)
+      return Err(StatusCode::kInvalidModel, "{}: Q, K and V must have rank >= 2 (shapes {}, {}, {})", n.Where(),
+                 ShapeToString(q.shape), ShapeToString(k.shape), ShapeToString(v.shape));
+  const Dim d_q = q.shape.back();
+  const Dim d_k = kt ? k.shape[k.rank() - 2] : k.shape.back();
+  const Dim s_k = kt ? k.shape.back() : k.shape[k.rank() - 2];
+  const Dim s_v = v.shape[v.rank() - 2];
+  auto clash = [](const Dim& a, const Dim& b) { return a.known() && b.known() && a.value != b.value; };
+  if (clash(d_q, d_k) || clash(s_k, s_v))
+    return Err(StatusCode::kInvalidModel,
+               "{}: Q {}, K{} {} and V {} do not line up (head size {} vs {}, key length {} vs {})", n.Where(),
+               ShapeToString(q.shape), kt ? "^T" : "", ShapeToString(k.shape), ShapeToString(v.shape),
+               d_q.ToString(), d_k.ToString(), s_k.ToString(), s_v.ToString());
+  Shape bq(q.shape.begin(), q.shape.end() - 2), bk(k.shape.begin(), k.shape.end() - 2),
+      bv(v.shape.begin(), v.shape.end() - 2);
+  KILN_ASSIGN_OR_RETURN(Shape batch, BroadcastShapes(n, bq, bk));
+  KILN_ASSIGN_OR_RETURN(batch, BroadcastShapes(n, batch, bv));
+  Shape scores = batch;
+  scores.push_back(q.shape[q.rank() - 2]);
+  scores.push_back(s_k);
+  for (size_t i = 3; i < 5; ++i) {
+    if (!ctx.has_input(i) || !ctx.in(i).has_shape) continue;
+    KILN_ASSIGN_OR_RETURN(Shape s, BroadcastShapes(n, scores, ctx.in(i).shape));
+    bool grows = s.size() != scores.size();
+    for (size_t d = 0; !grows && d < s.size(); ++d)
+      grows = s[d].known() && scores[d].known() && s[d].value != scores[d].value;
+    if (grows)
+      return Err(StatusCode::kInvalidModel, "{}: the {} mask {} does not broadcast into the scores {}", n.Where(),
+                 i == 3 ? "additive" : "keep", ShapeToString(ctx.in(i).shape), ShapeToString(scores));
+  }
+  Shape out = batch;
+  out.push_back(q.shape[q.rank() - 2]);
+  out.push_back(v.shape.back());
+  ctx.set_output(0, t, out);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterFusedShapes(ShapeRegistry& r) {
+  r.Add("FusedConv", [](InferContext& c) { return Delegate(c, "Conv"); });
+  r.Add("FusedGemm", [](InferContext& c) { return Delegate(c, "Gemm"); });
+  r.Add("FusedMatMul", FusedMatMulShape);
+  r.Add("FusedPointwise", FusedPointwiseShape);
+  r.Add("Attention", AttentionShape);
+}
 
 }  // namespace kiln

@@ -168,6 +168,41 @@ TEST(IndexOps, GatherPropagatesSymbolicShapeValues) {
   EXPECT_FALSE(InferNode(ctx).ok());
 }
 
+TEST(IndexOps, ShapeGatherChainKeepsSymbolsThroughInferGraph) {
+  Graph g;
+  Value* x = g.GetOrAddValue("x");
+  x->dtype = DataType::kFloat32;
+  x->shape = {Dim::Symbol("batch"), Dim(3), Dim::Symbol("h"), Dim(5)};
+  x->has_shape = true;
+  x->is_graph_input = true;
+  g.inputs.push_back(x);
+  Node* shape = g.AddNode("Shape", "shape_node");
+  shape->inputs = {x};
+  shape->outputs = {g.GetOrAddValue("s")};
+  Node* gather = g.AddNode("Gather", "idx_node");
+  gather->inputs = {shape->outputs[0], g.AddConstant("i", Tensor::FromInt64({-2, 0, 1}))};
+  gather->outputs = {g.GetOrAddValue("dims")};
+  Node* last = g.AddNode("Gather", "idx_node2");
+  last->inputs = {shape->outputs[0], g.AddConstant("j", Tensor::FromInt64({3}, {}))};
+  last->outputs = {g.GetOrAddValue("w")};
+  InferOptions opts;
+  opts.evaluator = cpu::MakeConstEvaluator();
+  Status st = InferGraph(g, opts);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const Value* dims = gather->outputs[0];
+  ASSERT_TRUE(dims->sym_value.has_value());
+  ASSERT_EQ(dims->sym_value->size(), 3u);
+  EXPECT_EQ((*dims->sym_value)[0].ToString(), "h");
+  EXPECT_EQ((*dims->sym_value)[1].ToString(), "batch");
+  EXPECT_EQ((*dims->sym_value)[2].value, 3);
+  EXPECT_FALSE(dims->is_const());
+  // A gathered element that is fully known becomes a constant scalar.
+  const Value* w = last->outputs[0];
+  ASSERT_TRUE(w->is_const());
+  EXPECT_EQ(w->const_value->rank(), 0);
+  EXPECT_EQ(w->const_value->GetAsInt(0), 5);
+}
+
 TEST(IndexOps, GatherElementsMatchesNaive) {
   for (int trial = 0; trial < 30; ++trial) {
     const int64_t r = RandInt(1, 4);
@@ -384,7 +419,11 @@ TEST(IndexOps, OneHotMatchesNaive) {
     }
     ExpectSame((*res)[0], want);
   }
-  Tensor ind = Tensor::FromInt64({1});
+  Tensor ind = Tensor::FromInt64({1, 2});
+  Tensor huge = Tensor::FromInt64({int64_t{1} << 40}, {});
+  Tensor vals2 = Tensor::FromFloat({0.f, 1.f}, {2});
+  OneNode too_big("OneHot", 3);
+  ExpectErrorNamingNode(too_big.Run({&ind, &huge, &vals2}));
   Tensor dep = Tensor::FromInt64({0}, {});
   Tensor vals = Tensor::FromFloat({0.f, 1.f}, {2});
   OneNode on("OneHot", 3);

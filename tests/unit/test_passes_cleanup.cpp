@@ -296,7 +296,7 @@ TEST(FoldReshapeTranspose, ComposesTransposesAndDropsIdentityPerms) {
   t.Output(t.Out(d));
   Node* i = t.Op("Transpose", "i", {x});
   i->attrs["perm"] = Attribute::Ints({0, 1, 2, 3});
-  Node* s = t.Op("Sin", "s", {t.Out(i)});
+  Node* s = t.Op("Neg", "s", {t.Out(i)});
   t.Output(t.Out(s));
   t.Finish();
   PassReport r = Apply(t, FoldReshapeTransposeChainsPass);
@@ -506,6 +506,42 @@ TEST(CleanupPasses, RunInOrderOnAMixedGraph) {
   EXPECT_EQ(t.Count("Flatten"), 0);
   EXPECT_EQ(t.Count("Reshape"), 1);  // rs1 -> rs2 and fl -> rs3 collapse, then rs3 merges into rs2
   EXPECT_EQ(t.g.nodes().size(), 4u);  // conv, r1, rs2, sum
+}
+
+// ---- malformed nodes: every pass leaves what it cannot understand alone, without failing or crashing ----
+
+TEST(CleanupPasses, MalformedNodesAreLeftAlone) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 3});
+  Node* t1 = t.Op("Transpose", "t1", {x});
+  t1->attrs["perm"] = Attribute::String("01");  // wrong attribute type
+  Node* t2 = t.Op("Transpose", "t2", {t.Out(t1)});
+  t2->attrs["perm"] = Attribute::Ints({0, 0});  // not a permutation
+  Node* cast = t.Op("Cast", "cast", {t.Out(t2)});
+  cast->attrs["to"] = Attribute::String("float");
+  Node* rs = t.Op("Reshape", "rs", {t.Out(cast)});  // no shape input
+  Node* rs2 = t.Op("Reshape", "rs2", {t.Out(rs), t.Ints("bad", {0, -1, -1})});
+  Node* bn = t.Op("BatchNormalization", "bn", {t.Out(rs2), x});  // too few inputs
+  bn->attrs["epsilon"] = Attribute::String("tiny");
+  Node* drop = t.Op("Dropout", "drop", {nullptr});
+  Node* gemm = t.Op("Gemm", "gemm", {t.Out(bn), t.Const("b", Random({3}, 1))});  // rank-1 B
+  Node* bn2 = t.Op("BatchNormalization", "bn2", {t.Out(gemm), t.Const("s", Random({3}, 2)), t.Const("bb", Random({3}, 3)),
+                                                 t.Const("m", Random({3}, 4)), t.Const("v", Random({3}, 5))});
+  t.Output(t.Out(bn2));
+  t.Output(t.Out(drop));
+  ASSERT_TRUE(t.g.TopoSort().ok());  // no shape inference: types and shapes unknown
+  PassOptions o;
+  o.evaluator = cpu::MakeConstEvaluator();
+  for (auto* pass : {EliminateIdentityPass, FoldConstantsPass, FoldReshapeTransposeChainsPass,
+                     EliminateCommonSubexpressionsPass, FoldBatchNormPass}) {
+    auto r = pass(t.g, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->rewrites, 0);
+  }
+  EXPECT_EQ(t.g.nodes().size(), 9u);
+  auto r = EliminateDeadCodePass(t.g, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(VerifyGraph(t.g).ok());
 }
 
 }  // namespace

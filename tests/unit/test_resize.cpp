@@ -245,6 +245,8 @@ TEST(ResizeOp, BadInputsAreErrors) {
   { OneNode on(3); on.n->attrs["mode"] = Attribute::String("bicubic"); expect_err(on, {&x, nullptr, &sc}); }
   { OneNode on(3); on.n->attrs["mode"] = Attribute::Int(1); expect_err(on, {&x, nullptr, &sc}); }
   { OneNode on(3); on.n->attrs["axes"] = Attribute::Ints({2, 2}); expect_err(on, {&x, nullptr, &short_sc}); }
+  Tensor huge = Tensor::FromInt64({1, 1, int64_t{1} << 31, int64_t{1} << 31});
+  { OneNode on(4); expect_err(on, {&x, nullptr, nullptr, &huge}); }  // absurd output size
   { OneNode on(4); on.n->attrs["coordinate_transformation_mode"] = Attribute::String("tf_crop_and_resize");
     expect_err(on, {&x, nullptr, nullptr, &sizes}); }  // crop without roi
 }

@@ -425,8 +425,8 @@ std::vector<TestCase> Discover(const Options& o, const std::map<std::string, std
       }
       const auto bad = OutOfScopeOps(m);
       if (!bad.empty()) {
-        tc.skip_reason = "out of scope:";
-        for (const auto& b : bad) tc.skip_reason += " " + b;
+        tc.skip_reason = "out of scope:";  // "out of scope: If, Loop"
+        for (size_t k = 0; k < bad.size(); ++k) tc.skip_reason += (k ? ", " : " ") + bad[k];
       }
     }
     auto it = xfail.find(tc.name);

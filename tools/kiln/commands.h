@@ -26,6 +26,9 @@ void PrintBuildSummary(const BuildResult& b, const Options& o);
 // Fills `report` (for --json).
 Status RunInference(const Engine& engine, const Options& o, nlohmann::json* report);
 
+// `kiln run --onnx`: the model's graph as imported, unoptimized, on the CPU reference backend (the oracle).
+Status RunReference(const Options& o, nlohmann::json* report);
+
 // `kiln inspect`: a model's or an engine's inputs, outputs, layers, precisions, tactics and memory.
 Status Inspect(const Options& o, ILogger& logger, nlohmann::json* report);
 

@@ -1,18 +1,135 @@
-// kiln — the command line. `kiln run` imports an ONNX model and runs it on the CPU reference backend.
+// kiln — the command line.
+//   kiln --onnx=model.onnx [--saveEngine=e] [trtexec flags]      build, then time inference (like trtexec)
+//   kiln --loadEngine=e [trtexec flags]                           time inference of an engine
+//   kiln build|run|bench|inspect [flags] [--json=report.json]     the same jobs as subcommands
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
+#include "core/error.h"
 #include "kiln/commands.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"kiln: an ONNX inference optimizer and runtime"};
-  app.require_subcommand(1);
-  kiln::cli::RunArgs run;
-  kiln::cli::AddRunCommand(app, run);
+namespace kiln::cli {
+namespace {
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "kiln: error: %s\n", st.ToString().c_str());
+  return 1;
+}
+
+Status SaveBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return Err(StatusCode::kIoError, "cannot write engine file '{}'", path);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!f) return Err(StatusCode::kIoError, "writing engine file '{}' failed", path);
+  return Status::Ok();
+}
+
+// Builds from --onnx (saving to --saveEngine) or loads --loadEngine; fills the build part of the report.
+Result<std::unique_ptr<Engine>> GetEngine(const Options& o, ILogger& logger, nlohmann::json* report) {
+  Runtime runtime(logger);
+  if (!o.load_engine.empty()) {
+    if (!o.onnx.empty()) return Err(StatusCode::kInvalidArgument, "give --onnx or --loadEngine, not both");
+    std::printf("[kiln] loading engine %s\n", o.load_engine.c_str());
+    return runtime.loadEngineFile(o.load_engine);
+  }
+  KILN_ASSIGN_OR_RETURN(BuildResult b, BuildFromOnnx(o, logger));
+  PrintBuildSummary(b, o);
+  if (!o.save_engine.empty()) {
+    KILN_RETURN_IF_ERROR(SaveBytes(o.save_engine, b.engine));
+    std::printf("[kiln] engine written to %s\n", o.save_engine.c_str());
+  }
+  if (report) {
+    BuilderConfig cfg;
+    (*report)["build"] = nlohmann::json::parse(b.report.ToJson(o.onnx, o.save_engine, cfg, b.dynamic_shapes));
+  }
+  return runtime.deserializeEngine(b.engine.data(), b.engine.size());
+}
+
+int Main(int argc, char** argv) {
+  Mode mode = Mode::kTrtexec;
+  int first = 1;
+  if (argc > 1) {
+    const std::string sub = argv[1];
+    if (sub == "build") mode = Mode::kBuild;
+    else if (sub == "run") mode = Mode::kRun;
+    else if (sub == "bench") mode = Mode::kBench;
+    else if (sub == "inspect") mode = Mode::kInspect;
+    if (mode != Mode::kTrtexec) first = 2;
+  }
+  Options o;
+  if (mode == Mode::kRun) {  // one inference by default
+    o.iterations = 1;
+    o.warm_up_ms = 0;
+    o.duration_s = 0;
+    o.avg_runs = 1;
+  }
+  CLI::App app{mode == Mode::kTrtexec
+                   ? "kiln: an ONNX inference optimizer and runtime.\n  kiln --onnx=model.onnx [--saveEngine=e] [flags]\n"
+                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect --help"
+                   : std::string("kiln ") + argv[1]};
+  app.name(mode == Mode::kTrtexec ? "kiln" : std::string("kiln ") + argv[1]);
+  AddOptions(app, o, mode);
   try {
-    app.parse(argc, argv);
+    app.parse(argc - first + 1, argv + first - 1);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (app.got_subcommand("run")) return kiln::cli::RunCommand(run);
-  return 1;
+  Status st = CheckUnbuiltFlags(o, app);
+  if (!st.ok()) return Fail(st);
+  StderrLogger logger(o.verbose ? Severity::kVerbose : Severity::kWarning);
+  nlohmann::json report = {{"status", "success"}};
+
+  switch (mode) {
+    case Mode::kInspect:
+      st = Inspect(o, logger, &report);
+      break;
+    case Mode::kBuild: {
+      report["operation"] = "build";
+      auto b = BuildFromOnnx(o, logger);
+      if (!b.ok()) return Fail(b.status());
+      PrintBuildSummary(*b, o);
+      if (o.save_engine.empty()) std::printf("[kiln] note: no --saveEngine given, the engine was not written\n");
+      else st = SaveBytes(o.save_engine, b->engine);
+      if (st.ok() && !o.save_engine.empty()) std::printf("[kiln] engine written to %s\n", o.save_engine.c_str());
+      BuilderConfig cfg;
+      if (o.no_tf32) cfg.clearFlag(BuilderFlag::kTF32);
+      cfg.setBuilderOptimizationLevel(o.builder_optimization_level);
+      report = nlohmann::json::parse(b->report.ToJson(o.onnx, o.save_engine, cfg, b->dynamic_shapes));
+      break;
+    }
+    case Mode::kRun:
+      if (o.load_engine.empty()) {
+        if (o.onnx.empty()) return Fail(Err(StatusCode::kInvalidArgument, "run needs --onnx=model.onnx or --loadEngine=engine"));
+        st = RunReference(o, &report);
+        break;
+      }
+      [[fallthrough]];
+    case Mode::kBench:
+    case Mode::kTrtexec: {
+      report["operation"] = mode == Mode::kRun ? "run" : "bench";
+      if (o.onnx.empty() && o.load_engine.empty())
+        return Fail(Err(StatusCode::kInvalidArgument, "no model: give --onnx=model.onnx or --loadEngine=engine (see --help)"));
+      auto engine = GetEngine(o, logger, &report);
+      if (!engine.ok()) return Fail(engine.status());
+      if (o.dump_layer_info) std::printf("%s\n", (*engine)->getLayerInformationJson().c_str());
+      if (!o.export_layer_info.empty()) {
+        st = WriteJsonFile(o.export_layer_info, nlohmann::json::parse((*engine)->getLayerInformationJson()));
+        if (!st.ok()) return Fail(st);
+      }
+      if (!o.skip_inference) st = RunInference(**engine, o, &report);
+      break;
+    }
+  }
+  if (!st.ok()) return Fail(st);
+  if (!o.json.empty()) {
+    st = WriteJsonFile(o.json, report);
+    if (!st.ok()) return Fail(st);
+  }
+  return 0;
 }
+
+}  // namespace
+}  // namespace kiln::cli
+
+int main(int argc, char** argv) { return kiln::cli::Main(argc, argv); }

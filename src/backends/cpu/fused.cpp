@@ -1,7 +1,140 @@
+// CPU kernels of the ops the optimizer creates (domain kiln; see shape/fused_ops.h), part 1:
+// FusedConv, FusedGemm and FusedMatMul run the reference Conv / Gemm / MatMul kernel (im2col + OpenBLAS
+// GEMM) and then apply the bias and activation in one pass over the output, while it is still hot in cache.
+// FusedPointwise lives in fused_pointwise.cpp, Attention in fused_attention.cpp.
+#include <cmath>
+
+#include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
+#include "shape/fused_ops.h"
 
 namespace kiln::cpu {
 
-void RegisterFusedKernels(KernelRegistry& r) {}
+void RegisterFusedPointwiseKernel(KernelRegistry& r);  // fused_pointwise.cpp
+void RegisterAttentionKernel(KernelRegistry& r);       // fused_attention.cpp
+
+namespace {
+
+using fused::Act;
+
+struct ActParams {
+  Act act = Act::kNone;
+  float alpha = 0.f, beta = 0.f;
+};
+
+Result<ActParams> ReadActivation(const Node& n) {
+  const std::string name = n.gets("kiln_activation", "None");
+  auto act = fused::ParseActivation(name);
+  if (!act) return Err(StatusCode::kInvalidModel, "{}: unknown kiln_activation '{}'", n.Where(), name);
+  return ActParams{*act, n.getf("kiln_activation_alpha", 0.f), n.getf("kiln_activation_beta", 0.f)};
+}
+
+// y[i] = act(y[i] + bias[i % nb]) over the whole tensor (bias may be null), threaded.
+template <typename T, typename F>
+void Apply(T* y, int64_t n, const T* bias, int64_t nb, F f) {
+  using C = ComputeT<T>;
+  ParallelFor(n, [&](int64_t b, int64_t e) {
+    int64_t j = bias ? b % nb : 0;
+    for (int64_t i = b; i < e; ++i) {
+      C v = Load(y, i);
+      if (bias) {
+        v += Load(bias, j);
+        if (++j == nb) j = 0;
+      }
+      Store(y, i, f(v));
+    }
+  }, 16384);
+}
+
+template <typename T>
+void Epilogue(T* y, int64_t n, const T* bias, int64_t nb, const ActParams& a) {
+  using C = ComputeT<T>;
+  const C alpha = static_cast<C>(a.alpha), beta = static_cast<C>(a.beta);
+  switch (a.act) {
+    case Act::kNone: Apply(y, n, bias, nb, [](C x) { return x; }); break;
+    case Act::kRelu: Apply(y, n, bias, nb, [](C x) { return x < C(0) ? C(0) : x; }); break;
+    case Act::kLeakyRelu: Apply(y, n, bias, nb, [=](C x) { return x < C(0) ? alpha * x : x; }); break;
+    case Act::kSigmoid: Apply(y, n, bias, nb, [](C x) { return C(1) / (C(1) + std::exp(-x)); }); break;
+    case Act::kTanh: Apply(y, n, bias, nb, [](C x) { return std::tanh(x); }); break;
+    case Act::kClip:
+      Apply(y, n, bias, nb, [=](C x) { return x < alpha ? alpha : (x > beta ? beta : x); });
+      break;
+    case Act::kHardSigmoid:
+      Apply(y, n, bias, nb, [=](C x) {
+        const C t = alpha * x + beta;
+        return t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
+      });
+      break;
+    case Act::kSiLU: Apply(y, n, bias, nb, [](C x) { return x / (C(1) + std::exp(-x)); }); break;
+    case Act::kGelu:
+      Apply(y, n, bias, nb, [](C x) { return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476))); });
+      break;
+    case Act::kGeluTanh:
+      Apply(y, n, bias, nb, [](C x) {
+        const C k = C(0.7978845608028654);
+        return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+      });
+      break;
+  }
+}
+
+// Bias (optional, numel nb) and activation over output 0.
+Status RunEpilogue(KernelContext& ctx, const Tensor* bias, const ActParams& a) {
+  Tensor& y = ctx.out(0);
+  if (!y.defined() || y.numel() == 0) return Status::Ok();
+  if (a.act == Act::kNone && !bias) return Status::Ok();
+  int64_t nb = 0;
+  if (bias) {
+    nb = bias->numel();
+    if (bias->dtype() != y.dtype() || y.rank() == 0 || nb != y.dim(-1))
+      return Err(StatusCode::kInvalidArgument, "{}: bias {} does not match the last axis of the output {}",
+                 ctx.node.Where(), bias->Describe(), y.Describe());
+  }
+  switch (y.dtype()) {
+    case DataType::kFloat32: Epilogue(y.data<float>(), y.numel(), bias ? bias->data<float>() : nullptr, nb, a); break;
+    case DataType::kFloat64: Epilogue(y.data<double>(), y.numel(), bias ? bias->data<double>() : nullptr, nb, a); break;
+    case DataType::kFloat16: Epilogue(y.data<Half>(), y.numel(), bias ? bias->data<Half>() : nullptr, nb, a); break;
+    case DataType::kBFloat16:
+      Epilogue(y.data<BFloat16>(), y.numel(), bias ? bias->data<BFloat16>() : nullptr, nb, a);
+      break;
+    default:
+      return Err(StatusCode::kUnsupported, "{}: fused epilogues run on float types, not {}", ctx.node.Where(),
+                 DataTypeName(y.dtype()));
+  }
+  return Status::Ok();
+}
+
+// The reference kernel of `base` on this node's first `n_inputs` inputs (the fused node carries its attributes).
+Status RunBase(KernelContext& ctx, const char* base, size_t n_inputs) {
+  const KernelFn* fn = Kernels().Find(base);
+  if (!fn) return Err(StatusCode::kInternal, "{}: no CPU kernel for {}", ctx.node.Where(), base);
+  std::vector<const Tensor*> ins(ctx.inputs.begin(), ctx.inputs.begin() + std::min(n_inputs, ctx.inputs.size()));
+  KernelContext sub{ctx.node, ins, ctx.outputs};
+  return (*fn)(sub);
+}
+
+Status FusedConvOrGemm(KernelContext& ctx, const char* base) {
+  KILN_ASSIGN_OR_RETURN(ActParams a, ReadActivation(ctx.node));
+  KILN_RETURN_IF_ERROR(RunBase(ctx, base, ctx.inputs.size()));
+  return RunEpilogue(ctx, nullptr, a);
+}
+
+Status FusedMatMulKernel(KernelContext& ctx) {
+  if (ctx.num_inputs() < 3 || !ctx.input(0) || !ctx.input(1) || !ctx.input(2))
+    return Err(StatusCode::kInvalidArgument, "{}: FusedMatMul needs A, B and bias", ctx.node.Where());
+  KILN_ASSIGN_OR_RETURN(ActParams a, ReadActivation(ctx.node));
+  KILN_RETURN_IF_ERROR(RunBase(ctx, "MatMul", 2));
+  return RunEpilogue(ctx, ctx.input(2), a);
+}
+
+}  // namespace
+
+void RegisterFusedKernels(KernelRegistry& r) {
+  r.Add("FusedConv", [](KernelContext& c) { return FusedConvOrGemm(c, "Conv"); });
+  r.Add("FusedGemm", [](KernelContext& c) { return FusedConvOrGemm(c, "Gemm"); });
+  r.Add("FusedMatMul", FusedMatMulKernel);
+  RegisterFusedPointwiseKernel(r);
+  RegisterAttentionKernel(r);
+}
 
 }  // namespace kiln::cpu

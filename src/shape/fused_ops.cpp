@@ -1,0 +1,67 @@
+// Tables of the internal fused ops (see fused_ops.h).
+#include "shape/fused_ops.h"
+
+#include "core/error.h"
+
+namespace kiln::fused {
+
+std::optional<Act> ParseActivation(const std::string& n) {
+  static const struct { const char* name; Act act; } kActs[] = {
+      {"None", Act::kNone}, {"Relu", Act::kRelu}, {"LeakyRelu", Act::kLeakyRelu}, {"Sigmoid", Act::kSigmoid},
+      {"Tanh", Act::kTanh}, {"Clip", Act::kClip}, {"HardSigmoid", Act::kHardSigmoid}, {"SiLU", Act::kSiLU},
+      {"Gelu", Act::kGelu}, {"GeluTanh", Act::kGeluTanh}};
+  for (const auto& a : kActs)
+    if (n == a.name) return a.act;
+  return std::nullopt;
+}
+
+const PwOpInfo* FindPointwiseOp(const std::string& name) {
+  static const PwOpInfo kOps[] = {
+      {"Relu", PwOp::kRelu, 1},       {"Sigmoid", PwOp::kSigmoid, 1},       {"Tanh", PwOp::kTanh, 1},
+      {"Exp", PwOp::kExp, 1},         {"Log", PwOp::kLog, 1},               {"Neg", PwOp::kNeg, 1},
+      {"Abs", PwOp::kAbs, 1},         {"Sqrt", PwOp::kSqrt, 1},             {"Reciprocal", PwOp::kReciprocal, 1},
+      {"Erf", PwOp::kErf, 1},         {"Floor", PwOp::kFloor, 1},           {"Ceil", PwOp::kCeil, 1},
+      {"Softplus", PwOp::kSoftplus, 1}, {"Softsign", PwOp::kSoftsign, 1},   {"Sin", PwOp::kSin, 1},
+      {"Cos", PwOp::kCos, 1},         {"HardSwish", PwOp::kHardSwish, 1},   {"LeakyRelu", PwOp::kLeakyRelu, 1},
+      {"Elu", PwOp::kElu, 1},         {"Selu", PwOp::kSelu, 1},             {"HardSigmoid", PwOp::kHardSigmoid, 1},
+      {"Clip", PwOp::kClip, 1},       {"Gelu", PwOp::kGelu, 1},             {"GeluTanh", PwOp::kGeluTanh, 1},
+      {"Add", PwOp::kAdd, 2},         {"Sub", PwOp::kSub, 2},               {"Mul", PwOp::kMul, 2},
+      {"Div", PwOp::kDiv, 2},         {"Pow", PwOp::kPow, 2},               {"Max", PwOp::kMax, 2},
+      {"Min", PwOp::kMin, 2},         {"PRelu", PwOp::kPRelu, 2},
+  };
+  for (const auto& o : kOps)
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+Result<PwProgram> ParseProgram(const Node& n, size_t num_inputs) {
+  PwProgram p;
+  auto it = n.attrs.find("kiln_ops");
+  if (it == n.attrs.end() || it->second.kind != Attribute::Kind::kStrings || it->second.strings.empty())
+    return Err(StatusCode::kInvalidModel, "{}: attribute 'kiln_ops' must be a non-empty list of strings", n.Where());
+  const auto& names = it->second.strings;
+  const size_t steps = names.size();
+  KILN_ASSIGN_OR_RETURN(p.args, n.attr_ints("kiln_args"));
+  KILN_ASSIGN_OR_RETURN(p.alpha, n.attr_floats("kiln_alpha"));
+  KILN_ASSIGN_OR_RETURN(p.beta, n.attr_floats("kiln_beta"));
+  if (p.args.size() != 2 * steps || p.alpha.size() != steps || p.beta.size() != steps)
+    return Err(StatusCode::kInvalidModel,
+               "{}: the program has {} steps but kiln_args has {} entries (want {}), kiln_alpha {} and kiln_beta {}",
+               n.Where(), steps, p.args.size(), 2 * steps, p.alpha.size(), p.beta.size());
+  for (size_t j = 0; j < steps; ++j) {
+    const PwOpInfo* info = FindPointwiseOp(names[j]);
+    if (!info) return Err(StatusCode::kInvalidModel, "{}: step {} has unknown op '{}'", n.Where(), j, names[j]);
+    p.ops.push_back(info->op);
+    p.arity.push_back(info->arity);
+    for (int k = 0; k < 2; ++k) {
+      const int64_t a = p.args[2 * j + k];
+      const bool ok = a >= 0 ? a < static_cast<int64_t>(num_inputs) : (-1 - a) < static_cast<int64_t>(j);
+      if (!ok)
+        return Err(StatusCode::kInvalidModel, "{}: step {} ({}) reads operand {}, which is neither one of the {} "
+                   "inputs nor an earlier step", n.Where(), j, names[j], a, num_inputs);
+    }
+  }
+  return p;
+}
+
+}  // namespace kiln::fused

@@ -1,0 +1,55 @@
+// The internal ops the optimizer creates (domain "kiln"), shared by the passes that create them, their shape
+// functions (shape_fused.cpp) and the backends' kernels:
+//   FusedConv / FusedGemm   Conv / Gemm with an activation epilogue (attributes: the base op's, plus
+//                           kiln_activation, kiln_activation_alpha, kiln_activation_beta)
+//   FusedMatMul(A, B, bias[N])  MatMul + bias over the last axis + activation (same three attributes)
+//   FusedPointwise(inputs...)   a chain of elementwise ops run in one pass (program attributes below)
+//   Attention(Q, K, V, [mask], [keep])  softmax(Q K^T * scale (+ mask) (Where keep)) V
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::fused {
+
+// ---- activations of FusedConv / FusedGemm / FusedMatMul ----
+enum class Act { kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kHardSigmoid, kSiLU, kGelu, kGeluTanh };
+// "None", "Relu", "LeakyRelu" (alpha), "Sigmoid", "Tanh", "Clip" (alpha=min, beta=max), "HardSigmoid" (alpha,
+// beta), "SiLU", "Gelu", "GeluTanh".
+std::optional<Act> ParseActivation(const std::string& name);
+
+// ---- FusedPointwise program ----
+// kiln_ops:   strings, one op per step, in execution order (names below)
+// kiln_args:  ints, two per step: operand indices; i >= 0 is node input i, i < 0 is the result of step -1 - i
+//             (unary steps repeat their operand in the second slot)
+// kiln_alpha, kiln_beta: floats, one per step (LeakyRelu/Elu alpha, HardSigmoid alpha/beta, Clip min/max,
+//             Selu alpha/gamma; 0 where unused)
+// The node's output is the last step's result.
+enum class PwOp {
+  // unary
+  kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kReciprocal, kErf, kFloor, kCeil, kSoftplus, kSoftsign,
+  kSin, kCos, kHardSwish, kLeakyRelu, kElu, kSelu, kHardSigmoid, kClip, kGelu, kGeluTanh,
+  // binary
+  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu,
+};
+struct PwOpInfo {
+  const char* name;
+  PwOp op;
+  int arity;
+};
+// The op of a program step name (the ONNX op type, or "GeluTanh"); nullptr when unknown.
+const PwOpInfo* FindPointwiseOp(const std::string& name);
+
+struct PwProgram {
+  std::vector<PwOp> ops;
+  std::vector<int> arity;
+  std::vector<int64_t> args;  // 2 per step
+  std::vector<float> alpha, beta;
+};
+// Reads and checks a FusedPointwise node's program (error names the node).
+Result<PwProgram> ParseProgram(const Node& n, size_t num_inputs);
+
+}  // namespace kiln::fused

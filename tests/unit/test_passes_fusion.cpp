@@ -1,0 +1,545 @@
+// Recognition and fusion passes (recognize-gelu, recognize-layernorm, recognize-attention,
+// fuse-bias-activation, fuse-pointwise) and the CPU kernels of the ops they create: each test builds a small
+// graph with the Graph API, runs it on random inputs before and after the pass (rtol 1e-4), checks the
+// rewrite count and resulting op types, and has a negative case where the pass must leave the graph alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/executor.h"
+#include "ir/graph.h"
+#include "passes/pass.h"
+#include "passes/pass_list.h"
+#include "shape/infer.h"
+
+namespace kiln {
+namespace {
+
+Tensor Random(std::vector<int64_t> shape, uint32_t seed, double lo = -1, double hi = 1,
+              DataType dt = DataType::kFloat32) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  Tensor t(dt, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
+  return t;
+}
+
+Tensor Scalar(float v) { return Tensor::FromFloat({v}, {}); }
+
+struct TestGraph {
+  Graph g;
+  std::map<std::string, Tensor> feeds;
+  uint32_t seed = 5;
+
+  Value* Input(const std::string& name, std::vector<int64_t> dims, DataType dt = DataType::kFloat32,
+               double lo = -2, double hi = 2) {
+    Value* v = g.GetOrAddValue(name);
+    v->dtype = dt;
+    v->shape = FromStatic(dims);
+    v->has_shape = true;
+    v->is_graph_input = true;
+    g.inputs.push_back(v);
+    feeds[name] = Random(dims, seed++, lo, hi, dt);
+    return v;
+  }
+  Value* Const(const std::string& name, Tensor t) { return g.AddConstant(name, std::move(t)); }
+  Value* F(float v) { return g.AddConstant("c", Scalar(v)); }
+  Value* Ints(std::vector<int64_t> v) { return g.AddConstant("axes", Tensor::FromInt64(v)); }
+  Value* Op(const std::string& op, const std::string& name, std::vector<Value*> ins,
+            std::map<std::string, Attribute> attrs = {}) {
+    Node* n = g.AddNode(op, name);
+    n->opset = 17;
+    n->inputs = std::move(ins);
+    n->attrs = std::move(attrs);
+    n->outputs.push_back(g.AddValue(name + "_out"));
+    return n->outputs[0];
+  }
+  void Output(Value* v) {
+    v->is_graph_output = true;
+    g.outputs.push_back(v);
+  }
+  void Finish() {
+    ASSERT_TRUE(g.TopoSort().ok());
+    InferOptions io;
+    io.evaluator = cpu::MakeConstEvaluator();
+    Status st = InferGraph(g, io);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_TRUE(VerifyGraph(g).ok());
+  }
+  std::map<std::string, Tensor> Run() {
+    auto r = cpu::RunGraph(g, feeds);
+    EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << PrintGraph(g);
+    return r.ok() ? *r : std::map<std::string, Tensor>{};
+  }
+  int Count(const std::string& op) const {
+    int c = 0;
+    for (const auto& n : g.nodes()) c += n->op_type == op;
+    return c;
+  }
+  const Node* Find(const std::string& op) const {
+    for (const auto& n : g.nodes())
+      if (n->op_type == op) return n.get();
+    return nullptr;
+  }
+};
+
+void ExpectSameOutputs(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
+                       double rtol = 1e-4, double atol = 1e-5) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (const auto& [name, ta] : a) {
+    auto it = b.find(name);
+    ASSERT_NE(it, b.end()) << "output " << name << " missing after the pass";
+    const Tensor& tb = it->second;
+    ASSERT_EQ(ta.shape(), tb.shape()) << name;
+    ASSERT_EQ(ta.dtype(), tb.dtype()) << name;
+    for (int64_t i = 0; i < ta.numel(); ++i) {
+      const double x = ta.GetAsDouble(i), y = tb.GetAsDouble(i);
+      ASSERT_LE(std::fabs(x - y), rtol * std::fabs(x) + atol) << name << " at " << i << ": " << x << " vs " << y;
+    }
+  }
+}
+
+using PassPtr = Result<PassReport> (*)(Graph&, const PassOptions&);
+
+// Runs the pass and the verifier, checks the outputs did not change; returns the rewrite count.
+int Apply(TestGraph& t, PassPtr pass, double rtol = 1e-4, double atol = 1e-5) {
+  auto before = t.Run();
+  const size_t outputs = t.g.outputs.size();
+  std::vector<std::string> names;
+  for (const Value* o : t.g.outputs) names.push_back(o->name);
+  PassOptions o;
+  o.evaluator = cpu::MakeConstEvaluator();
+  auto r = pass(t.g, o);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return -1;
+  Status st = VerifyGraph(t.g);
+  EXPECT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(t.g);
+  EXPECT_EQ(r->details.size(), static_cast<size_t>(r->rewrites));
+  EXPECT_EQ(t.g.outputs.size(), outputs);
+  for (size_t i = 0; i < outputs; ++i) EXPECT_EQ(t.g.outputs[i]->name, names[i]);
+  ExpectSameOutputs(before, t.Run(), rtol, atol);
+  return r->rewrites;
+}
+
+// ---- recognize-gelu ----
+
+TEST(RecognizeGelu, ErfFormsInEveryExporterOrder) {
+  for (int form = 0; form < 4; ++form) {
+    SCOPED_TRACE(form);
+    TestGraph t;
+    Value* x = t.Op("Relu", "/pre/Relu", {t.Input("in", {3, 5, 7})});  // x has other readers too
+    Value* d = form % 2 ? t.Op("Mul", "/act/Mul_d", {x, t.F(0.70710678f)}) : t.Op("Div", "/act/Div", {x, t.F(1.4142f)});
+    Value* e = t.Op("Erf", "/act/Erf", {d});
+    Value* a = form == 3 ? t.Op("Add", "/act/Add", {t.F(1.f), e}) : t.Op("Add", "/act/Add", {e, t.F(1.f)});
+    Value* y;
+    if (form == 0) y = t.Op("Mul", "/act/Mul_1", {t.Op("Mul", "/act/Mul", {x, a}), t.F(0.5f)});
+    else if (form == 1) y = t.Op("Mul", "/act/Mul_1", {x, t.Op("Mul", "/act/Mul", {a, t.F(0.5f)})});
+    else y = t.Op("Mul", "/act/Mul_1", {a, t.Op("Mul", "/act/Mul", {t.F(0.5f), x})});
+    t.Output(t.Op("Add", "/post/Add", {y, x}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeGeluPass), 1);
+    EXPECT_EQ(t.Count("Gelu"), 1);
+    EXPECT_EQ(t.Count("Erf"), 0);
+    EXPECT_EQ(t.Count("Mul"), 0);
+    EXPECT_EQ(t.Find("Gelu")->gets("approximate", ""), "none");
+    EXPECT_EQ(t.Find("Gelu")->name, "/act/Gelu");
+  }
+}
+
+Value* GeluTanh(TestGraph& t, Value* x, bool pow) {
+  Value* cube = pow ? t.Op("Pow", "/g/Pow", {x, t.F(3.f)})
+                    : t.Op("Mul", "/g/Mul_c", {x, t.Op("Mul", "/g/Mul_sq", {x, x})});
+  Value* c = t.Op("Mul", "/g/Mul_k", {t.F(0.044715f), cube});
+  Value* s = t.Op("Add", "/g/Add", {x, c});
+  Value* k = t.Op("Mul", "/g/Mul_s", {t.F(0.7978845608f), s});
+  Value* one = t.Op("Add", "/g/Add_1", {t.F(1.f), t.Op("Tanh", "/g/Tanh", {k})});
+  return t.Op("Mul", "/g/Mul_out", {t.Op("Mul", "/g/Mul_h", {t.F(0.5f), x}), one});
+}
+
+TEST(RecognizeGelu, TanhFormWithPowOrProducts) {
+  for (bool pow : {true, false}) {
+    TestGraph t;
+    Value* x = t.Input("x", {4, 33});
+    t.Output(GeluTanh(t, x, pow));
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeGeluPass), 1);
+    ASSERT_EQ(t.g.nodes().size(), 1u);
+    EXPECT_EQ(t.Find("Gelu")->gets("approximate", ""), "tanh");
+    EXPECT_EQ(t.g.outputs[0]->name, "/g/Mul_out_out");
+  }
+}
+
+TEST(RecognizeGelu, LeavesLookalikesAlone) {
+  {  // wrong constant: x / 2
+    TestGraph t;
+    Value* x = t.Input("x", {6});
+    Value* a = t.Op("Add", "add", {t.Op("Erf", "erf", {t.Op("Div", "div", {x, t.F(2.f)})}), t.F(1.f)});
+    t.Output(t.Op("Mul", "m2", {t.Op("Mul", "m1", {x, a}), t.F(0.5f)}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeGeluPass), 0);
+    EXPECT_EQ(t.Count("Erf"), 1);
+  }
+  {  // the erf result is also a graph output
+    TestGraph t;
+    Value* x = t.Input("x", {6});
+    Value* e = t.Op("Erf", "erf", {t.Op("Div", "div", {x, t.F(1.41421356f)})});
+    Value* a = t.Op("Add", "add", {e, t.F(1.f)});
+    t.Output(t.Op("Mul", "m2", {t.Op("Mul", "m1", {x, a}), t.F(0.5f)}));
+    t.Output(e);
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeGeluPass), 0);
+    EXPECT_EQ(t.Count("Gelu"), 0);
+  }
+}
+
+// ---- recognize-layernorm ----
+
+Value* DecomposedLN(TestGraph& t, Value* x, int64_t c, bool pow_div, bool affine, int64_t axis = -1) {
+  Value* mean = t.Op("ReduceMean", "/ln/ReduceMean", {x, t.Ints({axis})});
+  Value* d = t.Op("Sub", "/ln/Sub", {x, mean});
+  Value* sq = pow_div ? t.Op("Pow", "/ln/Pow", {d, t.F(2.f)}) : t.Op("Mul", "/ln/Mul_sq", {d, d});
+  Value* var = t.Op("ReduceMean", "/ln/ReduceMean_1", {sq, t.Ints({axis})});
+  Value* sd = t.Op("Sqrt", "/ln/Sqrt", {t.Op("Add", "/ln/Add", {var, t.F(1e-5f)})});
+  Value* n = pow_div ? t.Op("Div", "/ln/Div", {d, sd}) : t.Op("Mul", "/ln/Mul_n", {t.Op("Reciprocal", "/ln/Rec", {sd}), d});
+  if (!affine) return n;
+  Value* gamma = t.Const("gamma", Random({c}, 3, 0.5, 1.5));
+  Value* beta = t.Const("beta", Random({1, 1, c}, 4));
+  return t.Op("Add", "/ln/Add_1", {beta, t.Op("Mul", "/ln/Mul", {n, gamma})});
+}
+
+TEST(RecognizeLayerNorm, PowDivWithScaleAndBias) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 3, 10});
+  t.Output(DecomposedLN(t, x, 10, true, true));
+  t.Finish();
+  EXPECT_EQ(Apply(t, RecognizeLayerNormPass), 1);
+  ASSERT_EQ(t.g.nodes().size(), 1u);
+  const Node* ln = t.Find("LayerNormalization");
+  ASSERT_TRUE(ln);
+  EXPECT_NEAR(ln->getf("epsilon", 0), 1e-5f, 1e-9);
+  EXPECT_EQ(ln->geti("axis", 0), -1);
+  EXPECT_EQ(ln->inputs[2]->const_value->rank(), 1);  // [1,1,C] bias flattened to [C]
+}
+
+TEST(RecognizeLayerNorm, MulSquareReciprocalWithoutAffine) {
+  TestGraph t;
+  Value* x = t.Input("x", {5, 17});
+  t.Output(t.Op("Relu", "r", {DecomposedLN(t, x, 17, false, false)}));
+  t.Finish();
+  EXPECT_EQ(Apply(t, RecognizeLayerNormPass), 1);
+  EXPECT_EQ(t.Count("LayerNormalization"), 1);
+  EXPECT_EQ(t.g.nodes().size(), 2u);
+  EXPECT_EQ(t.Count("ReduceMean"), 0);
+}
+
+TEST(RecognizeLayerNorm, NotOverAnotherAxis) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 6, 4});
+  t.Output(DecomposedLN(t, x, 4, true, false, 1));
+  t.Finish();
+  EXPECT_EQ(Apply(t, RecognizeLayerNormPass), 0);
+  EXPECT_EQ(t.Count("ReduceMean"), 2);
+}
+
+// ---- recognize-attention ----
+
+// q, k, v [B, H, S, D]; K^T by Transpose(k) (or from a [B, S, H, D] tensor like BERT's when `bert_k`).
+struct AttnGraph {
+  TestGraph t;
+  Value *q, *k, *v;
+  AttnGraph(int64_t b, int64_t h, int64_t s, int64_t d, bool bert_k) {
+    q = t.Input("q", {b, h, s, d});
+    v = t.Input("v", {b, h, s, d});
+    if (bert_k) {
+      Value* k4 = t.Input("k", {b, s, h, d});
+      k = t.Op("Transpose", "/attn/Transpose_k", {k4}, {{"perm", Attribute::Ints({0, 2, 3, 1})}});
+    } else {
+      k = t.Op("Transpose", "/attn/Transpose_k", {t.Input("k", {b, h, s, d})},
+               {{"perm", Attribute::Ints({0, 1, 3, 2})}});
+    }
+  }
+};
+
+TEST(RecognizeAttention, BertPatternDivAndAdditiveMask) {
+  for (bool bert_k : {false, true}) {
+    AttnGraph a(2, 3, 5, 4, bert_k);
+    TestGraph& t = a.t;
+    Value* mask = t.Input("mask", {2, 1, 1, 5}, DataType::kFloat32, -3, 0);
+    Value* s = t.Op("MatMul", "/attn/MatMul", {a.q, a.k});
+    s = t.Op("Div", "/attn/Div", {s, t.F(2.f)});
+    s = t.Op("Add", "/attn/Add", {s, mask});
+    Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+    t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, a.v}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeAttentionPass), 1);
+    const Node* at = t.Find("Attention");
+    ASSERT_TRUE(at);
+    EXPECT_EQ(at->domain, "kiln");
+    EXPECT_FLOAT_EQ(at->getf("scale", 0), 0.5f);
+    EXPECT_EQ(at->geti("kiln_k_transposed", -1), 0);
+    EXPECT_EQ(at->inputs.size(), 4u);
+    EXPECT_EQ(t.Count("Softmax"), 0);
+    // perm [0,1,3,2] composes to the identity (dropped); BERT's [0,2,3,1] becomes [0,2,1,3].
+    EXPECT_EQ(t.Count("Transpose"), bert_k ? 1 : 0);
+    if (bert_k) EXPECT_EQ(t.Find("Transpose")->getints("perm"), (std::vector<int64_t>{0, 2, 1, 3}));
+  }
+}
+
+TEST(RecognizeAttention, VitScaleOnQueryNoMask) {
+  AttnGraph a(1, 2, 7, 8, false);
+  TestGraph& t = a.t;
+  Value* qs = t.Op("Mul", "/attn/Mul", {a.q, t.F(0.35f)});
+  Value* p = t.Op("Softmax", "/attn/Softmax", {t.Op("MatMul", "/attn/MatMul", {qs, a.k})}, {{"axis", Attribute::Int(3)}});
+  t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, a.v}));
+  t.Finish();
+  EXPECT_EQ(Apply(t, RecognizeAttentionPass), 1);
+  ASSERT_EQ(t.g.nodes().size(), 1u);
+  EXPECT_NEAR(t.Find("Attention")->getf("scale", 0), 0.35f, 1e-7);
+}
+
+TEST(RecognizeAttention, Gpt2CausalWhereMaskAndSharedKTranspose) {
+  AttnGraph a(2, 2, 6, 4, false);
+  TestGraph& t = a.t;
+  Tensor tri(DataType::kBool, {6, 6});
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j <= i; ++j) tri.data<uint8_t>()[i * 6 + j] = 1;
+  Value* keep = t.Const("keep", tri);
+  Value* s = t.Op("Div", "/attn/Div", {t.Op("MatMul", "/attn/MatMul", {a.q, a.k}), t.F(2.f)});
+  s = t.Op("Where", "/attn/Where", {keep, s, t.F(-3.4e38f)});
+  Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+  t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, a.v}));
+  t.Output(t.Op("Relu", "kt_reader", {a.k}));  // K^T has another reader: stays an input, kiln_k_transposed=1
+  t.Finish();
+  EXPECT_EQ(Apply(t, RecognizeAttentionPass), 1);
+  const Node* at = t.Find("Attention");
+  ASSERT_TRUE(at);
+  EXPECT_EQ(at->geti("kiln_k_transposed", -1), 1);
+  EXPECT_EQ(at->geti("kiln_keep_if_true", -1), 1);
+  ASSERT_EQ(at->inputs.size(), 5u);
+  EXPECT_EQ(at->inputs[3], nullptr);
+  EXPECT_EQ(t.Count("Where"), 0);
+}
+
+TEST(RecognizeAttention, NotWhenProbabilitiesAreReadOrAxisIsNotLast) {
+  for (int c = 0; c < 2; ++c) {
+    AttnGraph a(1, 2, 4, 4, false);
+    TestGraph& t = a.t;
+    Value* p = t.Op("Softmax", "/attn/Softmax", {t.Op("MatMul", "/attn/MatMul", {a.q, a.k})},
+                    {{"axis", Attribute::Int(c == 0 ? -1 : 2)}});
+    t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, a.v}));
+    if (c == 0) t.Output(p);
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeAttentionPass), 0);
+    EXPECT_EQ(t.Count("Attention"), 0);
+  }
+}
+
+// ---- fuse-bias-activation ----
+
+TEST(FuseBiasActivation, ConvWithEachActivation) {
+  const char* acts[] = {"Relu", "LeakyRelu", "Sigmoid", "Clip", "HardSigmoid", "SiLU", "Tanh"};
+  for (const char* act : acts) {
+    SCOPED_TRACE(act);
+    TestGraph t;
+    Value* x = t.Input("x", {2, 3, 7, 6});
+    Value* w = t.Const("w", Random({5, 3, 3, 3}, 9, -0.5, 0.5));
+    Value* b = t.Const("b", Random({5}, 10));
+    Value* c = t.Op("Conv", "/conv1/Conv", {x, w, b}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+    Value* y;
+    std::string a = act;
+    if (a == "SiLU") y = t.Op("Mul", "/act/Mul", {c, t.Op("Sigmoid", "/act/Sigmoid", {c})});
+    else if (a == "Clip") y = t.Op("Clip", "/act/Clip", {c, t.F(-0.5f), t.F(1.5f)});
+    else if (a == "LeakyRelu") y = t.Op(a, "/act/" + a, {c}, {{"alpha", Attribute::Float(0.3f)}});
+    else y = t.Op(a, "/act/" + a, {c});
+    t.Output(y);
+    t.Finish();
+    EXPECT_EQ(Apply(t, FuseBiasActivationPass), 1);
+    ASSERT_EQ(t.g.nodes().size(), 1u);
+    const Node* f = t.Find("FusedConv");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->gets("kiln_activation", ""), a);
+    EXPECT_EQ(f->name, "/conv1/Conv");
+    EXPECT_EQ(f->getints("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+  }
+}
+
+TEST(FuseBiasActivation, GemmAndMatMulBiasGelu) {
+  TestGraph t;
+  Value* a = t.Input("a", {4, 6});
+  Value* g = t.Op("Gemm", "/fc/Gemm", {a, t.Const("w", Random({5, 6}, 1)), t.Const("c", Random({5}, 2))},
+                  {{"transB", Attribute::Int(1)}});
+  t.Output(t.Op("LeakyRelu", "/fc/LeakyRelu", {g}));
+  Value* x = t.Input("x", {2, 3, 6});
+  Value* m = t.Op("MatMul", "/mlp/MatMul", {x, t.Const("w2", Random({6, 9}, 3))});
+  Value* h = t.Op("Add", "/mlp/Add", {t.Const("b2", Random({9}, 4)), m});
+  t.Output(t.Op("Gelu", "/mlp/Gelu", {h}));
+  Value* m2 = t.Op("MatMul", "/proj/MatMul", {x, t.Const("w3", Random({6, 3}, 5))});
+  t.Output(t.Op("Add", "/proj/Add", {m2, t.Const("b3", Random({1, 1, 3}, 6))}));
+  t.Finish();
+  EXPECT_EQ(Apply(t, FuseBiasActivationPass), 3);
+  EXPECT_EQ(t.Count("FusedGemm"), 1);
+  EXPECT_EQ(t.Count("FusedMatMul"), 2);
+  EXPECT_EQ(t.g.nodes().size(), 3u);
+}
+
+TEST(FuseBiasActivation, NotWhenTheIntermediateIsReadOrBiasIsNotConstant) {
+  TestGraph t;
+  Value* x = t.Input("x", {1, 2, 5, 5});
+  Value* c = t.Op("Conv", "conv", {x, t.Const("w", Random({2, 2, 1, 1}, 1))});
+  t.Output(t.Op("Relu", "relu", {c}));
+  t.Output(c);
+  Value* a = t.Input("a", {3, 4});
+  Value* r = t.Input("r", {3, 4});
+  t.Output(t.Op("Add", "add", {t.Op("MatMul", "mm", {a, t.Const("w2", Random({4, 4}, 2))}), r}));
+  t.Finish();
+  EXPECT_EQ(Apply(t, FuseBiasActivationPass), 0);
+  EXPECT_EQ(t.Count("Conv"), 1);
+  EXPECT_EQ(t.Count("MatMul"), 1);
+}
+
+// ---- fuse-pointwise ----
+
+TEST(FusePointwise, ChainWithBroadcastOperands) {
+  TestGraph t;
+  Value* x = t.Input("x", {3, 4, 7});
+  Value* bias = t.Input("bias", {7});
+  Value* y = t.Op("Mul", "m", {x, t.F(1.5f)});
+  y = t.Op("Add", "a", {y, bias});
+  y = t.Op("LeakyRelu", "lr", {y}, {{"alpha", Attribute::Float(0.2f)}});
+  y = t.Op("Sigmoid", "s", {y});
+  t.Output(t.Op("Sub", "sub", {y, t.Input("z", {3, 1, 7})}));
+  t.Finish();
+  EXPECT_EQ(Apply(t, FusePointwisePass), 1);
+  ASSERT_EQ(t.g.nodes().size(), 1u);
+  const Node* f = t.Find("FusedPointwise");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->attrs.at("kiln_ops").strings, (std::vector<std::string>{"Mul", "Add", "LeakyRelu", "Sigmoid", "Sub"}));
+  EXPECT_EQ(f->inputs.size(), 4u);  // x, 1.5, bias, z
+}
+
+TEST(FusePointwise, TreeAndHalfPrecision) {
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat16}) {
+    TestGraph t;
+    Value* a = t.Input("a", {5, 9}, dt);
+    Value* b = t.Input("b", {5, 9}, dt);
+    Value* c = t.Input("c", {9}, dt);
+    Value* y = t.Op("Add", "add", {t.Op("Mul", "mul", {a, b}), t.Op("Exp", "exp", {c})});
+    // Exp(c) is [9], not the output's shape: it stays outside; Mul + Add + Tanh fuse.
+    t.Output(t.Op("Tanh", "tanh", {y}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, FusePointwisePass, dt == DataType::kFloat16 ? 2e-3 : 1e-4), 1);
+    EXPECT_EQ(t.Count("FusedPointwise"), 1);
+    EXPECT_EQ(t.Count("Exp"), 1);
+    EXPECT_EQ(t.g.nodes().size(), 2u);
+  }
+}
+
+TEST(FusePointwise, NotForSingleOpsOrSharedIntermediates) {
+  TestGraph t;
+  Value* x = t.Input("x", {4, 4});
+  Value* r = t.Op("Relu", "relu", {x});
+  t.Output(t.Op("Exp", "exp", {r}));
+  t.Output(t.Op("Neg", "neg", {r}));  // r has two readers: each chain has a single op
+  Value* i = t.Input("i", {4}, DataType::kInt64);
+  t.Output(t.Op("Neg", "ineg", {t.Op("Abs", "iabs", {i})}));  // integer chains are not fused
+  t.Finish();
+  EXPECT_EQ(Apply(t, FusePointwisePass), 0);
+  EXPECT_EQ(t.Count("FusedPointwise"), 0);
+}
+
+// ---- kernels on malformed nodes: errors, never crashes ----
+
+TEST(FusedKernels, MalformedNodesGiveErrors) {
+  Tensor x = Random({2, 3}, 1);
+  {
+    Node n;
+    n.name = "pw";
+    n.op_type = "FusedPointwise";
+    n.domain = "kiln";
+    n.outputs.push_back(nullptr);
+    Attribute ops;
+    ops.kind = Attribute::Kind::kStrings;
+    ops.strings = {"Relu", "Bogus"};
+    n.attrs["kiln_ops"] = ops;
+    n.attrs["kiln_args"] = Attribute::Ints({0, 0, -1, -1});
+    n.attrs["kiln_alpha"] = Attribute::Floats({0, 0});
+    n.attrs["kiln_beta"] = Attribute::Floats({0, 0});
+    auto r = cpu::EvaluateNode(n, {&x});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("Bogus"), std::string::npos);
+    n.attrs["kiln_ops"].strings = {"Relu", "Add"};
+    n.attrs["kiln_args"] = Attribute::Ints({0, 0, -1, -2});  // step 1 reads itself
+    r = cpu::EvaluateNode(n, {&x});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("'pw'"), std::string::npos);
+  }
+  {
+    Node n;
+    n.name = "attn";
+    n.op_type = "Attention";
+    n.domain = "kiln";
+    n.outputs.push_back(nullptr);
+    Tensor q = Random({1, 4, 8}, 2), k = Random({1, 4, 6}, 3), v = Random({1, 4, 8}, 4);
+    auto r = cpu::EvaluateNode(n, {&q, &k, &v});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("'attn'"), std::string::npos);
+  }
+  {
+    Node n;
+    n.name = "fc";
+    n.op_type = "FusedMatMul";
+    n.domain = "kiln";
+    n.outputs.push_back(nullptr);
+    n.attrs["kiln_activation"] = Attribute::String("Swish9");
+    Tensor w = Random({3, 4}, 5), b = Random({4}, 6);
+    auto r = cpu::EvaluateNode(n, {&x, &w, &b});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("Swish9"), std::string::npos);
+  }
+}
+
+// Attention kernel vs a direct computation with broadcast batch dims, both masks and K given as K^T.
+TEST(FusedKernels, AttentionMatchesDirectComputation) {
+  const int64_t H = 3, S = 5, T = 7, D = 4, DV = 6;
+  Tensor q = Random({2, H, S, D}, 1), kt = Random({1, H, D, T}, 2), v = Random({2, 1, T, DV}, 3);
+  Tensor mask = Random({2, 1, 1, T}, 4, -2, 0), keep(DataType::kBool, {S, T});
+  for (int64_t i = 0; i < S * T; ++i) keep.data<uint8_t>()[i] = (i * 7) % 3 != 0;
+  for (int64_t i = 0; i < S; ++i) keep.data<uint8_t>()[i * T] = 1;
+  Node n;
+  n.name = "attn";
+  n.op_type = "Attention";
+  n.domain = "kiln";
+  n.outputs.push_back(nullptr);
+  n.attrs["scale"] = Attribute::Float(0.7f);
+  n.attrs["kiln_k_transposed"] = Attribute::Int(1);
+  n.attrs["kiln_mask_fill"] = Attribute::Float(-1e9f);
+  auto r = cpu::EvaluateNode(n, {&q, &kt, &v, &mask, &keep});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& y = (*r)[0];
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{2, H, S, DV}));
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < S; ++i) {
+        std::vector<double> s(T);
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += q.data<float>()[((b * H + h) * S + i) * D + d] * kt.data<float>()[(h * D + d) * T + j];
+          s[j] = dot * 0.7 + mask.data<float>()[b * T + j];
+          if (!keep.data<uint8_t>()[i * T + j]) s[j] = -1e9;
+          mx = std::max(mx, s[j]);
+        }
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t c = 0; c < DV; ++c) {
+          double o = 0;
+          for (int64_t j = 0; j < T; ++j) o += s[j] / sum * v.data<float>()[(b * T + j) * DV + c];
+          EXPECT_NEAR(y.data<float>()[((b * H + h) * S + i) * DV + c], o, 1e-5 + 1e-4 * std::fabs(o));
+        }
+      }
+}
+
+}  // namespace
+}  // namespace kiln

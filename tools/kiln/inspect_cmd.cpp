@@ -1,0 +1,113 @@
+// `kiln inspect`: what a model or an engine holds — inputs and outputs, layers, precisions, tactics, memory.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "backends/cpu/executor.h"
+#include "core/error.h"
+#include "engine/engine_file.h"
+#include "kiln/commands.h"
+#include "onnx/importer.h"
+
+namespace kiln::cli {
+
+namespace {
+
+std::string DimsString(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
+  return s + "]";
+}
+
+Status InspectModel(const Options& o, nlohmann::json* report) {
+  ImportOptions opts;
+  opts.infer.evaluator = cpu::MakeConstEvaluator();
+  KILN_ASSIGN_OR_RETURN(auto g, ImportOnnxFile(o.onnx, opts));
+  std::map<std::string, int> ops;
+  for (const auto& n : g->nodes()) ops[n->op_type]++;
+  size_t weights = 0;
+  for (const Value* v : g->values())
+    if (v->is_const()) weights += v->const_value->nbytes();
+  std::printf("[kiln] model %s (opset %lld): %zu layers, %.2f MiB of weights\n", o.onnx.c_str(),
+              static_cast<long long>(g->opsets.count("") ? g->opsets.at("") : 0), g->nodes().size(), weights / 1048576.0);
+  nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
+  for (const Value* v : g->inputs) {
+    std::printf("[kiln]   input  %s: %s\n", v->name.c_str(), v->TypeString().c_str());
+    ins.push_back({{"name", v->name}, {"type", v->TypeString()}});
+  }
+  for (const Value* v : g->outputs) {
+    std::printf("[kiln]   output %s: %s\n", v->name.c_str(), v->TypeString().c_str());
+    outs.push_back({{"name", v->name}, {"type", v->TypeString()}});
+  }
+  std::string oplist;
+  for (const auto& [op, n] : ops) oplist += fmt::format("{}{} x{}", oplist.empty() ? "" : ", ", op, n);
+  std::printf("[kiln]   layers by op: %s\n", oplist.c_str());
+  if (o.dump_layer_info) std::printf("%s", PrintGraph(*g).c_str());
+  if (report)
+    *report = {{"operation", "inspect"}, {"status", "success"}, {"kind", "onnx"}, {"input_model", o.onnx},
+               {"inputs", ins}, {"outputs", outs}, {"layers", g->nodes().size()}, {"ops", ops},
+               {"weights_bytes", weights}};
+  return Status::Ok();
+}
+
+Status InspectEngine(const Options& o, ILogger& logger, nlohmann::json* report) {
+  std::ifstream in(o.load_engine, std::ios::binary);
+  if (!in) return Err(StatusCode::kNotFound, "cannot open engine file '{}'", o.load_engine);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string bytes = ss.str();
+  auto header = ReadEngineHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!header.ok()) return header.status().WithContext("engine file '" + o.load_engine + "'");
+  Runtime runtime(logger);
+  KILN_ASSIGN_OR_RETURN(auto engine, runtime.deserializeEngine(bytes.data(), bytes.size()));
+  std::printf("[kiln] engine %s: format %u, built by kiln %s for backend %s%s, %.2f MiB\n", o.load_engine.c_str(),
+              header->format_version, header->kiln_version.c_str(), header->target.backend.c_str(),
+              header->target.device_name.empty() ? "" : (" on " + header->target.device_name).c_str(),
+              bytes.size() / 1048576.0);
+  nlohmann::json io = nlohmann::json::array();
+  for (int i = 0; i < engine->getNbIOTensors(); ++i) {
+    const std::string n = engine->getIOTensorName(i);
+    const bool is_in = engine->getTensorIOMode(n) == TensorIOMode::kInput;
+    std::printf("[kiln]   %s %s: %s%s\n", is_in ? "input " : "output", n.c_str(), DataTypeName(engine->getTensorDataType(n)),
+                DimsString(engine->getTensorShape(n)).c_str());
+    nlohmann::json t = {{"name", n}, {"mode", is_in ? "input" : "output"},
+                        {"dtype", DataTypeName(engine->getTensorDataType(n))}, {"shape", engine->getTensorShape(n)}};
+    if (is_in) {
+      nlohmann::json profiles = nlohmann::json::array();
+      for (int p = 0; p < engine->getNbOptimizationProfiles(); ++p) {
+        Dims mn = engine->getProfileShape(n, p, ProfileSelector::kMin), op = engine->getProfileShape(n, p, ProfileSelector::kOpt),
+             mx = engine->getProfileShape(n, p, ProfileSelector::kMax);
+        if (mn != mx) std::printf("[kiln]     profile %d: min %s opt %s max %s\n", p, DimsString(mn).c_str(), DimsString(op).c_str(), DimsString(mx).c_str());
+        profiles.push_back({{"min", mn}, {"opt", op}, {"max", mx}});
+      }
+      t["profiles"] = profiles;
+    }
+    io.push_back(t);
+  }
+  const auto layers = nlohmann::json::parse(engine->getLayerInformationJson());
+  std::printf("[kiln]   %d layers; activation memory %.2f MiB\n", engine->getNbLayers(), engine->getDeviceMemorySize() / 1048576.0);
+  if (o.dump_layer_info)
+    for (const auto& l : layers["layers"])
+      std::printf("[kiln]     %-40s %-24s %-9s %s\n", l["name"].get<std::string>().c_str(), l["op_type"].get<std::string>().c_str(),
+                  l["precision"].get<std::string>().c_str(), l["tactic"].get<std::string>().c_str());
+  if (report) {
+    *report = {{"operation", "inspect"}, {"status", "success"}, {"kind", "engine"}, {"engine", o.load_engine},
+               {"format_version", header->format_version}, {"kiln_version", header->kiln_version},
+               {"backend", header->target.backend}, {"device", header->target.device_name},
+               {"size_bytes", bytes.size()}, {"io_tensors", io}, {"layers", layers["layers"]},
+               {"memory", layers["memory"]}};
+    const std::string build = engine->getBuildReportJson();
+    if (!build.empty()) (*report)["build_report"] = nlohmann::json::parse(build, nullptr, false);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Inspect(const Options& o, ILogger& logger, nlohmann::json* report) {
+  if (!o.load_engine.empty()) return InspectEngine(o, logger, report);
+  if (!o.onnx.empty()) return InspectModel(o, report);
+  return Err(StatusCode::kInvalidArgument, "inspect needs --onnx=model.onnx or --loadEngine=engine");
+}
+
+}  // namespace kiln::cli
