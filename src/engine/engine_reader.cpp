@@ -28,9 +28,15 @@ bool KnownDataType(int32_t c) { return (c >= 0 && c <= 13) || (c >= 16 && c <= 2
 
 std::string Str(const fbs::String* s) { return s ? s->str() : std::string(); }
 
+// Copies a vector of scalars. The verifier checks a vector's length prefix for alignment but not its 8-byte
+// elements, so the bytes are copied rather than read in place.
 template <typename T>
 std::vector<T> Vec(const fbs::Vector<T>* v) {
-  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+  std::vector<T> out;
+  if (!v || v->size() == 0) return out;
+  out.resize(v->size());
+  std::memcpy(out.data(), v->Data(), v->size() * sizeof(T));
+  return out;
 }
 
 class Reader {

@@ -98,6 +98,8 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   progress.join();
   if (!bytes.ok()) return bytes.status();
   r.engine = std::move(*bytes);
+  r.report.engine_bytes = r.engine.size();
+  r.report_json = r.report.ToJson(o.onnx, o.save_engine, *cfg, r.dynamic_shapes);
   return r;
 }
 

@@ -18,6 +18,7 @@ struct BuildResult {
   std::vector<uint8_t> engine;
   BuildReport report;
   bool dynamic_shapes = false;
+  std::string report_json;  // the build report as JSON (with the config that was used)
 };
 Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger);
 void PrintBuildSummary(const BuildResult& b, const Options& o);

@@ -39,10 +39,7 @@ Result<std::unique_ptr<Engine>> GetEngine(const Options& o, ILogger& logger, nlo
     KILN_RETURN_IF_ERROR(SaveBytes(o.save_engine, b.engine));
     std::printf("[kiln] engine written to %s\n", o.save_engine.c_str());
   }
-  if (report) {
-    BuilderConfig cfg;
-    (*report)["build"] = nlohmann::json::parse(b.report.ToJson(o.onnx, o.save_engine, cfg, b.dynamic_shapes));
-  }
+  if (report) (*report)["build"] = nlohmann::json::parse(b.report_json);
   return runtime.deserializeEngine(b.engine.data(), b.engine.size());
 }
 
@@ -92,10 +89,7 @@ int Main(int argc, char** argv) {
       if (o.save_engine.empty()) std::printf("[kiln] note: no --saveEngine given, the engine was not written\n");
       else st = SaveBytes(o.save_engine, b->engine);
       if (st.ok() && !o.save_engine.empty()) std::printf("[kiln] engine written to %s\n", o.save_engine.c_str());
-      BuilderConfig cfg;
-      if (o.no_tf32) cfg.clearFlag(BuilderFlag::kTF32);
-      cfg.setBuilderOptimizationLevel(o.builder_optimization_level);
-      report = nlohmann::json::parse(b->report.ToJson(o.onnx, o.save_engine, cfg, b->dynamic_shapes));
+      report = nlohmann::json::parse(b->report_json);
       break;
     }
     case Mode::kRun:
