@@ -221,8 +221,8 @@ Result<EngineHeader> ReadEngineHeader(const uint8_t* data, size_t size) {
 Status CheckEngineCompat(const EngineTarget& built, const EngineCompat& expected) {
   if (built.backend != expected.backend)
     return Err(StatusCode::kUnsupported,
-               "the engine was built for {}, this runtime runs {}: rebuild the engine with --device {} (kiln build "
-               "--device {}), or load it where the {} backend runs",
+               "the engine was built for {}, this runtime runs {}: rebuild the engine for {} (kiln build --backend="
+               "{} --saveEngine=...), or load it where the {} backend runs",
                built.backend, expected.backend, expected.backend, expected.backend, built.backend);
   if (built.backend == "cuda") {
     if (built.compute_capability != expected.compute_capability) {

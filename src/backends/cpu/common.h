@@ -34,6 +34,20 @@ Status DispatchAll(DataType t, const Node& n, Fn&& fn) {
   }
 }
 
+// Calls fn.template operator()<T>() for the floating-point storage types (float, double, Half, BFloat16).
+template <typename Fn>
+Status DispatchFloat(DataType t, const Node& n, Fn&& fn) {
+  switch (t) {
+    case DataType::kFloat32: fn.template operator()<float>(); return Status::Ok();
+    case DataType::kFloat64: fn.template operator()<double>(); return Status::Ok();
+    case DataType::kFloat16: fn.template operator()<Half>(); return Status::Ok();
+    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return Status::Ok();
+    default:
+      return Err(StatusCode::kUnsupported, "{}: element type {} is not supported (floating-point types only)",
+                 n.Where(), DataTypeName(t));
+  }
+}
+
 // Storage <-> compute conversions: Half/BFloat16 compute in float, everything else as itself.
 template <typename T> struct Compute { using type = T; };
 template <> struct Compute<Half> { using type = float; };

@@ -14,20 +14,7 @@ namespace kiln::cpu::elem {
 // Elements per parallel task for cheap elementwise loops.
 inline constexpr int64_t kElemGrain = 32768;
 
-// ---- type-category dispatch (instantiates only the types an op allows) ----
-template <typename Fn>
-Status DispatchFloat(DataType t, const Node& n, Fn&& fn) {
-  switch (t) {
-    case DataType::kFloat32: fn.template operator()<float>(); return Status::Ok();
-    case DataType::kFloat64: fn.template operator()<double>(); return Status::Ok();
-    case DataType::kFloat16: fn.template operator()<Half>(); return Status::Ok();
-    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return Status::Ok();
-    default:
-      return Err(StatusCode::kUnsupported, "{}: element type {} is not supported (expected a float type)",
-                 n.Where(), DataTypeName(t));
-  }
-}
-
+// ---- type-category dispatch (instantiates only the types an op allows; DispatchFloat is in common.h) ----
 template <typename Fn>
 Status DispatchSigned(DataType t, const Node& n, Fn&& fn) {
   switch (t) {

@@ -10,20 +10,6 @@
 
 namespace kiln::cpu {
 
-// Calls fn.template operator()<T>() for the floating-point storage types (float, double, Half, BFloat16).
-template <typename Fn>
-Status DispatchFloat(DataType t, const Node& n, Fn&& fn) {
-  switch (t) {
-    case DataType::kFloat32: fn.template operator()<float>(); return Status::Ok();
-    case DataType::kFloat64: fn.template operator()<double>(); return Status::Ok();
-    case DataType::kFloat16: fn.template operator()<Half>(); return Status::Ok();
-    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return Status::Ok();
-    default:
-      return Err(StatusCode::kUnsupported, "{}: element type {} is not supported (floating-point types only)",
-                 n.Where(), DataTypeName(t));
-  }
-}
-
 // Output i with the given type and shape: the pre-allocated tensor when it matches, else a fresh one.
 inline Tensor& EnsureOutput(KernelContext& ctx, size_t i, DataType t, const std::vector<int64_t>& shape) {
   Tensor& o = ctx.out(i);
