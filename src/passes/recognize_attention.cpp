@@ -2,9 +2,10 @@
 // replaces it with one kiln "Attention" node (domain kiln).
 //   before: S = MatMul(Q, K^T); S = S * c | S / c (the scale may also sit on Q or on K^T);
 //           optional mask: S = Add(S, mask) and/or S = Where(keep, S, fill) (gpt2's causal mask);
-//           P = Softmax(S, axis=-1); Y = MatMul(P, V)
+//           P = Softmax(S, axis=-1); optional NaN guard (PyTorch's SDPA export):
+//           P = Where(IsNaN(P), 0, P); Y = MatMul(P, V)
 //   after:  Y = kiln.Attention(Q, K, V, [mask], [keep]; scale, kiln_k_transposed, kiln_mask_fill,
-//                              kiln_keep_if_true, kiln_where_first)
+//                              kiln_keep_if_true, kiln_where_first, kiln_nan_to_zero)
 // When K^T comes from a Transpose that only this attention reads, the Transpose is changed to produce K
 // itself (its perm with the last two axes swapped; dropped when that is the identity) and
 // kiln_k_transposed = 0; otherwise input 1 is K^T and kiln_k_transposed = 1.
@@ -24,7 +25,7 @@ using fusion::Uses;
 struct Match {
   Value *q = nullptr, *k = nullptr, *v = nullptr, *mask = nullptr, *cond = nullptr;
   double scale = 1.0, fill = 0.0;
-  bool k_transposed = true, keep_if_true = true, where_first = false;
+  bool k_transposed = true, keep_if_true = true, where_first = false, nan_to_zero = false;
   Node* mm1 = nullptr;  // MatMul(Q, K^T)
   Node* last = nullptr; // MatMul(P, V)
   Node* k_transpose = nullptr;  // Transpose changed to produce K (when not dropped)
@@ -178,9 +179,25 @@ bool MatchAttention(const Uses& u, Node* sm, Match& out) {
   auto axis = NormalizeAxis(sm->geti("axis", -1), rank);
   if (!axis || *axis != rank - 1) return false;
   Value* p = sm->outputs[0];
+  Match m;
+  // PyTorch's SDPA export guards fully masked rows: P = Where(IsNaN(P), 0, P), read only by the second MatMul.
+  if (!u.Single(p) && !u.IsOutput(p) && u.Readers(p).size() == 2) {
+    Node* isnan = nullptr;
+    Node* guard = nullptr;
+    for (Node* r : u.Readers(p)) {
+      if (Is(r, "IsNaN", 1)) isnan = r;
+      else if (Is(r, "Where", 3)) guard = r;
+    }
+    if (isnan && guard && u.OnlyBy(isnan->outputs[0], guard) && guard->inputs[0] == isnan->outputs[0] &&
+        fusion::IsScalarConst(guard->inputs[1], 0.0) && guard->inputs[2] == p) {
+      m.inner.push_back(isnan);
+      m.inner.push_back(guard);
+      m.nan_to_zero = true;
+      p = guard->outputs[0];
+    }
+  }
   Node* mm2 = u.Single(p);
   if (!Is(mm2, "MatMul", 2) || mm2->inputs[0] != p || mm2->inputs[1] == p || !mm2->inputs[1]) return false;
-  Match m;
   m.v = mm2->inputs[1];
   m.last = mm2;
   m.inner.push_back(sm);
@@ -213,6 +230,7 @@ Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o) {
       last->attrs.clear();
       last->attrs["scale"] = Attribute::Float(static_cast<float>(m.scale));
       last->attrs["kiln_k_transposed"] = Attribute::Int(m.k_transposed ? 1 : 0);
+      if (m.nan_to_zero) last->attrs["kiln_nan_to_zero"] = Attribute::Int(1);
       if (m.cond) {
         last->attrs["kiln_mask_fill"] = Attribute::Float(static_cast<float>(m.fill));
         last->attrs["kiln_keep_if_true"] = Attribute::Int(m.keep_if_true ? 1 : 0);
@@ -222,8 +240,8 @@ Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o) {
       fusion::UseKilnDomain(g);
       fusion::RemoveUnread(g, m.inner);
       report.details.push_back(fmt::format(
-          "attention: {} .. {} ({} nodes; scale {:.6g}{}{}{}) -> kiln.Attention '{}'", first, old, m.inner.size() + 1,
-          m.scale, m.mask ? ", additive mask" : "", m.cond ? ", Where mask" : "",
+          "attention: {} .. {} ({} nodes; scale {:.6g}{}{}{}{}) -> kiln.Attention '{}'", first, old, m.inner.size() + 1,
+          m.scale, m.mask ? ", additive mask" : "", m.cond ? ", Where mask" : "", m.nan_to_zero ? ", NaN guard" : "",
           m.k_transposed ? ", K^T input" : (m.k_transpose ? ", K Transpose re-permuted" : ", K Transpose dropped"),
           last->name));
       ++report.rewrites;

@@ -76,6 +76,44 @@ Result<std::vector<ProfileShapes>> ResolveProfiles(const Graph& g, const Builder
   return out;
 }
 
+// Re-infers every activation's shape from the graph inputs' shapes (constant folding included) and drops the
+// nodes that folded away.
+Status Reinfer(Graph& g) {
+  for (Value* v : g.values())
+    if (!v->is_const() && !v->is_graph_input) {
+      v->sym_value.reset();
+      v->shape.clear();
+      v->has_shape = false;
+    }
+  InferOptions io;
+  io.evaluator = cpu::MakeConstEvaluator();
+  KILN_RETURN_IF_ERROR(InferGraph(g, io));
+  std::erase_if(g.mutable_nodes(), [](const std::unique_ptr<Node>& n) {
+    for (Value* o : n->outputs)
+      if (o && !o->is_const()) return false;
+    for (Value* o : n->outputs)
+      if (o) o->producer = nullptr;
+    return true;
+  });
+  g.RemoveDeadNodes();
+  return VerifyGraph(g);
+}
+
+// An engine whose only profile fixes every dynamic input (min == max, as --shapes gives) is static: the graph is
+// specialized to those shapes before optimization, so shape subgraphs fold and patterns see concrete shapes.
+Result<bool> SpecializeStatic(Graph& g, const std::vector<ProfileShapes>& profiles) {
+  if (profiles.size() != 1 || profiles[0].empty()) return false;
+  for (const auto& [name, v] : profiles[0])
+    if (v[0] != v[2]) return false;
+  for (Value* in : g.inputs) {
+    auto it = profiles[0].find(in->name);
+    if (it != profiles[0].end()) in->shape = FromStatic(it->second[0]);
+  }
+  Status st = Reinfer(g);
+  if (!st.ok()) return st.WithContext("specializing the network to the profile's fixed input shapes");
+  return true;
+}
+
 const char* FusionKey(const std::string& pass) {
   if (pass == "fold-batchnorm") return "batchnorm_folded";
   if (pass == "fuse-bias-activation") return "bias_activation";
@@ -132,10 +170,12 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   Graph& g = *e->graph;
   if (g.outputs.empty()) return Err(StatusCode::kInvalidArgument, "the network has no outputs: mark at least one");
   KILN_ASSIGN_OR_RETURN(e->profiles, ResolveProfiles(g, cfg));
+  KILN_ASSIGN_OR_RETURN(const bool specialized, SpecializeStatic(g, e->profiles));
+  if (specialized) logger_.log(Severity::kInfo, "every dynamic input is fixed by the profile: building a static engine");
 
   BuildReport rep;
   rep.backend = backend;
-  rep.layers_before = g.nodes().size();
+  rep.layers_before = network.graph().nodes().size();  // as the network was given, before any specialization
   PassOptions po;
   po.evaluator = cpu::MakeConstEvaluator();
   po.fuse = cfg.builderOptimizationLevel() > 0;
@@ -178,7 +218,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
     }
   InferOptions io;
   io.evaluator = cpu::MakeConstEvaluator();
-  Status st = InferGraph(*pg, io);
+  Status st = InferGraph(*pg, io);  // nodes stay as they are: the plan follows the engine's node order
   if (!st.ok()) return st.WithContext("inferring shapes at the profile's largest input shapes");
   ValueBytesFn bytes = [](const Value& v) -> Result<int64_t> {
     auto n = v.has_shape ? NumElements(v.shape) : std::nullopt;

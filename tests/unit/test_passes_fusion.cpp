@@ -322,6 +322,38 @@ TEST(RecognizeAttention, Gpt2CausalWhereMaskAndSharedKTranspose) {
   EXPECT_EQ(t.Count("Where"), 0);
 }
 
+// PyTorch's SDPA export (transformers 5): sqrt(scale) on Q and on K^T, an additive mask built with Where, and
+// P = Where(IsNaN(P), 0, P) between the Softmax and the second MatMul. Row 0 of the mask is fully -inf, so the
+// guard's zeros are exercised.
+TEST(RecognizeAttention, SdpaExportWithTwoSidedScaleAndNanGuard) {
+  AttnGraph a(1, 2, 5, 4, true);
+  TestGraph& t = a.t;
+  Tensor keep(DataType::kBool, {1, 1, 5, 5});
+  for (int i = 1; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) keep.data<uint8_t>()[i * 5 + j] = j != 4;
+  Value* keep_in = t.Input("keep", {1, 1, 5, 5}, DataType::kBool);  // an input, so the mask is not folded
+  t.feeds["keep"] = keep;
+  Value* mask = t.Op("Where", "/attn/Where", {keep_in, t.F(0.f), t.F(-INFINITY)});
+  Value* q = t.Op("Mul", "/attn/Mul", {a.q, t.F(0.70710678f)});
+  Value* k = t.Op("Mul", "/attn/Mul_1", {a.k, t.F(0.70710678f)});
+  Value* s = t.Op("Add", "/attn/Add", {t.Op("MatMul", "/attn/MatMul", {q, k}), mask});
+  Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+  Value* nan = t.Op("IsNaN", "/attn/IsNaN", {p});
+  Value* guarded = t.Op("Where", "/attn/Where_1", {nan, t.F(0.f), p});
+  t.Output(t.Op("MatMul", "/attn/MatMul_1", {guarded, a.v}));
+  t.Finish();
+  const auto before = t.Run();
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(before.begin()->second.data<float>()[0], 0.f);  // the fully masked row is zero, not NaN
+  EXPECT_EQ(Apply(t, RecognizeAttentionPass), 1);
+  const Node* at = t.Find("Attention");
+  ASSERT_TRUE(at);
+  EXPECT_NEAR(at->getf("scale", 0), 0.5f, 1e-6);
+  EXPECT_EQ(at->geti("kiln_nan_to_zero", 0), 1);
+  EXPECT_EQ(t.Count("IsNaN"), 0);
+  EXPECT_EQ(t.Count("Softmax"), 0);
+}
+
 TEST(RecognizeAttention, NotWhenProbabilitiesAreReadOrAxisIsNotLast) {
   for (int c = 0; c < 2; ++c) {
     AttnGraph a(1, 2, 4, 4, false);

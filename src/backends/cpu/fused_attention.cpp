@@ -72,6 +72,7 @@ Status AttentionKernel(KernelContext& ctx) {
   const float fill = n.getf("kiln_mask_fill", 0.f);
   const bool keep_true = n.geti("kiln_keep_if_true", 1) != 0;
   const bool where_first = n.geti("kiln_where_first", 0) != 0;
+  const bool nan_to_zero = n.geti("kiln_nan_to_zero", 0) != 0;  // Where(IsNaN(P), 0, P) was absorbed
   if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
     return Err(StatusCode::kInvalidArgument, "{}: Q, K and V must have rank >= 2", n.Where());
   const int64_t sq = q.dim(-2), d = q.dim(-1);
@@ -172,7 +173,8 @@ Status AttentionKernel(KernelContext& ctx) {
       std::fill(acc.begin(), acc.end(), 0.f);
       const float* vb = vp + voff[b];
       for (int64_t j = 0; j < sk; ++j) {
-        const float p = s[j] * inv;
+        float p = s[j] * inv;
+        if (nan_to_zero && std::isnan(p)) p = 0.f;
         const float* vj = vb + j * dv;
         for (int64_t t = 0; t < dv; ++t) acc[t] += p * vj[t];
       }
