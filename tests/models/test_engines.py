@@ -72,3 +72,25 @@ def test_optimized_engine_matches_unoptimized_graph(kiln, model_dir, name):
         assert opt["fusions"]["gelu"] == 12, opt["fusions"]
         assert opt["fusions"]["layernorm"] == 25, opt["fusions"]
         assert opt["fusions"]["attention"] == 12, opt["fusions"]
+
+
+def test_dynamic_profile_engine(kiln, model_dir):
+    """GPT-2 built with a min/opt/max profile runs inside the range and refuses a shape outside it by name."""
+    path, feeds, outputs = prepared(model_dir, "gpt2")
+    d = model_dir / "gpt2" / "dynamic"
+    d.mkdir(parents=True, exist_ok=True)
+    (name, value), = feeds.items()
+    b, s = value.shape
+    engine = d / "model.engine"
+    run([kiln, "build", f"--onnx={path}", f"--saveEngine={engine}", f"--minShapes={name}:1x8",
+         f"--optShapes={name}:{b}x{s}", f"--maxShapes={name}:2x{s}", f"--json={d / 'build.json'}"])
+    assert json.loads((d / "build.json").read_text())["configuration"]["dynamic_shapes"] is True
+    inputs = save_feeds(feeds, d)
+    run([kiln, "run", f"--loadEngine={engine}", f"--loadInputs={inputs}", f"--exportOutput={d / 'out'}"])
+    ort = ort_run(path, feeds)
+    for o in outputs:
+        np.testing.assert_allclose(np.load(d / "out" / f"{safe_name(o)}.npy"), ort[o], rtol=RTOL, atol=ATOL)
+    bad = subprocess.run([kiln, "run", f"--loadEngine={engine}", f"--shapes={name}:3x{s}"], capture_output=True,
+                         text=True, timeout=KILN_TIMEOUT_S)
+    assert bad.returncode != 0
+    assert f"'{name}'" in bad.stderr and "[1, 2]" in bad.stderr, bad.stderr
