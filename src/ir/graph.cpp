@@ -237,6 +237,16 @@ Status Graph::TopoSort() {
   return Status::Ok();
 }
 
+size_t Graph::RemoveFoldedNodes() {
+  return std::erase_if(nodes_, [](const std::unique_ptr<Node>& n) {
+    for (Value* o : n->outputs)
+      if (o && !o->is_const()) return false;
+    for (Value* o : n->outputs)
+      if (o) o->producer = nullptr;
+    return true;
+  });
+}
+
 size_t Graph::RemoveDeadNodes() {
   std::unordered_set<const Value*> live(outputs.begin(), outputs.end());
   std::vector<bool> keep(nodes_.size(), false);

@@ -128,6 +128,8 @@ class Graph {
   Status TopoSort();
   // Removes nodes whose outputs nobody uses (graph outputs are used).
   size_t RemoveDeadNodes();
+  // Removes nodes whose every output became a constant (folded by shape inference); returns how many.
+  size_t RemoveFoldedNodes();
 
  private:
   std::deque<Value> values_;

@@ -249,14 +249,7 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes, const s
   st = InferGraph(*g, opts.infer);
   if (!st.ok()) return st.WithContext("'" + source + "'");
   // Nodes folded into constants are no longer needed.
-  auto& nodes = g->mutable_nodes();
-  std::erase_if(nodes, [](const std::unique_ptr<Node>& n) {
-    for (Value* o : n->outputs)
-      if (o && !o->is_const()) return false;
-    for (Value* o : n->outputs)
-      if (o) o->producer = nullptr;
-    return true;
-  });
+  g->RemoveFoldedNodes();
   g->RemoveDeadNodes();
   st = VerifyGraph(*g);
   if (!st.ok()) return st.WithContext("'" + source + "'");

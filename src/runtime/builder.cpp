@@ -76,25 +76,24 @@ Result<std::vector<ProfileShapes>> ResolveProfiles(const Graph& g, const Builder
   return out;
 }
 
-// Re-infers every activation's shape from the graph inputs' shapes (constant folding included) and drops the
-// nodes that folded away.
-Status Reinfer(Graph& g) {
+// Forgets what inference derived for every activation, so it can run again from new input shapes.
+void ClearInferredShapes(Graph& g) {
   for (Value* v : g.values())
     if (!v->is_const() && !v->is_graph_input) {
       v->sym_value.reset();
       v->shape.clear();
       v->has_shape = false;
     }
+}
+
+// Re-infers every activation's shape from the graph inputs' shapes (constant folding included) and drops the
+// nodes that folded away.
+Status Reinfer(Graph& g) {
+  ClearInferredShapes(g);
   InferOptions io;
   io.evaluator = cpu::MakeConstEvaluator();
   KILN_RETURN_IF_ERROR(InferGraph(g, io));
-  std::erase_if(g.mutable_nodes(), [](const std::unique_ptr<Node>& n) {
-    for (Value* o : n->outputs)
-      if (o && !o->is_const()) return false;
-    for (Value* o : n->outputs)
-      if (o) o->producer = nullptr;
-    return true;
-  });
+  g.RemoveFoldedNodes();
   g.RemoveDeadNodes();
   return VerifyGraph(g);
 }
@@ -210,12 +209,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
         if (!in->shape[i].known() || in->shape[i].value < it->second[2][i]) in->shape[i] = Dim(it->second[2][i]);
     }
   }
-  for (Value* v : pg->values())
-    if (!v->is_const() && !v->is_graph_input) {
-      v->sym_value.reset();
-      v->shape.clear();
-      v->has_shape = false;
-    }
+  ClearInferredShapes(*pg);
   InferOptions io;
   io.evaluator = cpu::MakeConstEvaluator();
   Status st = InferGraph(*pg, io);  // nodes stay as they are: the plan follows the engine's node order

@@ -113,20 +113,7 @@ Status NetworkDefinition::addOp(const std::string& op_type, const std::string& n
     }
   }
   // Infer this node's outputs now, so that errors point at the call that caused them.
-  InferContext ctx{*n, {}, {}};
-  ctx.inputs.resize(n->inputs.size());
-  for (size_t i = 0; i < n->inputs.size(); ++i) {
-    const Value* v = n->inputs[i];
-    if (!v) continue;
-    TensorInfo info;
-    info.dtype = v->dtype;
-    info.shape = v->shape;
-    info.has_shape = v->has_shape;
-    info.value = v->is_const() ? &*v->const_value : nullptr;
-    info.sym_value = v->sym_value;
-    ctx.inputs[i] = std::move(info);
-  }
-  ctx.outputs.resize(n->outputs.size());
+  InferContext ctx = ContextFromGraph(*n);
   Status st = InferNode(ctx);
   if (!st.ok()) {
     undo();

@@ -85,23 +85,28 @@ bool AllInputsConst(const Node& n) {
 
 }  // namespace
 
+InferContext ContextFromGraph(const Node& n) {
+  InferContext ctx{n, {}, {}};
+  ctx.inputs.resize(n.inputs.size());
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Value* v = n.inputs[i];
+    if (!v) continue;
+    TensorInfo info;
+    info.dtype = v->dtype;
+    info.shape = v->shape;
+    info.has_shape = v->has_shape;
+    info.value = v->is_const() ? &*v->const_value : nullptr;
+    info.sym_value = v->sym_value;
+    ctx.inputs[i] = std::move(info);
+  }
+  ctx.outputs.resize(n.outputs.size());
+  return ctx;
+}
+
 Status InferGraph(Graph& g, const InferOptions& opts) {
   for (const auto& node_ptr : g.nodes()) {
     Node& n = *node_ptr;
-    InferContext ctx{n, {}, {}};
-    ctx.inputs.resize(n.inputs.size());
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const Value* v = n.inputs[i];
-      if (!v) continue;
-      TensorInfo info;
-      info.dtype = v->dtype;
-      info.shape = v->shape;
-      info.has_shape = v->has_shape;
-      info.value = v->is_const() ? &*v->const_value : nullptr;
-      info.sym_value = v->sym_value;
-      ctx.inputs[i] = std::move(info);
-    }
-    ctx.outputs.resize(n.outputs.size());
+    InferContext ctx = ContextFromGraph(n);
     KILN_RETURN_IF_ERROR(InferNode(ctx));
 
     for (size_t i = 0; i < n.outputs.size(); ++i) {

@@ -70,6 +70,9 @@ const ShapeRegistry& Shapes();
 
 // Runs one node's shape function; errors carry the node's name.
 Status InferNode(InferContext& ctx);
+// The context for a node of a graph: each input's type, shape, constant value and symbolic contents as the
+// graph knows them; outputs sized, empty.
+InferContext ContextFromGraph(const Node& n);
 
 // Evaluates a node on constant inputs (provided by a backend, normally the CPU reference).
 using ConstEvaluator =
