@@ -23,6 +23,35 @@ struct Placed {
   int32_t first, last;
 };
 
+struct Gap {
+  int64_t offset;    // bottom of the smallest gap that fits, or -1
+  int64_t size;      // that gap's size
+  int64_t top_used;  // end of the highest placed buffer live at the same time as `b`
+};
+
+// The smallest gap between the placed buffers (sorted by offset) that are live at the same time as `b` and that
+// fits `size` bytes; the space above them all is not a gap here (the callers treat it each their own way).
+Gap BestGap(const std::vector<Placed>& placed, const BufferPlan& b, int64_t size) {
+  Gap g{-1, std::numeric_limits<int64_t>::max(), 0};
+  for (const Placed& p : placed) {
+    if (p.first > b.last || b.first > p.last || p.size == 0) continue;
+    const int64_t gap = p.offset - g.top_used;
+    if (gap >= size && gap < g.size) {
+      g.size = gap;
+      g.offset = g.top_used;
+    }
+    g.top_used = std::max(g.top_used, p.offset + p.size);
+  }
+  return g;
+}
+
+// Keeps `placed` sorted by offset.
+void Insert(std::vector<Placed>& placed, const Placed& np) {
+  auto pos = std::upper_bound(placed.begin(), placed.end(), np,
+                              [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
+  placed.insert(pos, np);
+}
+
 // Places the buffers `order` (indices into `bufs`) one by one: each goes into the smallest gap between the
 // already placed buffers that are live at the same time which fits it, or above all of them. Returns the
 // arena size; writes the offsets into `offsets`.
@@ -34,23 +63,12 @@ int64_t PlaceGreedy(const std::vector<BufferPlan>& bufs, const std::vector<size_
   for (size_t idx : order) {
     const BufferPlan& b = bufs[idx];
     const int64_t size = AlignUp(b.bytes, align);
-    int64_t prev_end = 0, best = -1, best_gap = std::numeric_limits<int64_t>::max();
-    for (const Placed& p : placed) {
-      if (p.first > b.last || b.first > p.last || p.size == 0) continue;
-      const int64_t gap = p.offset - prev_end;
-      if (gap >= size && gap < best_gap) {
-        best_gap = gap;
-        best = prev_end;
-      }
-      prev_end = std::max(prev_end, p.offset + p.size);
-    }
+    auto [best, best_gap, prev_end] = BestGap(placed, b, size);
     const int64_t offset = best >= 0 ? best : prev_end;
     offsets[idx] = offset;
     arena = std::max(arena, offset + size);
     Placed np{offset, size, b.first, b.last};
-    auto pos = std::upper_bound(placed.begin(), placed.end(), np,
-                                [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
-    placed.insert(pos, np);
+    Insert(placed, np);
   }
   return arena;
 }
@@ -67,24 +85,13 @@ bool PlaceBounded(const std::vector<BufferPlan>& bufs, const std::vector<size_t>
   for (size_t idx : order) {
     const BufferPlan& b = bufs[idx];
     const int64_t size = AlignUp(b.bytes, align);
-    int64_t prev_end = 0, best = -1, best_gap = std::numeric_limits<int64_t>::max();
-    for (const Placed& p : placed) {
-      if (p.first > b.last || b.first > p.last || p.size == 0) continue;
-      const int64_t gap = p.offset - prev_end;
-      if (gap >= size && gap < best_gap) {
-        best_gap = gap;
-        best = prev_end;
-      }
-      prev_end = std::max(prev_end, p.offset + p.size);
-    }
+    auto [best, best_gap, prev_end] = BestGap(placed, b, size);
     const int64_t top_gap = limit - prev_end;
     if (top_gap >= size && top_gap < best_gap) best = limit - size;
     if (best < 0) return false;
     offsets[idx] = best;
     Placed np{best, size, b.first, b.last};
-    auto pos = std::upper_bound(placed.begin(), placed.end(), np,
-                                [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
-    placed.insert(pos, np);
+    Insert(placed, np);
   }
   return true;
 }
