@@ -4,9 +4,6 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 set(KILN_EXPORT_TARGETS kiln kiln_onnx_proto)
-if(KILN_HAVE_CUDA)
-  list(APPEND KILN_EXPORT_TARGETS kiln_cuda)
-endif()
 install(TARGETS ${KILN_EXPORT_TARGETS} EXPORT kilnTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS kiln_cli kiln-conformance RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

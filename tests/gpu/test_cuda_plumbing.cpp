@@ -57,14 +57,3 @@ TEST(CudaPlumbing, ImpossibleAllocationIsAnError) {
 
 }  // namespace
 }  // namespace kiln::cuda
-
-int main(int argc, char** argv) {
-  if (kiln::cuda::DeviceCount() == 0) {
-    std::printf("no CUDA device found: the gpu tests are skipped\n");
-    return 77;
-  }
-  auto info = kiln::cuda::GetDeviceInfo(0);
-  if (info.ok()) std::printf("device: %s\n", info->ToString().c_str());
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

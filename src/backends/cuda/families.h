@@ -1,0 +1,18 @@
+// Registration functions of the CUDA layer families (one *_layers.cpp host file each, kernels in *.cu).
+#pragma once
+
+#include "backends/cuda/layer.h"
+
+namespace kiln::cuda {
+void RegisterPointwiseLayers(LayerRegistry& r);  // pointwise_layers.cpp: unary/binary/compare/logic/cast/Where/Clip,
+                                                 // activations, FusedPointwise (one kernel for a fused chain)
+void RegisterReduceLayers(LayerRegistry& r);     // reduce_layers.cpp: Reduce*, ArgMax/Min, Softmax/LogSoftmax,
+                                                 // TopK, CumSum
+void RegisterNormLayers(LayerRegistry& r);       // norm_layers.cpp: LayerNorm, GroupNorm, InstanceNorm, BatchNorm
+void RegisterTensorLayers(LayerRegistry& r);     // tensor_layers.cpp: views, Transpose, Concat, Split, Slice, Pad,
+                                                 // Expand, Tile, Shape/Size/Range/ConstantOfShape, Trilu, D2S/S2D
+void RegisterIndexLayers(LayerRegistry& r);      // index_layers.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, Resize
+void RegisterMatmulLayers(LayerRegistry& r);     // matmul_layers.cpp: MatMul/Gemm/FusedGemm/FusedMatMul (cuBLASLt),
+                                                 // Einsum, Attention
+void RegisterConvLayers(LayerRegistry& r);       // conv_layers.cpp: Conv/FusedConv/ConvTranspose (cuDNN), pooling
+}  // namespace kiln::cuda

@@ -1,0 +1,162 @@
+// The node-by-node GPU executor (see graph_runner.h).
+#include "backends/cuda/graph_runner.h"
+
+#include <memory>
+#include <unordered_map>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/handles.h"
+#include "shape/infer.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+struct Slot {
+  DeviceBuffer buf;
+  DeviceTensor t;
+  std::optional<Tensor> host;  // small integer tensors are mirrored for shape inference of later nodes
+};
+
+Result<Tensor> Download(const DeviceTensor& t, cudaStream_t stream) {
+  Tensor h(t.dtype, t.shape);
+  if (t.nbytes() > 0) {
+    KILN_RETURN_IF_ERROR(CopyToHost(h.raw(), t.data, t.nbytes(), stream));
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  }
+  return h;
+}
+
+Result<std::unique_ptr<Slot>> Upload(const Tensor& t, cudaStream_t stream) {
+  auto s = std::make_unique<Slot>();
+  KILN_ASSIGN_OR_RETURN(s->buf, DeviceBuffer::Allocate(t.nbytes()));
+  if (t.nbytes() > 0) {
+    KILN_RETURN_IF_ERROR(CopyToDevice(s->buf.get(), t.raw(), t.nbytes(), stream));
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  }
+  s->t.data = s->buf.get();
+  s->t.dtype = t.dtype();
+  s->t.shape = t.shape();
+  s->host = t;
+  s->t.host = &*s->host;
+  return s;
+}
+
+bool MirrorOnHost(const DeviceTensor& t) {
+  return (t.dtype == DataType::kInt64 || t.dtype == DataType::kInt32) && t.numel() <= 4096;
+}
+
+}  // namespace
+
+Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                               const GpuRunOptions& opts) {
+  if (DeviceCount() == 0) return Err(StatusCode::kUnsupported, "no CUDA device is available to run the graph");
+  KILN_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
+  Handles handles;
+  KILN_RETURN_IF_ERROR(handles.Init(stream.get()));
+  std::unordered_map<const Value*, std::unique_ptr<Slot>> env;
+
+  for (const Value* v : g.inputs) {
+    auto it = inputs.find(v->name);
+    if (it == inputs.end()) return Err(StatusCode::kInvalidArgument, "input '{}' ({}) was not given", v->name, v->TypeString());
+    if (it->second.dtype() != v->dtype)
+      return Err(StatusCode::kInvalidArgument, "input '{}' must be {} but {} was given", v->name,
+                 DataTypeName(v->dtype), DataTypeName(it->second.dtype()));
+    KILN_ASSIGN_OR_RETURN(env[v], Upload(it->second, stream.get()));
+  }
+  auto lookup = [&](const Value* v) -> Result<Slot*> {
+    auto it = env.find(v);
+    if (it != env.end()) return it->second.get();
+    if (v->is_const()) {
+      KILN_ASSIGN_OR_RETURN(env[v], Upload(*v->const_value, stream.get()));
+      return env[v].get();
+    }
+    return Err(StatusCode::kInternal, "value '{}' has not been computed", v->name);
+  };
+
+  for (const auto& np : g.nodes()) {
+    const Node& n = *np;
+    std::vector<DeviceTensor> ins(n.inputs.size());
+    InferContext ictx{n, {}, {}};
+    ictx.inputs.resize(n.inputs.size());
+    ictx.outputs.resize(n.outputs.size());
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!n.inputs[i]) continue;
+      KILN_ASSIGN_OR_RETURN(Slot * s, lookup(n.inputs[i]));
+      ins[i] = s->t;
+      TensorInfo info;
+      info.dtype = s->t.dtype;
+      info.shape = FromStatic(s->t.shape);
+      info.has_shape = true;
+      info.value = s->t.host;
+      ictx.inputs[i] = std::move(info);
+    }
+    KILN_RETURN_IF_ERROR(InferNode(ictx));
+    LayerSpec spec{n, {}, {}, opts.allow_tf32};
+    for (const auto& t : ins) spec.input_shapes.push_back(t.shape);
+    for (const auto& o : ictx.outputs)
+      spec.output_shapes.push_back(o.has_shape && IsStatic(o.shape) ? ToStatic(o.shape) : std::vector<int64_t>{});
+    KILN_ASSIGN_OR_RETURN(auto tactics, TacticsFor(spec));
+    std::string tactic = tactics.front();
+    if (auto t = opts.tactics.find(n.name); t != opts.tactics.end()) tactic = t->second;
+    else if (!opts.tactic.empty()) tactic = opts.tactic;
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer, CreateLayer(spec, tactic));
+
+    std::vector<std::unique_ptr<Slot>> outs(n.outputs.size());
+    std::vector<DeviceTensor> out_t(n.outputs.size());
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      outs[i] = std::make_unique<Slot>();
+      const TensorInfo& o = ictx.outputs[i];
+      out_t[i].dtype = o.dtype;
+      int64_t elems = 0;
+      if (o.has_shape && IsStatic(o.shape)) {
+        out_t[i].shape = ToStatic(o.shape);
+        elems = out_t[i].numel();
+      } else {
+        elems = layer->MaxOutputElements(i, ins);
+        if (elems < 0)
+          return Err(StatusCode::kInternal, "{}: output {} has no static shape ({}) and the layer gives no bound",
+                     n.Where(), i, ShapeToString(o.shape));
+      }
+      KILN_ASSIGN_OR_RETURN(outs[i]->buf,
+                            DeviceBuffer::Allocate(static_cast<size_t>(elems) * DataTypeSize(o.dtype)));
+      out_t[i].data = outs[i]->buf.get();
+    }
+    DeviceBuffer workspace;
+    const size_t ws = layer->WorkspaceBytes(ins, out_t);
+    if (ws > 0) {
+      KILN_ASSIGN_OR_RETURN(workspace, DeviceBuffer::Allocate(ws));
+    }
+    LaunchContext lc{stream.get(), workspace.get(), ws, handles.cublaslt(), handles.cudnn()};
+    Status st = layer->Enqueue(lc, ins, out_t);
+    if (!st.ok()) return st.message().find(n.name) == std::string::npos ? st.WithContext(n.Where()) : st;
+    Status sync = KILN_CUDA_STATUS(cudaStreamSynchronize(stream.get()));
+    if (sync.ok()) sync = KILN_CUDA_STATUS(cudaGetLastError());
+    if (!sync.ok()) return sync.WithContext(n.Where());
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!n.outputs[i]) continue;
+      outs[i]->t = out_t[i];
+      if (MirrorOnHost(out_t[i])) {
+        KILN_ASSIGN_OR_RETURN(Tensor h, Download(out_t[i], stream.get()));
+        outs[i]->host = std::move(h);
+        outs[i]->t.host = &*outs[i]->host;
+      }
+      env[n.outputs[i]] = std::move(outs[i]);
+    }
+  }
+
+  std::map<std::string, Tensor> result;
+  auto fetch = [&](const Value* v) -> Status {
+    KILN_ASSIGN_OR_RETURN(Slot * s, lookup(v));
+    KILN_ASSIGN_OR_RETURN(result[v->name], Download(s->t, stream.get()));
+    return Status::Ok();
+  };
+  if (opts.keep_all)
+    for (const auto& [v, s] : env)
+      if (!v->is_const()) KILN_RETURN_IF_ERROR(fetch(v));
+  for (const Value* o : g.outputs) KILN_RETURN_IF_ERROR(fetch(o));
+  return result;
+}
+
+}  // namespace kiln::cuda

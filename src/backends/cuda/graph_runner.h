@@ -1,0 +1,25 @@
+// A simple GPU executor for tests, conformance and `kiln compare --markAll`: runs a Graph node by node on the
+// CUDA layers, inferring each node's shapes from the concrete inputs, with a fresh device buffer per value and a
+// synchronization after every node (so a failure names its node). Engines use the planned executor instead.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "backends/cuda/layer.h"
+
+namespace kiln::cuda {
+
+struct GpuRunOptions {
+  bool keep_all = false;                       // return every intermediate value too
+  std::map<std::string, std::string> tactics;  // node name -> tactic (default: the factory's first)
+  std::string tactic;                          // tactic for every node not named in `tactics` (when non-empty)
+  bool allow_tf32 = true;
+};
+
+// Runs `g` on the current CUDA device. `inputs` are host tensors named like the graph inputs; returns host copies
+// of every graph output (and every value with keep_all).
+Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                               const GpuRunOptions& opts = {});
+
+}  // namespace kiln::cuda

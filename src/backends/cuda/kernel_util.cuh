@@ -1,0 +1,59 @@
+// Device-side helpers shared by the CUDA kernels (*.cu, C++17): dtype codes as launchers take them, float
+// conversion of every storage type, grid sizing, and a dispatch over the floating types.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kiln::cuda {
+
+// ONNX TensorProto codes (the same numbers as kiln::DataType) so launchers need not include the IR.
+enum DTypeCode : int {
+  kF32 = 1, kU8 = 2, kI8 = 3, kU16 = 4, kI16 = 5, kI32 = 6, kI64 = 7, kBool = 9, kF16 = 10, kF64 = 11,
+  kU32 = 12, kU64 = 13, kBF16 = 16, kF8E4M3 = 17,
+};
+
+template <typename T>
+__device__ __forceinline__ float ToF32(T v) { return static_cast<float>(v); }
+template <>
+__device__ __forceinline__ float ToF32<__half>(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float ToF32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T FromF32(float v) { return static_cast<T>(v); }
+template <>
+__device__ __forceinline__ __half FromF32<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromF32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// Blocks for a grid-stride loop over n elements.
+inline unsigned GridFor(int64_t n, int block = 256) {
+  int64_t g = (n + block - 1) / block;
+  if (g < 1) g = 1;
+  if (g > 65535LL * 32) g = 65535LL * 32;
+  return static_cast<unsigned>(g);
+}
+
+// Up to 8 dims, passed by value to kernels.
+constexpr int kMaxDims = 8;
+struct Dims8 {
+  int64_t d[kMaxDims];
+};
+
+}  // namespace kiln::cuda
+
+// Calls BODY with `T` bound to the storage type of a floating dtype code (F32, F16, BF16); returns false for
+// other codes.
+#define KILN_DISPATCH_FLOAT(code, T, ...)                  \
+  [&]() -> bool {                                          \
+    switch (code) {                                        \
+      case ::kiln::cuda::kF32: { using T = float; __VA_ARGS__; return true; }          \
+      case ::kiln::cuda::kF16: { using T = __half; __VA_ARGS__; return true; }         \
+      case ::kiln::cuda::kBF16: { using T = __nv_bfloat16; __VA_ARGS__; return true; } \
+      default: return false;                               \
+    }                                                      \
+  }()

@@ -1,0 +1,126 @@
+// The CUDA backend's layer interface: what a GPU kernel for one node looks like to the builder and runtime.
+//
+// For each op type, a LayerFactory lists the node's candidate kernels ("tactics") and creates a Layer for one of
+// them. The builder times every candidate on the device and keeps the fastest; the engine stores the tactic
+// name and recreates the Layer when it is loaded. A Layer is created once per engine (weights it repacks or
+// uploads itself live as long as it does) and is shared by every ExecutionContext, so Enqueue is const and must
+// be safe to call from several threads at once on different streams.
+//
+// Host code of layers is C++20 (*.cpp, may use the IR); device code lives in *.cu files (C++17) behind plain
+// launcher functions declared in *_kernels.h headers that include nothing of the IR.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "kiln/status.h"
+
+typedef struct CUstream_st* cudaStream_t;
+struct cublasLtContext;
+struct cudnnContext;
+
+namespace kiln::cuda {
+
+// A tensor in device memory as a layer sees it when it runs. Tensors are dense and row-major (contiguous).
+struct DeviceTensor {
+  void* data = nullptr;                   // device address (nullptr only for an omitted optional input or 0 elements)
+  DataType dtype = DataType::kUndefined;  // kUndefined: the optional input is omitted
+  std::vector<int64_t> shape;
+  const Tensor* host = nullptr;           // its contents on the host where known: constants, folded shape values
+  bool present() const { return dtype != DataType::kUndefined; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * DataTypeSize(dtype); }
+};
+
+// What one stream's work needs besides tensors. Handles belong to the ExecutionContext (one per stream).
+struct LaunchContext {
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;   // scratch device memory of at least the layer's WorkspaceBytes()
+  size_t workspace_bytes = 0;
+  cublasLtContext* cublaslt = nullptr;
+  cudnnContext* cudnn = nullptr;
+};
+
+// What a layer is created from. The node's input and output Values carry dtype (FP16/BF16 after precision
+// lowering), shape (symbolic where dynamic) and, for constant inputs (weights), const_value on the host.
+// `shapes` holds the concrete shapes the layer is tuned for (the profile's opt shapes): one per input
+// (empty for omitted inputs) then one per output.
+struct LayerSpec {
+  const Node& node;
+  std::vector<std::vector<int64_t>> input_shapes;   // at the tuning shapes; empty when unknown
+  std::vector<std::vector<int64_t>> output_shapes;
+  bool allow_tf32 = true;  // FP32 matmul/conv may use TF32 tensor cores (--noTF32 forbids)
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  // Device scratch bytes Enqueue needs at these shapes (the runtime gives the max over its shapes).
+  virtual size_t WorkspaceBytes(const std::vector<DeviceTensor>& inputs,
+                                const std::vector<DeviceTensor>& outputs) const {
+    return 0;
+  }
+  // Layers whose output sizes depend on data (NonZero, NonMaxSuppression) return an upper bound on output i's
+  // element count at these input shapes (-1: the output's shape is known from inference). The runtime then
+  // allocates that many elements and passes the output with an empty shape; Enqueue synchronizes its stream,
+  // reads the real size and sets outputs[i].shape. Engines with such layers are not captured in CUDA graphs.
+  virtual int64_t MaxOutputElements(size_t i, const std::vector<DeviceTensor>& inputs) const { return -1; }
+  // Enqueues the work on ctx.stream: no host synchronization and no allocation, so it can be captured into a
+  // CUDA graph. Outputs arrive allocated with the shapes inference gave.
+  virtual Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& inputs,
+                         std::vector<DeviceTensor>& outputs) const = 0;
+};
+
+struct LayerFactory {
+  // Candidate tactic names for this node, best guess first (the default when the builder does not time).
+  // Unset: one tactic, "default". An error says why the node cannot run on the GPU (dtype, attribute...).
+  std::function<Result<std::vector<std::string>>(const LayerSpec&)> tactics;
+  // Creates the layer for one of the tactics (weights uploaded/repacked here, once).
+  std::function<Result<std::unique_ptr<Layer>>(const LayerSpec&, const std::string& tactic)> create;
+};
+
+class LayerRegistry {
+ public:
+  void Add(const std::string& op_type, LayerFactory f) { factories_[op_type] = std::move(f); }
+  const LayerFactory* Find(const std::string& op_type) const {
+    auto it = factories_.find(op_type);
+    return it == factories_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::string> OpTypes() const;
+
+ private:
+  std::unordered_map<std::string, LayerFactory> factories_;
+};
+
+// The one table (layer_registry.cpp lists the families).
+const LayerRegistry& Layers();
+
+// The tactics of a node (factory's list, or {"default"}); an error names the node when the op has no GPU layer.
+Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec);
+// Creates a node's layer; an error names the node.
+Result<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, const std::string& tactic);
+
+// A Layer from a lambda, for the many layers that are just one launcher call.
+class FnLayer : public Layer {
+ public:
+  using Fn = std::function<Status(const LaunchContext&, const std::vector<DeviceTensor>&, std::vector<DeviceTensor>&)>;
+  explicit FnLayer(Fn fn) : fn_(std::move(fn)) {}
+  Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& inputs,
+                 std::vector<DeviceTensor>& outputs) const override {
+    return fn_(ctx, inputs, outputs);
+  }
+
+ private:
+  Fn fn_;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,54 @@
+// The one table of CUDA layers: each op family registers its factories here.
+#include "backends/cuda/families.h"
+#include "core/error.h"
+
+namespace kiln::cuda {
+
+const LayerRegistry& Layers() {
+  static const LayerRegistry reg = [] {
+    LayerRegistry r;
+    RegisterPointwiseLayers(r);
+    RegisterReduceLayers(r);
+    RegisterNormLayers(r);
+    RegisterTensorLayers(r);
+    RegisterIndexLayers(r);
+    RegisterMatmulLayers(r);
+    RegisterConvLayers(r);
+    return r;
+  }();
+  return reg;
+}
+
+std::vector<std::string> LayerRegistry::OpTypes() const {
+  std::vector<std::string> r;
+  for (const auto& [k, v] : factories_) r.push_back(k);
+  return r;
+}
+
+Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec) {
+  const LayerFactory* f = Layers().Find(spec.node.op_type);
+  if (!f)
+    return Err(StatusCode::kUnsupported, "{}: the CUDA backend has no kernel for op type {}", spec.node.Where(),
+               spec.node.op_type);
+  if (!f->tactics) return std::vector<std::string>{"default"};
+  auto r = f->tactics(spec);
+  if (!r.ok()) {
+    if (r.status().message().find(spec.node.name) == std::string::npos) return r.status().WithContext(spec.node.Where());
+    return r.status();
+  }
+  if (r->empty()) return Err(StatusCode::kUnsupported, "{}: no CUDA tactic can run this node", spec.node.Where());
+  return r;
+}
+
+Result<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, const std::string& tactic) {
+  const LayerFactory* f = Layers().Find(spec.node.op_type);
+  if (!f)
+    return Err(StatusCode::kUnsupported, "{}: the CUDA backend has no kernel for op type {}", spec.node.Where(),
+               spec.node.op_type);
+  auto r = f->create(spec, tactic);
+  if (!r.ok() && r.status().message().find(spec.node.name) == std::string::npos)
+    return r.status().WithContext(spec.node.Where());
+  return r;
+}
+
+}  // namespace kiln::cuda

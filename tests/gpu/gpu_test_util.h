@@ -1,0 +1,51 @@
+// Differential testing of CUDA layers against the CPU reference: build a one-node graph, run it on both, compare.
+//
+//   EXPECT_TRUE(OneNode("Softmax").Input(Random(DataType::kFloat32, {3, 17}, 1)).Attr("axis", Attribute::Int(-1))
+//                   .MatchesCpu(1e-5, 1e-5));
+//
+// FP16/BF16 cases: .ReferenceInFloat32() runs the CPU side on float32 copies of the floating inputs, and the GPU
+// output is compared after conversion to float32.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace kiln::gputest {
+
+// Uniform random tensor: floats in [lo, hi); integers in [lo, hi] rounded; bool 0/1.
+Tensor Random(DataType dtype, const std::vector<int64_t>& shape, uint32_t seed, double lo = -1.0, double hi = 1.0);
+// A tensor from values (converted to dtype).
+Tensor FromValues(DataType dtype, const std::vector<int64_t>& shape, const std::vector<double>& values);
+
+class OneNode {
+ public:
+  explicit OneNode(std::string op_type, std::string domain = "");
+  OneNode& Input(Tensor t);  // a graph input (uploaded at run time)
+  OneNode& Const(Tensor t);  // a constant input (an initializer: weights, shapes, axes)
+  OneNode& Omitted();        // an omitted optional input
+  OneNode& Attr(const std::string& name, Attribute a);
+  OneNode& Outputs(int n);   // default 1
+  OneNode& ReferenceInFloat32();
+  OneNode& Tactic(std::string t);  // run the GPU side with this tactic
+  OneNode& NoTF32();
+  // Runs both sides and compares every output: |gpu - cpu| <= atol + rtol * |cpu| (exact for integers and bool;
+  // NaN must match NaN). Shapes and dtypes must agree.
+  ::testing::AssertionResult MatchesCpu(double atol = 1e-5, double rtol = 1e-5);
+
+ private:
+  std::string op_, domain_, tactic_;
+  std::vector<std::optional<Tensor>> inputs_;
+  std::vector<bool> is_const_;
+  std::map<std::string, Attribute> attrs_;
+  int outputs_ = 1;
+  bool ref_f32_ = false, tf32_ = true;
+};
+
+}  // namespace kiln::gputest
