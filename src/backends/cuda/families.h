@@ -8,11 +8,14 @@ void RegisterPointwiseLayers(LayerRegistry& r);  // pointwise_layers.cpp: unary/
                                                  // activations, FusedPointwise (one kernel for a fused chain)
 void RegisterReduceLayers(LayerRegistry& r);     // reduce_layers.cpp: Reduce*, ArgMax/Min, Softmax/LogSoftmax,
                                                  // TopK, CumSum
-void RegisterNormLayers(LayerRegistry& r);       // norm_layers.cpp: LayerNorm, GroupNorm, InstanceNorm, BatchNorm
+void RegisterNormLayers(LayerRegistry& r);       // norm_layers.cpp: LayerNorm, GroupNorm, InstanceNorm, BatchNorm,
+                                                 // LpNormalization
 void RegisterTensorLayers(LayerRegistry& r);     // tensor_layers.cpp: views, Transpose, Concat, Split, Slice, Pad,
                                                  // Expand, Tile, Shape/Size/Range/ConstantOfShape, Trilu, D2S/S2D
 void RegisterIndexLayers(LayerRegistry& r);      // index_layers.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, Resize
 void RegisterMatmulLayers(LayerRegistry& r);     // matmul_layers.cpp: MatMul/Gemm/FusedGemm/FusedMatMul (cuBLASLt),
-                                                 // Einsum, Attention
-void RegisterConvLayers(LayerRegistry& r);       // conv_layers.cpp: Conv/FusedConv/ConvTranspose (cuDNN), pooling
+                                                 // Einsum
+void RegisterAttentionLayers(LayerRegistry& r);  // attention_layers.cpp: kiln.Attention (fused, flash style)
+void RegisterConvLayers(LayerRegistry& r);       // conv_layers.cpp: Conv/FusedConv/ConvTranspose (cuDNN)
+void RegisterPoolLayers(LayerRegistry& r);       // pool_layers.cpp: MaxPool, AveragePool, LpPool, Global*Pool
 }  // namespace kiln::cuda

@@ -13,7 +13,9 @@ const LayerRegistry& Layers() {
     RegisterTensorLayers(r);
     RegisterIndexLayers(r);
     RegisterMatmulLayers(r);
+    RegisterAttentionLayers(r);
     RegisterConvLayers(r);
+    RegisterPoolLayers(r);
     return r;
   }();
   return reg;
