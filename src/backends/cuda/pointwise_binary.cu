@@ -1,0 +1,298 @@
+// Broadcasting pointwise kernels: arithmetic, comparisons and logic, Pow, Where, and the variadic
+// Sum/Mean/Max/Min. Each output element finds its operands through PwBroadcast (pointwise_kernels.h); outputs
+// below 2^31 elements use 32-bit index arithmetic, larger ones 64-bit.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "backends/cuda/pointwise_device.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+using pw::C;
+using pw::Ld;
+using pw::St;
+
+// Wide unsigned type for wrap-around integer arithmetic (no signed-overflow UB).
+template <typename T>
+using WideU = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+
+// The CPU reference's binary ops on compute values.
+template <typename CT>
+__device__ __forceinline__ CT ArithOp(int op, CT a, CT b) {
+  if constexpr (std::is_integral_v<CT>) {
+    using W = WideU<CT>;
+    switch (op) {
+      case kPwArAdd: return static_cast<CT>(static_cast<W>(a) + static_cast<W>(b));
+      case kPwArSub: return static_cast<CT>(static_cast<W>(a) - static_cast<W>(b));
+      case kPwArMul: return static_cast<CT>(static_cast<W>(a) * static_cast<W>(b));
+      case kPwArDiv:
+        if (b == CT(0)) return CT(0);
+        if constexpr (std::is_signed_v<CT>) {
+          if (b == CT(-1)) return static_cast<CT>(W(0) - static_cast<W>(a));
+        }
+        return static_cast<CT>(a / b);
+      case kPwArMax: return a < b ? b : a;
+      case kPwArMin: return b < a ? b : a;
+      case kPwArPRelu:
+        if constexpr (std::is_signed_v<CT>) {
+          return a < CT(0) ? static_cast<CT>(static_cast<W>(a) * static_cast<W>(b)) : a;
+        } else {
+          return a;
+        }
+      default: return CT(0);
+    }
+  } else {
+    switch (op) {
+      case kPwArAdd: return a + b;
+      case kPwArSub: return a - b;
+      case kPwArMul: return a * b;
+      case kPwArDiv: return a / b;
+      case kPwArMax: return isnan(a) ? a : (isnan(b) ? b : (a < b ? b : a));
+      case kPwArMin: return isnan(a) ? a : (isnan(b) ? b : (b < a ? b : a));
+      case kPwArPRelu: return a < CT(0) ? a * b : a;
+      default: return CT(0);
+    }
+  }
+}
+
+template <typename CT>
+__device__ __forceinline__ bool CompareOp(int op, CT a, CT b) {
+  switch (op) {
+    case kPwEqual: return a == b;
+    case kPwLess: return a < b;
+    case kPwLessOrEqual: return a <= b;
+    case kPwGreater: return a > b;
+    case kPwGreaterOrEqual: return a >= b;
+    case kPwAnd: return (a != CT(0)) && (b != CT(0));
+    case kPwOr: return (a != CT(0)) || (b != CT(0));
+    case kPwXor: return (a != CT(0)) != (b != CT(0));
+    default: return false;
+  }
+}
+
+#define KILN_PW_GRID_LOOP(i, n)                                                                      \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <typename T, typename I>
+__global__ void ArithKernel(int op, const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
+                            const PwBroadcast bc) {
+  KILN_PW_GRID_LOOP(i, bc.numel) {
+    I off[2];
+    pw::Offsets<2, I>(bc, static_cast<I>(i), off);
+    St(y, i, ArithOp<C<T>>(op, Ld(a, off[0]), Ld(b, off[1])));
+  }
+}
+
+template <typename T, typename I>
+__global__ void CompareKernel(int op, const T* __restrict__ a, const T* __restrict__ b, uint8_t* __restrict__ y,
+                              const PwBroadcast bc) {
+  KILN_PW_GRID_LOOP(i, bc.numel) {
+    I off[2];
+    pw::Offsets<2, I>(bc, static_cast<I>(i), off);
+    y[i] = CompareOp<C<T>>(op, Ld(a, off[0]), Ld(b, off[1])) ? 1 : 0;
+  }
+}
+
+// ---- Pow ----
+// An exponent element: kind 0 signed int (in i), 1 unsigned int (bits in i), 2 float32/16/bfloat16 (in d),
+// 3 float64 (in d).
+struct Exponent {
+  int kind;
+  int64_t i;
+  double d;
+};
+
+__device__ __forceinline__ Exponent LoadExponent(int code, const void* p, int64_t k) {
+  switch (code) {
+    case kI8: return {0, static_cast<const int8_t*>(p)[k], 0.0};
+    case kI16: return {0, static_cast<const int16_t*>(p)[k], 0.0};
+    case kI32: return {0, static_cast<const int32_t*>(p)[k], 0.0};
+    case kI64: return {0, static_cast<const int64_t*>(p)[k], 0.0};
+    case kU8: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
+    case kU16: return {1, static_cast<const uint16_t*>(p)[k], 0.0};
+    case kU32: return {1, static_cast<const uint32_t*>(p)[k], 0.0};
+    case kU64: return {1, static_cast<int64_t>(static_cast<const uint64_t*>(p)[k]), 0.0};
+    case kF32: return {2, 0, static_cast<const float*>(p)[k]};
+    case kF16: return {2, 0, __half2float(static_cast<const __half*>(p)[k])};
+    case kBF16: return {2, 0, __bfloat162float(static_cast<const __nv_bfloat16*>(p)[k])};
+    default: return {3, 0, static_cast<const double*>(p)[k]};
+  }
+}
+
+__device__ __forceinline__ double ExponentAsDouble(const Exponent& e) {
+  if (e.kind == 0) return static_cast<double>(e.i);
+  if (e.kind == 1) return static_cast<double>(static_cast<uint64_t>(e.i));
+  return e.d;
+}
+
+template <typename CT>
+__device__ __forceinline__ CT PowValue(CT a, const Exponent& e, bool simple) {
+  if constexpr (std::is_integral_v<CT>) {
+    if (e.kind <= 1) {
+      if (e.kind == 0 && e.i < 0) {  // only 1 and -1 have integral reciprocals
+        if (a == CT(1)) return CT(1);
+        if (a == CT(-1)) return (e.i % 2 == 0) ? CT(1) : CT(-1);
+        return CT(0);
+      }
+      using W = WideU<CT>;
+      W r = 1, base = static_cast<W>(a);
+      for (uint64_t k = static_cast<uint64_t>(e.i); k; k >>= 1) {
+        if (k & 1) r *= base;
+        base *= base;
+      }
+      return static_cast<CT>(r);
+    }
+    const double v = pow(static_cast<double>(a), e.d);
+    if (isnan(v)) return CT(0);
+    constexpr CT lo = std::numeric_limits<CT>::lowest();
+    constexpr CT hi = std::numeric_limits<CT>::max();
+    if (v <= static_cast<double>(lo)) return lo;
+    if (v >= static_cast<double>(hi)) return hi;
+    return static_cast<CT>(v);
+  } else {
+    if (simple && e.kind >= 2) {
+      if (e.d == 2.0) return a * a;
+      if (e.d == 3.0) return a * a * a;
+      if (e.d == 1.0) return a;
+      if (e.d == 0.5) return sqrt(a);
+    }
+    if (std::is_same_v<CT, float> && e.kind != 3) {  // float base, float/int exponent: powf
+      float ef;
+      if (e.kind == 0) ef = static_cast<float>(e.i);
+      else if (e.kind == 1) ef = static_cast<float>(static_cast<uint64_t>(e.i));
+      else ef = static_cast<float>(e.d);
+      return static_cast<CT>(powf(static_cast<float>(a), ef));
+    }
+    return static_cast<CT>(pow(static_cast<double>(a), ExponentAsDouble(e)));
+  }
+}
+
+template <typename T, typename I>
+__global__ void PowKernel(int exp_code, bool simple, const T* __restrict__ a, const void* __restrict__ b,
+                          T* __restrict__ y, const PwBroadcast bc) {
+  KILN_PW_GRID_LOOP(i, bc.numel) {
+    I off[2];
+    pw::Offsets<2, I>(bc, static_cast<I>(i), off);
+    St(y, i, PowValue<C<T>>(Ld(a, off[0]), LoadExponent(exp_code, b, off[1]), simple));
+  }
+}
+
+// ---- Where: raw elements of 1, 2, 4 or 8 bytes ----
+template <typename T, typename I>
+__global__ void WhereKernel(const uint8_t* __restrict__ cond, const T* __restrict__ x, const T* __restrict__ yv,
+                            T* __restrict__ out, const PwBroadcast bc) {
+  KILN_PW_GRID_LOOP(i, bc.numel) {
+    I off[3];
+    pw::Offsets<3, I>(bc, static_cast<I>(i), off);
+    out[i] = cond[off[0]] ? x[off[1]] : yv[off[2]];
+  }
+}
+
+// ---- variadic Sum/Mean/Max/Min ----
+struct InputPtrs {
+  const void* p[kPwMaxOperands];
+};
+
+// y may also be input 0 (a partial result folded on): each element is read before it is written, by one thread.
+template <typename T, typename I>
+__global__ void VariadicKernel(int arith_op, InputPtrs in, T* y, float divisor, const PwBroadcast bc) {
+  using CT = C<T>;
+  KILN_PW_GRID_LOOP(i, bc.numel) {
+    I off[kPwMaxOperands];
+    pw::Offsets<kPwMaxOperands, I>(bc, static_cast<I>(i), off);
+    CT acc = Ld(static_cast<const T*>(in.p[0]), off[0]);
+#pragma unroll
+    for (int k = 1; k < kPwMaxOperands; ++k)
+      if (k < bc.num_operands) acc = ArithOp<CT>(arith_op, acc, Ld(static_cast<const T*>(in.p[k]), off[k]));
+    if (divisor != 1.f) acc = acc / static_cast<CT>(divisor);
+    St(y, i, acc);
+  }
+}
+
+// Launches KERNEL<T, uint32_t or int64_t> over bc.numel elements.
+#define KILN_PW_LAUNCH_INDEXED(KERNEL, T, bc, stream, ...)                                                  \
+  do {                                                                                                       \
+    if (pw::Fits32(bc))                                                                                      \
+      KERNEL<T, uint32_t><<<GridFor((bc).numel, pw::kBlock), pw::kBlock, 0, stream>>>(__VA_ARGS__, bc);     \
+    else                                                                                                     \
+      KERNEL<T, int64_t><<<GridFor((bc).numel, pw::kBlock), pw::kBlock, 0, stream>>>(__VA_ARGS__, bc);      \
+  } while (0)
+
+}  // namespace
+
+cudaError_t LaunchArith(int op, int dtype, const void* a, const void* b, void* y, const PwBroadcast& bc,
+                        cudaStream_t stream) {
+  if (bc.numel <= 0) return cudaSuccess;
+  const bool ok = pw::DispatchNumeric(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    KILN_PW_LAUNCH_INDEXED(ArithKernel, T, bc, stream, op, static_cast<const T*>(a), static_cast<const T*>(b),
+                           static_cast<T*>(y));
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchCompare(int op, int dtype, const void* a, const void* b, void* y, const PwBroadcast& bc,
+                          cudaStream_t stream) {
+  if (bc.numel <= 0) return cudaSuccess;
+  const bool ok = pw::DispatchAll(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    KILN_PW_LAUNCH_INDEXED(CompareKernel, T, bc, stream, op, static_cast<const T*>(a), static_cast<const T*>(b),
+                           static_cast<uint8_t*>(y));
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchPow(int base_dtype, int exp_dtype, bool simple_exponents, const void* a, const void* b, void* y,
+                      const PwBroadcast& bc, cudaStream_t stream) {
+  if (bc.numel <= 0) return cudaSuccess;
+  bool exp_ok = false;
+  pw::DispatchNumeric(exp_dtype, [&](auto) { exp_ok = true; });
+  if (!exp_ok) return cudaErrorInvalidValue;
+  auto body = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    KILN_PW_LAUNCH_INDEXED(PowKernel, T, bc, stream, exp_dtype, simple_exponents, static_cast<const T*>(a), b,
+                           static_cast<T*>(y));
+  };
+  bool ok = true;
+  if (base_dtype == kI32) body(pw::Tag<int32_t>{});
+  else if (base_dtype == kI64) body(pw::Tag<int64_t>{});
+  else ok = pw::DispatchFloat(base_dtype, body);
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchWhere(int elem_bytes, const void* cond, const void* x, const void* y, void* out,
+                        const PwBroadcast& bc, cudaStream_t stream) {
+  if (bc.numel <= 0) return cudaSuccess;
+  auto body = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    KILN_PW_LAUNCH_INDEXED(WhereKernel, T, bc, stream, static_cast<const uint8_t*>(cond), static_cast<const T*>(x),
+                           static_cast<const T*>(y), static_cast<T*>(out));
+  };
+  switch (elem_bytes) {
+    case 1: body(pw::Tag<uint8_t>{}); break;
+    case 2: body(pw::Tag<uint16_t>{}); break;
+    case 4: body(pw::Tag<uint32_t>{}); break;
+    case 8: body(pw::Tag<uint64_t>{}); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchVariadic(int op, int dtype, const void* const* inputs, void* y, float divisor,
+                           const PwBroadcast& bc, cudaStream_t stream) {
+  if (bc.numel <= 0) return cudaSuccess;
+  if (bc.num_operands < 1 || bc.num_operands > kPwMaxOperands) return cudaErrorInvalidValue;
+  InputPtrs in{};
+  for (int k = 0; k < bc.num_operands; ++k) in.p[k] = inputs[k];
+  const int arith = op == kPwVarSum ? kPwArAdd : (op == kPwVarMax ? kPwArMax : kPwArMin);
+  const bool ok = pw::DispatchNumeric(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    KILN_PW_LAUNCH_INDEXED(VariadicKernel, T, bc, stream, arith, in, static_cast<T*>(y), divisor);
+  });
+  return pw::LaunchResult(ok);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,299 @@
+// Cast / CastLike, QuantizeLinear, DequantizeLinear, and the float8 conversions they need. Conversions follow
+// the CPU reference (src/backends/cpu/elementwise_cast.cpp) value for value: float -> int truncates and clamps to
+// the target range (NaN -> 0), integer -> integer wraps, -> bool is "!= 0", float8 rounds to nearest even with
+// the ONNX saturate rules. Casts among float32/float16/bfloat16 have their own typed kernel; every other pair
+// goes through one kernel that switches on the dtype codes per element (uniform branches).
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "backends/cuda/pointwise_device.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kF8E4M3FNUZ = 18, kF8E5M2 = 19, kF8E5M2FNUZ = 20;
+
+__host__ __device__ inline bool IsFloat8(int code) { return code >= kF8E4M3 && code <= kF8E5M2FNUZ; }
+
+// ---- float8 ----
+struct F8Format {
+  int man_bits;
+  int bias;
+  bool has_inf;  // E5M2 only
+  bool uz;       // FNUZ: no negative zero; 0x80 is the only NaN
+  float max;     // largest finite value
+  uint8_t max_code;
+};
+
+__device__ __forceinline__ F8Format FormatOf(int code) {
+  switch (code) {
+    case kF8E4M3: return {3, 7, false, false, 448.0f, 0x7e};
+    case kF8E4M3FNUZ: return {3, 8, false, true, 240.0f, 0x7f};
+    case kF8E5M2: return {2, 15, true, false, 57344.0f, 0x7b};
+    default: return {2, 16, false, true, 57344.0f, 0x7f};  // E5M2FNUZ
+  }
+}
+
+__device__ __forceinline__ uint8_t NanCode(const F8Format& f, uint8_t sign) {
+  return f.uz ? 0x80 : static_cast<uint8_t>(sign | 0x7f);
+}
+
+__device__ float Float8ToFloat(int code, uint8_t v) {
+  const F8Format f = FormatOf(code);
+  const int exp_bits = 7 - f.man_bits;
+  const uint32_t exp = (v >> f.man_bits) & ((1u << exp_bits) - 1);
+  const uint32_t man = v & ((1u << f.man_bits) - 1);
+  const bool neg = (v & 0x80) != 0;
+  const float nan = __int_as_float(0x7fc00000);
+  if (f.uz) {
+    if (v == 0x80) return nan;
+  } else if (code == kF8E4M3) {
+    if (exp == 0xf && man == 0x7) return nan;
+  } else if (exp == 0x1f) {  // E5M2
+    if (man == 0) return neg ? -INFINITY : INFINITY;
+    return nan;
+  }
+  float r;
+  if (exp == 0) r = ldexpf(static_cast<float>(man), 1 - f.bias - f.man_bits);
+  else r = ldexpf(1.0f + ldexpf(static_cast<float>(man), -f.man_bits), static_cast<int>(exp) - f.bias);
+  return neg ? -r : r;
+}
+
+__device__ uint8_t FloatToFloat8(int code, float x, bool saturate) {
+  const F8Format f = FormatOf(code);
+  const uint8_t sign = signbit(x) ? 0x80 : 0;
+  if (isnan(x)) return NanCode(f, sign);
+  const float a = fabsf(x);
+  auto overflow = [&]() -> uint8_t {
+    if (saturate) return static_cast<uint8_t>(sign | f.max_code);
+    if (f.has_inf) return static_cast<uint8_t>(sign | 0x7c);
+    return NanCode(f, sign);
+  };
+  if (isinf(a)) return overflow();
+  if (a == 0.0f) return f.uz ? 0 : sign;
+  const int emin = 1 - f.bias;  // exponent of the smallest normal
+  int e;
+  frexpf(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  e -= 1;         // a = 1.x * 2^e
+  if (e < emin) e = emin;
+  const double q = ldexp(1.0, e - f.man_bits);             // spacing of representable values at this exponent
+  double n = rint(static_cast<double>(a) / q);              // round half to even (exact division by 2^k)
+  const double v = n * q;
+  if (v > f.max) return overflow();
+  if (n == 0) return f.uz ? 0 : sign;
+  const double one = ldexp(1.0, f.man_bits);
+  if (n >= 2 * one) {  // rounding carried into the next binade
+    n /= 2;
+    ++e;
+  }
+  uint32_t c;
+  if (n < one) c = static_cast<uint32_t>(n);  // subnormal (e == emin)
+  else c = (static_cast<uint32_t>(e + f.bias) << f.man_bits) | (static_cast<uint32_t>(n) - (1u << f.man_bits));
+  return static_cast<uint8_t>(sign | c);
+}
+
+// ---- any dtype as a value ----
+// kind 0: signed integer (in i); 1: unsigned integer or bool (bits in i); 2: a float32-precision value
+// (float32/16, bfloat16, float8; in d); 3: float64 (in d).
+struct Scalar {
+  int kind;
+  int64_t i;
+  double d;
+};
+
+__device__ __forceinline__ Scalar LoadScalar(int code, const void* p, int64_t k) {
+  switch (code) {
+    case kI8: return {0, static_cast<const int8_t*>(p)[k], 0.0};
+    case kI16: return {0, static_cast<const int16_t*>(p)[k], 0.0};
+    case kI32: return {0, static_cast<const int32_t*>(p)[k], 0.0};
+    case kI64: return {0, static_cast<const int64_t*>(p)[k], 0.0};
+    case kBool:
+    case kU8: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
+    case kU16: return {1, static_cast<const uint16_t*>(p)[k], 0.0};
+    case kU32: return {1, static_cast<const uint32_t*>(p)[k], 0.0};
+    case kU64: return {1, static_cast<int64_t>(static_cast<const uint64_t*>(p)[k]), 0.0};
+    case kF32: return {2, 0, static_cast<const float*>(p)[k]};
+    case kF16: return {2, 0, __half2float(static_cast<const __half*>(p)[k])};
+    case kBF16: return {2, 0, __bfloat162float(static_cast<const __nv_bfloat16*>(p)[k])};
+    case kF64: return {3, 0, static_cast<const double*>(p)[k]};
+    default: return {2, 0, Float8ToFloat(code, static_cast<const uint8_t*>(p)[k])};
+  }
+}
+
+__device__ __forceinline__ float ScalarAsFloat(const Scalar& s) {
+  if (s.kind == 0) return static_cast<float>(s.i);
+  if (s.kind == 1) return static_cast<float>(static_cast<uint64_t>(s.i));
+  return static_cast<float>(s.d);
+}
+
+__device__ __forceinline__ double ScalarAsDouble(const Scalar& s) {
+  if (s.kind == 0) return static_cast<double>(s.i);
+  if (s.kind == 1) return static_cast<double>(static_cast<uint64_t>(s.i));
+  return s.d;
+}
+
+template <typename U>
+__device__ __forceinline__ U ToInt(const Scalar& s) {
+  if (s.kind <= 1) return static_cast<U>(s.i);  // wraps like the C++ conversion of the source integer
+  const double v = s.d;
+  if (isnan(v)) return U(0);
+  if (v <= static_cast<double>(std::numeric_limits<U>::lowest())) return std::numeric_limits<U>::lowest();
+  if (v >= static_cast<double>(std::numeric_limits<U>::max())) return std::numeric_limits<U>::max();
+  return static_cast<U>(v);
+}
+
+__device__ __forceinline__ void StoreScalar(int code, void* p, int64_t k, const Scalar& s, bool saturate) {
+  switch (code) {
+    case kBool:
+      static_cast<uint8_t*>(p)[k] = (s.kind <= 1 ? s.i != 0 : s.d != 0.0) ? 1 : 0;
+      return;
+    case kI8: static_cast<int8_t*>(p)[k] = ToInt<int8_t>(s); return;
+    case kU8: static_cast<uint8_t*>(p)[k] = ToInt<uint8_t>(s); return;
+    case kI16: static_cast<int16_t*>(p)[k] = ToInt<int16_t>(s); return;
+    case kU16: static_cast<uint16_t*>(p)[k] = ToInt<uint16_t>(s); return;
+    case kI32: static_cast<int32_t*>(p)[k] = ToInt<int32_t>(s); return;
+    case kU32: static_cast<uint32_t*>(p)[k] = ToInt<uint32_t>(s); return;
+    case kI64: static_cast<int64_t*>(p)[k] = ToInt<int64_t>(s); return;
+    case kU64: static_cast<uint64_t*>(p)[k] = ToInt<uint64_t>(s); return;
+    case kF32: static_cast<float*>(p)[k] = ScalarAsFloat(s); return;
+    case kF16:  // float64 rounds directly to half (no double rounding through float), as the reference does
+      static_cast<__half*>(p)[k] = s.kind == 3 ? __double2half(s.d) : __float2half_rn(ScalarAsFloat(s));
+      return;
+    case kBF16: static_cast<__nv_bfloat16*>(p)[k] = __float2bfloat16_rn(ScalarAsFloat(s)); return;
+    case kF64: static_cast<double*>(p)[k] = ScalarAsDouble(s); return;
+    default: static_cast<uint8_t*>(p)[k] = FloatToFloat8(code, ScalarAsFloat(s), saturate); return;
+  }
+}
+
+#define KILN_PW_GRID_LOOP(i, n)                                                                      \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void CastAnyKernel(int from, int to, bool saturate, const void* __restrict__ x, void* __restrict__ y,
+                              int64_t n) {
+  KILN_PW_GRID_LOOP(i, n) StoreScalar(to, y, i, LoadScalar(from, x, i), saturate);
+}
+
+template <typename From, typename To>
+__global__ void CastFloatKernel(const From* __restrict__ x, To* __restrict__ y, int64_t n) {
+  KILN_PW_GRID_LOOP(i, n) y[i] = FromF32<To>(ToF32(x[i]));
+}
+
+// ---- quantization ----
+__device__ __forceinline__ int64_t ParamIndex(const QuantLayout& l, int64_t i) {
+  if ((l.outer_step | l.axis_step | l.inner_step) == 0) return 0;
+  const int64_t r = i / l.inner, j = i - r * l.inner;
+  const int64_t o = r / l.dim, a = r - o * l.dim;
+  return o * l.outer_step + (a / l.block) * l.axis_step + j * l.inner_step;
+}
+
+__device__ __forceinline__ void StoreFloat(int code, void* p, int64_t k, float v) {
+  switch (code) {
+    case kF16: static_cast<__half*>(p)[k] = __float2half_rn(v); return;
+    case kBF16: static_cast<__nv_bfloat16*>(p)[k] = __float2bfloat16_rn(v); return;
+    case kF64: static_cast<double*>(p)[k] = v; return;
+    default: static_cast<float*>(p)[k] = v; return;
+  }
+}
+
+template <typename U>
+__device__ __forceinline__ U SaturateRound(double v) {
+  const double lo = static_cast<double>(std::numeric_limits<U>::lowest());
+  const double hi = static_cast<double>(std::numeric_limits<U>::max());
+  if (isnan(v)) v = 0;
+  return static_cast<U>(v < lo ? lo : (v > hi ? hi : v));
+}
+
+__global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool saturate, const void* __restrict__ x,
+                               const void* __restrict__ scale, const QuantLayout sl, const void* __restrict__ zp,
+                               const QuantLayout zl, void* __restrict__ y, int64_t n) {
+  KILN_PW_GRID_LOOP(i, n) {
+    float v = ScalarAsFloat(LoadScalar(x_code, x, i)) / ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i)));
+    if (x_code == kF16) v = __half2float(__float2half_rn(v));  // x / scale in x's precision
+    if (x_code == kBF16) v = __bfloat162float(__float2bfloat16_rn(v));
+    if (IsFloat8(out_code)) {
+      const float zv = zp ? Float8ToFloat(out_code, static_cast<const uint8_t*>(zp)[ParamIndex(zl, i)]) : 0.0f;
+      static_cast<uint8_t*>(y)[i] = FloatToFloat8(out_code, v + zv, saturate);
+      continue;
+    }
+    double r = rint(static_cast<double>(v));
+    if (zp) r += ScalarAsDouble(LoadScalar(out_code, zp, ParamIndex(zl, i)));
+    switch (out_code) {
+      case kU8: static_cast<uint8_t*>(y)[i] = SaturateRound<uint8_t>(r); break;
+      case kI8: static_cast<int8_t*>(y)[i] = SaturateRound<int8_t>(r); break;
+      case kU16: static_cast<uint16_t*>(y)[i] = SaturateRound<uint16_t>(r); break;
+      case kI16: static_cast<int16_t*>(y)[i] = SaturateRound<int16_t>(r); break;
+      default: static_cast<int32_t*>(y)[i] = SaturateRound<int32_t>(r); break;
+    }
+  }
+}
+
+__global__ void DequantizeKernel(int x_code, int s_code, const void* __restrict__ x, const void* __restrict__ scale,
+                                 const QuantLayout sl, const void* __restrict__ zp, const QuantLayout zl,
+                                 void* __restrict__ y, int64_t n) {
+  const bool f8 = IsFloat8(x_code);
+  KILN_PW_GRID_LOOP(i, n) {
+    const double xv = ScalarAsDouble(LoadScalar(x_code, x, i));
+    const double zv = zp && !f8 ? ScalarAsDouble(LoadScalar(x_code, zp, ParamIndex(zl, i))) : 0.0;
+    const float d = static_cast<float>(xv - zv);
+    StoreFloat(s_code, y, i, d * ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i))));
+  }
+}
+
+bool IsCastCode(int c) {
+  switch (c) {
+    case kF32: case kU8: case kI8: case kU16: case kI16: case kI32: case kI64: case kBool: case kF16: case kF64:
+    case kU32: case kU64: case kBF16:
+      return true;
+    default: return IsFloat8(c);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchCast(int from, int to, bool saturate, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (!IsCastCode(from) || !IsCastCode(to)) return cudaErrorInvalidValue;
+  bool typed = false;
+  pw::DispatchLowFloat(from, [&](auto ft) {
+    using From = typename decltype(ft)::type;
+    typed = pw::DispatchLowFloat(to, [&](auto tt) {
+      using To = typename decltype(tt)::type;
+      CastFloatKernel<From, To><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(static_cast<const From*>(x),
+                                                                                  static_cast<To*>(y), n);
+    });
+  });
+  if (!typed)
+    CastAnyKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(from, to, saturate, x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool saturate, const void* x,
+                           const void* scale, const QuantLayout& scale_layout, const void* zero_point,
+                           const QuantLayout& zp_layout, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool x_ok = x_dtype == kF32 || x_dtype == kF16 || x_dtype == kBF16 || x_dtype == kF64 || x_dtype == kI32;
+  const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;
+  const bool o_ok = out_dtype == kU8 || out_dtype == kI8 || out_dtype == kU16 || out_dtype == kI16 ||
+                    out_dtype == kI32 || IsFloat8(out_dtype);
+  if (!x_ok || !s_ok || !o_ok) return cudaErrorInvalidValue;
+  QuantizeKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(x_dtype, scale_dtype, out_dtype, saturate, x,
+                                                                   scale, scale_layout, zero_point, zp_layout, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, const void* x, const void* scale,
+                             const QuantLayout& scale_layout, const void* zero_point, const QuantLayout& zp_layout,
+                             void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool x_ok = IsFloat8(x_dtype) || x_dtype == kU8 || x_dtype == kI8 || x_dtype == kU16 || x_dtype == kI16 ||
+                    x_dtype == kI32 || x_dtype == kU32 || x_dtype == kI64 || x_dtype == kU64;
+  const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;
+  if (!x_ok || !s_ok) return cudaErrorInvalidValue;
+  DequantizeKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(x_dtype, scale_dtype, x, scale, scale_layout,
+                                                                     zero_point, zp_layout, y, n);
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,255 @@
+// CUDA layers of the pointwise family, part 2: Cast, CastLike, QuantizeLinear, DequantizeLinear (kernels in
+// pointwise_cast.cu) and kiln.FusedPointwise (fused_pointwise.cu). Semantics follow the CPU reference
+// (src/backends/cpu/elementwise_cast.cpp, fused_pointwise.cpp). One tactic each ("default").
+#include <memory>
+
+#include "backends/cuda/pointwise_layers_util.h"
+#include "shape/fused_ops.h"
+
+namespace kiln::cuda::pwl {
+namespace {
+
+using CreateFn = std::function<Result<std::unique_ptr<Layer>>(const LayerSpec&)>;
+
+LayerFactory Factory(CreateFn fn) {
+  LayerFactory f;
+  f.create = [fn](const LayerSpec& spec, const std::string&) { return fn(spec); };
+  return f;
+}
+
+std::unique_ptr<Layer> MakeLayer(FnLayer::Fn fn) { return std::make_unique<FnLayer>(std::move(fn)); }
+
+bool IsFloat8(DataType t) {
+  return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
+         t == DataType::kFloat8E5M2FNUZ;
+}
+bool IsScaleType(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat64;
+}
+// Every dtype Cast handles: numeric, bool, float8.
+bool IsCastType(DataType t) {
+  return IsIntegerType(t) || IsScaleType(t) || t == DataType::kBool || IsFloat8(t);
+}
+std::string TypeName(DataType t) { return DataTypeName(t); }
+
+// ---- Cast / CastLike ----
+LayerFactory CastFactory(bool like) {
+  return Factory([like](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    const DataType from = InputType(n, 0);
+    const DataType to = like ? InputType(n, 1) : static_cast<DataType>(n.geti("to", 0));
+    if (!IsCastType(from)) return NotSupported(n, "casting from " + TypeName(from), "use a numeric, bool or float8 type");
+    if (!IsCastType(to)) return NotSupported(n, "casting to " + TypeName(to), "use a numeric, bool or float8 type");
+    const bool saturate = n.geti("saturate", 1) != 0;
+    const std::string where = n.Where();
+    return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                         std::vector<DeviceTensor>& out) -> Status {
+      if (in[0].dtype == out[0].dtype) {
+        if (out[0].nbytes() == 0) return Status::Ok();
+        return InNode(where, KILN_CUDA_STATUS(cudaMemcpyAsync(out[0].data, in[0].data, out[0].nbytes(),
+                                                              cudaMemcpyDeviceToDevice, ctx.stream)));
+      }
+      return InNode(where, KILN_CUDA_STATUS(LaunchCast(Code(in[0].dtype), Code(out[0].dtype), saturate, in[0].data,
+                                                       out[0].data, out[0].numel(), ctx.stream)));
+    });
+  });
+}
+
+// ---- QuantizeLinear / DequantizeLinear ----
+int64_t Product(const std::vector<int64_t>& s, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t d = begin; d < end; ++d) p *= s[d];
+  return p;
+}
+
+// Where scale / zero point elements sit for x (the CPU reference's MakeQuantLayout): per tensor (one element,
+// no block_size), per axis (1-D along `axis`), or blocked (x's shape with ceil(D / block) along the axis).
+Result<QuantLayout> MakeLayout(const std::string& where, const std::vector<int64_t>& x,
+                               const std::vector<int64_t>& param, int64_t axis_attr, int64_t block, const char* what) {
+  QuantLayout l;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (Product(param, 0, param.size()) == 1 && block <= 0) return l;  // per tensor: every index is 0
+  const int64_t axis = axis_attr < 0 ? axis_attr + rank : axis_attr;
+  if (axis < 0 || axis >= rank)
+    return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for input of rank {}", where, axis_attr,
+               rank);
+  l.dim = x[axis];
+  l.inner = Product(x, axis + 1, x.size());
+  if (block <= 0) {
+    if (param.size() != 1 || param[0] != l.dim)
+      return Err(StatusCode::kInvalidArgument, "{}: {} of shape {} does not match axis {} of input {}", where, what,
+                 ShapeToString(param), axis, ShapeToString(x));
+    l.axis_step = 1;
+    return l;
+  }
+  bool ok = static_cast<int64_t>(param.size()) == rank;
+  for (int64_t d = 0; ok && d < rank; ++d) ok = d == axis ? param[d] == (x[d] + block - 1) / block : param[d] == x[d];
+  if (!ok)
+    return Err(StatusCode::kInvalidArgument, "{}: {} of shape {} does not fit blocked quantization of {} with "
+               "block_size {} on axis {}", where, what, ShapeToString(param), ShapeToString(x), block, axis);
+  l.block = block;
+  l.inner_step = 1;
+  l.axis_step = l.inner;
+  l.outer_step = param[axis] * l.inner;
+  return l;
+}
+
+LayerFactory QuantizeFactory() {
+  return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    const DataType x = InputType(n, 0), s = InputType(n, 1), z = InputType(n, 2);
+    const DataType y = n.outputs.empty() || !n.outputs[0] ? DataType::kUndefined : n.outputs[0]->dtype;
+    if (!(IsScaleType(x) || x == DataType::kInt32))
+      return NotSupported(n, "input dtype " + TypeName(x), "quantize float32/float16/bfloat16/float64/int32");
+    if (!IsScaleType(s)) return NotSupported(n, "scale dtype " + TypeName(s), "give a float32/float16/bfloat16 scale");
+    const bool y_ok = y == DataType::kUInt8 || y == DataType::kInt8 || y == DataType::kUInt16 ||
+                      y == DataType::kInt16 || y == DataType::kInt32 || IsFloat8(y);
+    if (!y_ok) return NotSupported(n, "quantizing to " + TypeName(y), "use uint8/int8/uint16/int16 or float8");
+    if (z != DataType::kUndefined && z != y)
+      return NotSupported(n, "a " + TypeName(z) + " zero point with a " + TypeName(y) + " output",
+                          "give the zero point the output's dtype");
+    const int64_t axis = n.geti("axis", 1), block = n.geti("block_size", 0);
+    const bool saturate = n.geti("saturate", 1) != 0;
+    const std::string where = n.Where();
+    return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                         std::vector<DeviceTensor>& out) -> Status {
+      const bool has_zp = in.size() > 2 && in[2].present();
+      KILN_ASSIGN_OR_RETURN(QuantLayout ls, MakeLayout(where, in[0].shape, in[1].shape, axis, block, "scale"));
+      QuantLayout lz = ls;
+      if (has_zp) {
+        KILN_ASSIGN_OR_RETURN(lz, MakeLayout(where, in[0].shape, in[2].shape, axis, block, "zero point"));
+      }
+      return InNode(where, KILN_CUDA_STATUS(LaunchQuantize(Code(in[0].dtype), Code(in[1].dtype), Code(out[0].dtype),
+                                                           saturate, in[0].data, in[1].data, ls,
+                                                           has_zp ? in[2].data : nullptr, lz, out[0].data,
+                                                           out[0].numel(), ctx.stream)));
+    });
+  });
+}
+
+LayerFactory DequantizeFactory() {
+  return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    const DataType x = InputType(n, 0), s = InputType(n, 1), z = InputType(n, 2);
+    if (!(IsIntegerType(x) || IsFloat8(x)))
+      return NotSupported(n, "input dtype " + TypeName(x), "dequantize an integer or float8 type");
+    if (!IsScaleType(s)) return NotSupported(n, "scale dtype " + TypeName(s), "give a float32/float16/bfloat16 scale");
+    if (z != DataType::kUndefined && !IsFloat8(x) && z != x)
+      return NotSupported(n, "a " + TypeName(z) + " zero point with a " + TypeName(x) + " input",
+                          "give the zero point the input's dtype");
+    const int64_t axis = n.geti("axis", 1), block = n.geti("block_size", 0);
+    const std::string where = n.Where();
+    return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                         std::vector<DeviceTensor>& out) -> Status {
+      const bool has_zp = in.size() > 2 && in[2].present();
+      KILN_ASSIGN_OR_RETURN(QuantLayout ls, MakeLayout(where, in[0].shape, in[1].shape, axis, block, "scale"));
+      QuantLayout lz = ls;
+      if (has_zp) {
+        KILN_ASSIGN_OR_RETURN(lz, MakeLayout(where, in[0].shape, in[2].shape, axis, block, "zero point"));
+      }
+      return InNode(where, KILN_CUDA_STATUS(LaunchDequantize(Code(in[0].dtype), Code(in[1].dtype), in[0].data,
+                                                             in[1].data, ls, has_zp ? in[2].data : nullptr, lz,
+                                                             out[0].data, out[0].numel(), ctx.stream)));
+    });
+  });
+}
+
+// ---- kiln.FusedPointwise ----
+PwFloatOp KernelOp(fused::PwOp op) {
+  using fused::PwOp;
+  switch (op) {
+    case PwOp::kRelu: return kPwRelu;
+    case PwOp::kSigmoid: return kPwFusedSigmoid;
+    case PwOp::kTanh: return kPwTanh;
+    case PwOp::kExp: return kPwExp;
+    case PwOp::kLog: return kPwLog;
+    case PwOp::kNeg: return kPwNeg;
+    case PwOp::kAbs: return kPwAbs;
+    case PwOp::kSqrt: return kPwSqrt;
+    case PwOp::kReciprocal: return kPwReciprocal;
+    case PwOp::kErf: return kPwErf;
+    case PwOp::kFloor: return kPwFloor;
+    case PwOp::kCeil: return kPwCeil;
+    case PwOp::kSoftplus: return kPwSoftplus;
+    case PwOp::kSoftsign: return kPwSoftsign;
+    case PwOp::kSin: return kPwSin;
+    case PwOp::kCos: return kPwCos;
+    case PwOp::kHardSwish: return kPwFusedHardSwish;
+    case PwOp::kLeakyRelu: return kPwLeakyRelu;
+    case PwOp::kElu: return kPwElu;
+    case PwOp::kSelu: return kPwSelu;
+    case PwOp::kHardSigmoid: return kPwFusedHardSigmoid;
+    case PwOp::kClip: return kPwClip;
+    case PwOp::kGelu: return kPwGelu;
+    case PwOp::kGeluTanh: return kPwGeluTanh;
+    case PwOp::kAdd: return kPwAdd;
+    case PwOp::kSub: return kPwSub;
+    case PwOp::kMul: return kPwMul;
+    case PwOp::kDiv: return kPwDiv;
+    case PwOp::kPow: return kPwPow;
+    case PwOp::kMax: return kPwMax;
+    case PwOp::kMin: return kPwMin;
+    case PwOp::kPRelu: return kPwPRelu;
+  }
+  return kPwFloatOpCount;
+}
+
+LayerFactory FusedPointwiseFactory() {
+  return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    const size_t num_in = n.inputs.size();
+    KILN_ASSIGN_OR_RETURN(fused::PwProgram prog, fused::ParseProgram(n, num_in));
+    if (num_in < 1 || num_in > static_cast<size_t>(kPwMaxOperands))
+      return NotSupported(n, fmt::format("{} inputs", num_in),
+                          fmt::format("the CUDA kernel takes 1 to {}; split the fused group", kPwMaxOperands));
+    if (prog.ops.size() > static_cast<size_t>(kPwMaxSteps))
+      return NotSupported(n, fmt::format("a program of {} steps", prog.ops.size()),
+                          fmt::format("the CUDA kernel runs up to {}; split the fused group", kPwMaxSteps));
+    const DataType t = InputType(n, 0);
+    if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+      return NotSupported(n, "dtype " + TypeName(t), "FusedPointwise runs float32/float16/bfloat16");
+    for (size_t i = 0; i < num_in; ++i)
+      if (InputType(n, i) != t)
+        return NotSupported(n, fmt::format("input {} of dtype {} with input 0 of {}", i, TypeName(InputType(n, i)),
+                                           TypeName(t)), "give every input one dtype");
+    PwProgramArgs args;
+    args.num_steps = static_cast<int>(prog.ops.size());
+    auto slot = [](int64_t a) { return static_cast<uint8_t>(a >= 0 ? a : kPwMaxOperands + (-1 - a)); };
+    for (size_t s = 0; s < prog.ops.size(); ++s) {
+      const PwFloatOp op = KernelOp(prog.ops[s]);
+      if (op == kPwFloatOpCount) return NotSupported(n, fmt::format("step {}'s op", s), "this op has no CUDA kernel");
+      args.op[s] = static_cast<uint8_t>(op);
+      args.arg0[s] = slot(prog.args[2 * s]);
+      // Unary steps repeat their operand in the second slot; reading it only for binary ops keeps it harmless.
+      args.arg1[s] = slot(prog.arity[s] == 2 ? prog.args[2 * s + 1] : prog.args[2 * s]);
+      args.alpha[s] = prog.alpha[s];
+      args.beta[s] = prog.beta[s];
+    }
+    const std::string where = n.Where();
+    return MakeLayer([where, args](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                                   std::vector<DeviceTensor>& out) -> Status {
+      std::vector<std::vector<int64_t>> shapes;
+      const void* ptrs[kPwMaxOperands] = {};
+      for (size_t i = 0; i < in.size() && i < static_cast<size_t>(kPwMaxOperands); ++i) {
+        shapes.push_back(in[i].shape);
+        ptrs[i] = in[i].data;
+      }
+      KILN_ASSIGN_OR_RETURN(PwBroadcast bc, MakePwBroadcast(where, out[0].shape, shapes));
+      return InNode(where, KILN_CUDA_STATUS(LaunchFusedPointwise(Code(out[0].dtype), args, ptrs, out[0].data, bc,
+                                                                 ctx.stream)));
+    });
+  });
+}
+
+}  // namespace
+
+void RegisterCastQuantLayers(LayerRegistry& r) {
+  r.Add("Cast", CastFactory(false));
+  r.Add("CastLike", CastFactory(true));
+  r.Add("QuantizeLinear", QuantizeFactory());
+  r.Add("DequantizeLinear", DequantizeFactory());
+}
+
+void RegisterFusedPointwiseLayer(LayerRegistry& r) { r.Add("FusedPointwise", FusedPointwiseFactory()); }
+
+}  // namespace kiln::cuda::pwl

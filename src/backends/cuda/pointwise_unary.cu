@@ -1,0 +1,181 @@
+// Unary pointwise kernels: float ops (computed in float32), integer Abs/Neg/Sign/Relu/Erf, Clip, IsNaN, IsInf,
+// Not. Contiguous inputs and outputs of the same shape; grid-stride loops with 64-bit indices.
+#include <cmath>
+
+#include "backends/cuda/pointwise_device.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+using pw::C;
+using pw::Ld;
+using pw::St;
+
+// Float unary ops: one element per iteration (tails, unaligned pointers), or 4 per vector access.
+template <typename T>
+__global__ void FloatUnaryKernel(int op, float alpha, float beta, const T* __restrict__ x, T* __restrict__ y,
+                                 int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    St(y, i, pw::FloatUnary(op, ToF32(x[i]), alpha, beta));
+}
+
+// 4 elements in one access: 16 bytes for float32, 8 for the 16-bit types.
+template <typename T>
+struct alignas(4 * sizeof(T)) Pack4 {
+  T v[4];
+};
+
+template <typename T>
+__global__ void FloatUnaryVec4Kernel(int op, float alpha, float beta, const T* __restrict__ x, T* __restrict__ y,
+                                     int64_t n4) {
+  using P = Pack4<T>;
+  const P* xp = reinterpret_cast<const P*>(x);
+  P* yp = reinterpret_cast<P*>(y);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += stride) {
+    P p = xp[i];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) p.v[k] = FromF32<T>(pw::FloatUnary(op, ToF32(p.v[k]), alpha, beta));
+    yp[i] = p;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T IntUnary(int op, T x) {
+  if constexpr (std::is_unsigned_v<T>) {
+    switch (op) {
+      case kPwIntAbs: return x;
+      case kPwIntNeg: return static_cast<T>(T(0) - x);
+      case kPwIntSign: return x > T(0) ? T(1) : T(0);
+      case kPwIntRelu: return x;
+      case kPwIntErf: return static_cast<T>(erf(static_cast<double>(x)));
+      default: return x;
+    }
+  } else {
+    switch (op) {
+      case kPwIntAbs: return x < T(0) ? static_cast<T>(-x) : x;
+      case kPwIntNeg: return static_cast<T>(-x);
+      case kPwIntSign: return x > T(0) ? T(1) : (x < T(0) ? static_cast<T>(-1) : x);
+      case kPwIntRelu: return x < T(0) ? T(0) : x;
+      case kPwIntErf: return static_cast<T>(erf(static_cast<double>(x)));
+      default: return x;
+    }
+  }
+}
+
+template <typename T>
+__global__ void IntUnaryKernel(int op, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = IntUnary<T>(op, x[i]);
+}
+
+template <typename T>
+__global__ void ClipKernel(const T* __restrict__ x, const T* lo, const T* hi, T* __restrict__ y, int64_t n) {
+  using CT = C<T>;
+  const bool has_lo = lo != nullptr, has_hi = hi != nullptr;
+  const CT l = has_lo ? Ld(lo, 0) : CT(0);
+  const CT h = has_hi ? Ld(hi, 0) : CT(0);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    CT v = Ld(x, i);
+    if (has_lo && v < l) v = l;
+    if (has_hi && v > h) v = h;
+    St(y, i, v);
+  }
+}
+
+// kind 0: IsNaN; kind 1: IsInf with the sign flags.
+template <typename T>
+__global__ void FloatPredicateKernel(int kind, bool neg, bool pos, const T* __restrict__ x, uint8_t* __restrict__ y,
+                                     int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const C<T> v = Ld(x, i);
+    bool r;
+    if (kind == 0) r = isnan(v);
+    else r = isinf(v) && ((v > 0 && pos) || (v < 0 && neg));
+    y[i] = r ? 1 : 0;
+  }
+}
+
+__global__ void NotKernel(const uint8_t* __restrict__ x, uint8_t* __restrict__ y, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = x[i] ? 0 : 1;
+}
+
+bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+
+cudaError_t LaunchFloatUnary(int op, float alpha, float beta, int dtype, const void* x, void* y, int64_t n,
+                             cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool ok = pw::DispatchLowFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
+    const int64_t n4 = n / 4;
+    if (n4 > 0 && Aligned(x, 4 * sizeof(T)) && Aligned(y, 4 * sizeof(T))) {
+      FloatUnaryVec4Kernel<T><<<GridFor(n4, pw::kBlock), pw::kBlock, 0, stream>>>(op, alpha, beta, xt, yt, n4);
+      if (n4 * 4 < n)
+        FloatUnaryKernel<T><<<1, pw::kBlock, 0, stream>>>(op, alpha, beta, xt + n4 * 4, yt + n4 * 4, n - n4 * 4);
+    } else {
+      FloatUnaryKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(op, alpha, beta, xt, yt, n);
+    }
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool ok = pw::DispatchInt(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    IntUnaryKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(op, static_cast<const T*>(x),
+                                                                        static_cast<T*>(y), n);
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchClip(int dtype, const void* x, const void* lo, const void* hi, void* y, int64_t n,
+                       cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool ok = pw::DispatchNumeric(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ClipKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(lo), static_cast<const T*>(hi), static_cast<T*>(y), n);
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchIsNaN(int dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool ok = pw::DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    FloatPredicateKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(
+        0, false, false, static_cast<const T*>(x), static_cast<uint8_t*>(y), n);
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchIsInf(int dtype, bool detect_negative, bool detect_positive, const void* x, void* y, int64_t n,
+                        cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const bool ok = pw::DispatchFloat(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    FloatPredicateKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(
+        1, detect_negative, detect_positive, static_cast<const T*>(x), static_cast<uint8_t*>(y), n);
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchNot(const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  NotKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(static_cast<const uint8_t*>(x),
+                                                              static_cast<uint8_t*>(y), n);
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda
