@@ -1,0 +1,172 @@
+// Softmax / LogSoftmax kernels over x seen as [outer, n, inner], computed in float32 like the CPU reference
+// (max-subtract, sum of exp, then scale or subtract the log of the sum).
+//  - inner == 1, n <= 1024: one warp per row, the row held in registers (kPerLane values per lane).
+//  - inner == 1, any n: one block per row, three passes over the row (max, sum, write).
+//  - inner > 1: one thread per (outer, inner) column, three strided passes (coalesced across threads).
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cuda/reduce_common.cuh"
+#include "backends/cuda/reduce_kernels.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpRowsPerBlock = 8;
+constexpr int kBlockRowThreads = 512;
+constexpr int64_t kMaxBlocks = 65535LL * 32;
+
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+// Block-wide max/sum returned to every thread; `red` holds 32 floats. The leading barrier keeps a previous call's
+// readers from racing with this call's writers.
+__device__ __forceinline__ float BlockMax(float v, float* red) {
+  v = WarpMax(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  return WarpMax(lane < nw ? red[lane] : -INFINITY);
+}
+__device__ __forceinline__ float BlockSum(float v, float* red) {
+  v = WarpSum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  return WarpSum(lane < nw ? red[lane] : 0.f);
+}
+
+// blockDim = (32, kWarpRowsPerBlock); n <= 32 * kPerLane.
+template <typename T, bool kLog, int kPerLane>
+__global__ void SoftmaxWarpRowsKernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int n) {
+  const int lane = threadIdx.x;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + threadIdx.y; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * kWarpRowsPerBlock) {
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    float v[kPerLane];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int j = lane + i * 32;
+      v[i] = j < n ? ToF32(xr[j]) : -INFINITY;
+      m = fmaxf(m, v[i]);
+    }
+    m = WarpMax(m);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      if (lane + i * 32 < n) {
+        const float d = v[i] - m;
+        if (kLog) {
+          v[i] = d;
+          sum += expf(d);
+        } else {
+          v[i] = expf(d);
+          sum += v[i];
+        }
+      }
+    }
+    sum = WarpSum(sum);
+    const float scale = kLog ? logf(sum) : 1.f / sum;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int j = lane + i * 32;
+      if (j < n) yr[j] = FromF32<T>(kLog ? v[i] - scale : v[i] * scale);
+    }
+  }
+}
+
+// blockDim = kBlockRowThreads; one block per row.
+template <typename T, bool kLog>
+__global__ void SoftmaxBlockRowsKernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t n) {
+  __shared__ float red[32];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, ToF32(xr[j]));
+    m = BlockMax(m, red);
+    float sum = 0.f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += expf(ToF32(xr[j]) - m);
+    sum = BlockSum(sum, red);
+    const float scale = kLog ? logf(sum) : 1.f / sum;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float d = ToF32(xr[j]) - m;
+      yr[j] = FromF32<T>(kLog ? d - scale : expf(d) * scale);
+    }
+  }
+}
+
+// One thread per column (o, i) of [outer, n, inner].
+template <typename T, bool kLog>
+__global__ void SoftmaxStridedKernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n,
+                                     int64_t inner) {
+  const int64_t columns = outer * inner;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < columns;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = c / inner, i = c - o * inner;
+    const T* xc = x + o * n * inner + i;
+    T* yc = y + o * n * inner + i;
+    float m = -INFINITY;
+    for (int64_t r = 0; r < n; ++r) m = fmaxf(m, ToF32(xc[r * inner]));
+    float sum = 0.f;
+    for (int64_t r = 0; r < n; ++r) sum += expf(ToF32(xc[r * inner]) - m);
+    const float shift = m + logf(sum), inv = 1.f / sum;
+    for (int64_t r = 0; r < n; ++r) {
+      const float v = ToF32(xc[r * inner]);
+      yc[r * inner] = FromF32<T>(kLog ? v - shift : expf(v - m) * inv);
+    }
+  }
+}
+
+template <typename T, bool kLog, int kPerLane>
+void LaunchWarpRows(const T* x, T* y, int64_t rows, int64_t n, cudaStream_t stream) {
+  const int64_t blocks = std::min((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock, kMaxBlocks);
+  SoftmaxWarpRowsKernel<T, kLog, kPerLane>
+      <<<static_cast<unsigned>(blocks), dim3(32, kWarpRowsPerBlock), 0, stream>>>(x, y, rows, static_cast<int>(n));
+}
+
+template <typename T, bool kLog>
+void LaunchTyped(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool force_block_rows,
+                 cudaStream_t stream) {
+  if (inner == 1 && !force_block_rows && n <= 1024) {
+    if (n <= 32) LaunchWarpRows<T, kLog, 1>(x, y, outer, n, stream);
+    else if (n <= 64) LaunchWarpRows<T, kLog, 2>(x, y, outer, n, stream);
+    else if (n <= 128) LaunchWarpRows<T, kLog, 4>(x, y, outer, n, stream);
+    else if (n <= 256) LaunchWarpRows<T, kLog, 8>(x, y, outer, n, stream);
+    else if (n <= 512) LaunchWarpRows<T, kLog, 16>(x, y, outer, n, stream);
+    else LaunchWarpRows<T, kLog, 32>(x, y, outer, n, stream);
+  } else if (inner == 1) {
+    SoftmaxBlockRowsKernel<T, kLog>
+        <<<static_cast<unsigned>(std::min(outer, kMaxBlocks)), kBlockRowThreads, 0, stream>>>(x, y, outer, n);
+  } else {
+    SoftmaxStridedKernel<T, kLog><<<GridFor(outer * inner), 256, 0, stream>>>(x, y, outer, n, inner);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchSoftmax(int dtype, bool log, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                          bool force_block_rows, cudaStream_t stream) {
+  if (outer * n * inner == 0) return cudaSuccess;
+  const bool ok = KILN_DISPATCH_FLOAT(dtype, T, {
+    if (log)
+      LaunchTyped<T, true>(static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, force_block_rows, stream);
+    else
+      LaunchTyped<T, false>(static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, force_block_rows, stream);
+  });
+  if (!ok) return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda
