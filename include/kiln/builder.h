@@ -71,6 +71,12 @@ class BuilderConfig {
   // "cpu" (reference backend) or "cuda"; default: cuda when a GPU is found, else cpu.
   void setBackend(const std::string& backend) { backend_ = backend; }
   const std::string& backend() const { return backend_; }
+  // Timed runs per tactic candidate (trtexec --avgTiming; default 8); the median decides.
+  void setAvgTimingIterations(int n) { avg_timing_ = n; }
+  int avgTimingIterations() const { return avg_timing_; }
+  // Types of the engine's inputs/outputs at its boundary, by I/O name (default: the network's own types).
+  void setIOType(const std::string& tensor, DataType t) { io_types_[tensor] = t; }
+  const std::map<std::string, DataType>& ioTypes() const { return io_types_; }
 
  private:
   uint32_t flags_ = 0;
@@ -81,6 +87,8 @@ class BuilderConfig {
   ProfilingVerbosity profiling_ = ProfilingVerbosity::kLayerNamesOnly;
   std::map<std::string, DataType> layer_precision_, layer_output_type_;
   std::string backend_;
+  int avg_timing_ = 8;
+  std::map<std::string, DataType> io_types_;
 };
 
 // What a build did, for the build summary and `--json`.
@@ -92,6 +100,11 @@ struct BuildReport {
   std::map<std::string, int> op_counts;             // layers of the built engine by op type
   int reformats_eliminated = 0;
   int tactics_selected = 0;
+  // cuda: tactic selection and precision planning.
+  int layers_timed = 0, timing_cache_hits = 0, candidates_timed = 0;
+  double tuning_time_s = 0;
+  int layers_reduced_precision = 0, layers_fp32 = 0, casts_inserted = 0;
+  std::string device;
   size_t engine_bytes = 0;
   size_t arena_bytes = 0, naive_activation_bytes = 0;
   double build_time_s = 0;

@@ -59,12 +59,17 @@ class ExecutionContext {
   // Where a tensor lives (host memory for the cpu backend, device memory for cuda). Outputs must have room for
   // getTensorShape(name) elements.
   Status setTensorAddress(const std::string& name, void* data);
-  // Runs the network on `stream` (nullptr: the cpu backend runs synchronously on the calling thread).
+  // Runs the network on `stream` (nullptr: the cpu backend runs synchronously on the calling thread; on cuda,
+  // nullptr is the default stream). On cuda, tensor addresses are device memory, enqueue does not wait for the
+  // GPU, and the first enqueue at new input shapes prepares a launch plan (host work, small uploads).
   Status enqueue(void* stream = nullptr);
   // After enqueue: an output as the context holds it (valid until the next enqueue). Outputs whose size
   // depends on data (NonZero, NonMaxSuppression) are read this way; their shape is getTensorShape(name).
   Result<const void*> getOutputBuffer(const std::string& name) const;
   void setProfiler(IProfiler* profiler);
+  // cuda: capture the engine's launches into a CUDA graph on the first enqueue and replay it on later ones;
+  // a change of input shapes, tensor addresses or stream captures again. Ignored on the cpu backend.
+  void setUseCudaGraph(bool on);
 
   explicit ExecutionContext(std::unique_ptr<ExecutionContextImpl> impl);
 

@@ -7,6 +7,8 @@
 #include "core/error.h"
 #include "kiln/builder.h"
 #include "passes/pass.h"
+#include "engine/engine_file.h"
+#include "runtime/builder_cuda.h"
 #include "runtime/engine_impl.h"
 #include "runtime/engine_io.h"
 
@@ -15,6 +17,16 @@ namespace kiln {
 namespace {
 
 Status CheckPrecisionFlags(const BuilderConfig& cfg, const std::string& backend) {
+  if (backend == "cuda") {
+    if (cfg.getFlag(BuilderFlag::kINT8) || cfg.getFlag(BuilderFlag::kFP8))
+      return Err(StatusCode::kUnsupported,
+                 "{} is not available yet: INT8/FP8 kernels and calibration come with the quantization work; build "
+                 "with --fp16 or --bf16",
+                 cfg.getFlag(BuilderFlag::kINT8) ? "--int8" : "--fp8");
+    if (!cfg.layerOutputTypes().empty())
+      return Err(StatusCode::kUnsupported, "--layerOutputTypes is not supported yet; use --layerPrecisions");
+    return Status::Ok();
+  }
   const std::pair<BuilderFlag, const char*> flags[] = {{BuilderFlag::kFP16, "--fp16"},
                                                        {BuilderFlag::kBF16, "--bf16"},
                                                        {BuilderFlag::kINT8, "--int8"},
@@ -155,12 +167,13 @@ Result<double> TimeOnce(const EngineImpl& e) {
 Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefinition& network, const BuilderConfig& cfg,
                                                              BuildReport* report_out) const {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string backend = cfg.backend().empty() ? "cpu" : cfg.backend();
-  if (backend == "cuda")
+  const std::string backend = !cfg.backend().empty() ? cfg.backend() : CudaDeviceAvailable() ? "cuda" : "cpu";
+  if (backend != "cpu" && backend != "cuda")
+    return Err(StatusCode::kInvalidArgument, "unknown backend '{}': kiln has 'cpu' and 'cuda'", backend);
+  if (backend == "cuda" && !CudaDeviceAvailable())
     return Err(StatusCode::kUnsupported,
-               "the CUDA backend is not built yet: build for the cpu reference backend (--backend=cpu)");
-  if (backend != "cpu")
-    return Err(StatusCode::kInvalidArgument, "unknown backend '{}': kiln has 'cpu' (and soon 'cuda')", backend);
+               "the cuda backend needs a CUDA device and none was found: build for the cpu reference backend "
+               "(--backend=cpu)");
   KILN_RETURN_IF_ERROR(CheckPrecisionFlags(cfg, backend));
 
   auto e = std::make_unique<EngineImpl>();
@@ -186,8 +199,13 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
     logger_.log(Severity::kVerbose, fmt::format("pass {}: {} rewrite(s)", p.name, p.rewrites).c_str());
     for (const auto& d : p.details) logger_.log(Severity::kVerbose, ("  " + d).c_str());
   }
+  if (backend == "cuda") {
+    KILN_RETURN_IF_ERROR(PlanPrecision(g, cfg, rep, logger_));
+    Status st = Reinfer(g);
+    if (!st.ok()) return st.WithContext("re-inferring shapes after precision planning");
+  }
   rep.layers_after = g.nodes().size();
-  auto missing = cpu::MissingKernels(g);
+  auto missing = backend == "cuda" ? std::vector<std::string>{} : cpu::MissingKernels(g);
   if (!missing.empty()) {
     std::string msg = "the cpu backend has no kernel for:";
     for (const auto& m : missing) msg += "\n  - " + m;
@@ -195,7 +213,18 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   }
   for (const auto& n : g.nodes()) {
     rep.op_counts[n->domain.empty() ? n->op_type : n->domain + "." + n->op_type] += 1;
-    e->tactics.push_back(TacticFor(*n));
+    if (backend == "cpu") e->tactics.push_back(TacticFor(*n));
+  }
+  e->allow_tf32 = cfg.getFlag(BuilderFlag::kTF32);
+  e->build_flags = kBuildFlagOptimized;
+  if (e->allow_tf32) e->build_flags |= kBuildFlagTF32;
+  if (cfg.getFlag(BuilderFlag::kFP16)) e->build_flags |= kBuildFlagFP16;
+  if (cfg.getFlag(BuilderFlag::kBF16)) e->build_flags |= kBuildFlagBF16;
+  if (backend == "cuda") {
+    std::map<std::string, Dims> opt;
+    for (const auto& [name, v] : e->profiles[0]) opt[name] = v[1];
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> tuned, InferAtShapes(g, opt));
+    KILN_ASSIGN_OR_RETURN(e->tactics, ChooseCudaTactics(g, *tuned, cfg, rep, logger_));
   }
   rep.tactics_selected = static_cast<int>(e->tactics.size());
 
@@ -225,7 +254,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   rep.arena_bytes = static_cast<size_t>(e->plan.arena_bytes);
   rep.naive_activation_bytes = static_cast<size_t>(e->plan.naive_bytes);
 
-  auto ms = TimeOnce(*e);
+  auto ms = backend == "cuda" ? TimeOnceCuda(*e) : TimeOnce(*e);
   if (!ms.ok()) return ms.status().WithContext("running the built engine once at the opt shapes");
   rep.estimated_latency_ms = *ms;
 

@@ -94,7 +94,9 @@ std::string Engine::getLayerInformationJson() const {
 }
 
 Result<std::unique_ptr<ExecutionContext>> Engine::createExecutionContext() const {
-  return std::make_unique<ExecutionContext>(std::make_unique<ExecutionContextImpl>(*impl_));
+  auto c = std::make_unique<ExecutionContextImpl>(*impl_);
+  if (impl_->backend == "cuda") KILN_RETURN_IF_ERROR(InitCudaContext(*c));
+  return std::make_unique<ExecutionContext>(std::move(c));
 }
 
 Result<std::unique_ptr<Engine>> Runtime::deserializeEngine(const void* data, size_t size) const {

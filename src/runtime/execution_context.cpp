@@ -11,10 +11,27 @@
 namespace kiln {
 
 ExecutionContextImpl::ExecutionContextImpl(const EngineImpl& e) : engine(e) {
-  arena_storage.resize(static_cast<size_t>(e.plan.arena_bytes) + 256);
+  if (e.backend != "cuda") arena_storage.resize(static_cast<size_t>(e.plan.arena_bytes) + 256);
   arena = arena_storage.data() + (256 - reinterpret_cast<uintptr_t>(arena_storage.data()) % 256) % 256;
   for (const Value* in : e.graph->inputs)
     if (IsStatic(in->shape)) input_shapes[in->name] = ToStatic(in->shape);
+}
+
+Result<std::shared_ptr<Graph>> InferAtShapes(const Graph& graph, const std::map<std::string, Dims>& shapes) {
+  std::shared_ptr<Graph> g = graph.Clone();
+  for (Value* in : g->inputs)
+    if (auto it = shapes.find(in->name); it != shapes.end()) in->shape = FromStatic(it->second);
+  for (Value* v : g->values())
+    if (!v->is_const() && !v->is_graph_input) v->sym_value.reset();
+  InferOptions opts;
+  opts.evaluator = cpu::MakeConstEvaluator();
+  KILN_RETURN_IF_ERROR(InferGraph(*g, opts));
+  return g;
+}
+
+Result<std::shared_ptr<const Graph>> ExecutionContextImpl::ShapedGraph() {
+  KILN_RETURN_IF_ERROR(OutputShapes().status());
+  return cached_graph_;
 }
 
 Result<std::map<std::string, Dims>> ExecutionContextImpl::OutputShapes() {
@@ -27,13 +44,7 @@ Result<std::map<std::string, Dims>> ExecutionContextImpl::OutputShapes() {
     key += in->name + ShapeToString(it->second) + ";";
   }
   if (key == cached_key_) return cached_shapes_;
-  auto g = engine.graph->Clone();
-  for (Value* in : g->inputs) in->shape = FromStatic(input_shapes.at(in->name));
-  for (Value* v : g->values())
-    if (!v->is_const() && !v->is_graph_input) v->sym_value.reset();
-  InferOptions opts;
-  opts.evaluator = cpu::MakeConstEvaluator();
-  KILN_RETURN_IF_ERROR(InferGraph(*g, opts));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, InferAtShapes(*engine.graph, input_shapes));
   std::map<std::string, Dims> r;
   for (const Value* o : g->outputs) {
     Dims d;
@@ -42,6 +53,7 @@ Result<std::map<std::string, Dims>> ExecutionContextImpl::OutputShapes() {
   }
   cached_key_ = key;
   cached_shapes_ = r;
+  cached_graph_ = std::move(g);
   return r;
 }
 
@@ -118,6 +130,12 @@ Status ExecutionContext::setTensorAddress(const std::string& name, void* data) {
 void ExecutionContext::setProfiler(IProfiler* p) { impl_->profiler = p; }
 
 Result<const void*> ExecutionContext::getOutputBuffer(const std::string& name) const {
+  if (impl_->engine.backend == "cuda") {
+    auto a = impl_->addresses.find(name);
+    if (!impl_->engine.FindIO(name) || a == impl_->addresses.end())
+      return Err(StatusCode::kNotFound, "no output named '{}' is bound (call setTensorAddress and enqueue first)", name);
+    return static_cast<const void*>(a->second);
+  }
   auto it = impl_->last_outputs.find(name);
   if (it == impl_->last_outputs.end())
     return Err(StatusCode::kNotFound, "no output named '{}' has been computed (call enqueue first)", name);
@@ -127,6 +145,7 @@ Result<const void*> ExecutionContext::getOutputBuffer(const std::string& name) c
 Status ExecutionContext::enqueue(void* stream) {
   ExecutionContextImpl& c = *impl_;
   const EngineImpl& e = c.engine;
+  if (e.backend == "cuda") return EnqueueCuda(c, stream);
   if (stream != nullptr)
     return Err(StatusCode::kInvalidArgument, "this engine runs on the cpu backend, which takes no stream (pass nullptr)");
   const Graph& g = *e.graph;

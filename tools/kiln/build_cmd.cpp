@@ -63,7 +63,38 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   cfg->setBuilderOptimizationLevel(o.builder_optimization_level);
   if (o.profiling_verbosity == "detailed") cfg->setProfilingVerbosity(ProfilingVerbosity::kDetailed);
   if (o.profiling_verbosity == "none") cfg->setProfilingVerbosity(ProfilingVerbosity::kNone);
-  cfg->setBackend(o.backend.empty() ? "cpu" : o.backend);
+  cfg->setBackend(o.backend);  // empty: cuda where a GPU is found, else cpu
+  if (o.fp16 || o.best) cfg->setFlag(BuilderFlag::kFP16);
+  if (o.bf16 || o.best) cfg->setFlag(BuilderFlag::kBF16);
+  if (o.int8) cfg->setFlag(BuilderFlag::kINT8);
+  if (o.fp8) cfg->setFlag(BuilderFlag::kFP8);
+  if (!o.timing_cache_file.empty()) cfg->setTimingCacheFile(o.timing_cache_file);
+  if (o.avg_timing > 0) cfg->setAvgTimingIterations(o.avg_timing);
+  if (!o.layer_precisions.empty()) {
+    KILN_ASSIGN_OR_RETURN(auto lp, ParseNameValueList(o.layer_precisions, "--layerPrecisions"));
+    for (const auto& [layer, type] : lp) {
+      KILN_ASSIGN_OR_RETURN(DataType t, ParsePrecision(type, "--layerPrecisions"));
+      cfg->setLayerPrecision(layer, t);
+    }
+  }
+  if (!o.layer_output_types.empty()) {
+    KILN_ASSIGN_OR_RETURN(auto lp, ParseNameValueList(o.layer_output_types, "--layerOutputTypes"));
+    for (const auto& [layer, type] : lp) {
+      KILN_ASSIGN_OR_RETURN(DataType t, ParsePrecision(type, "--layerOutputTypes"));
+      cfg->setLayerOutputType(layer, t);
+    }
+  }
+  // --inputIOFormats/--outputIOFormats: one type:layout per input/output, in order.
+  for (const auto& [spec, is_input] : {std::pair{o.input_io_formats, true}, std::pair{o.output_io_formats, false}}) {
+    if (spec.empty()) continue;
+    KILN_ASSIGN_OR_RETURN(std::vector<DataType> types, ParseIOFormats(spec, is_input ? "--inputIOFormats" : "--outputIOFormats"));
+    const int n = is_input ? net->getNbInputs() : net->getNbOutputs();
+    if (static_cast<int>(types.size()) != 1 && static_cast<int>(types.size()) != n)
+      return Err(StatusCode::kInvalidArgument, "{} gives {} format(s) but the model has {} {}: give one, or one each",
+                 is_input ? "--inputIOFormats" : "--outputIOFormats", types.size(), n, is_input ? "inputs" : "outputs");
+    for (int i = 0; i < n; ++i)
+      cfg->setIOType(is_input ? net->getInputName(i) : net->getOutputName(i), types.size() == 1 ? types[0] : types[i]);
+  }
   if (!o.mem_pool_size.empty()) {
     KILN_ASSIGN_OR_RETURN(auto pools, ParseNameValueList(o.mem_pool_size, "--memPoolSize"));
     for (const auto& [pool, mib] : pools) {

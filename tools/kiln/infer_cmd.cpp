@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kiln/commands.h"
+#include "kiln/infer_cuda.h"
 #include "kiln/npy.h"
 
 namespace kiln::cli {
@@ -54,6 +55,7 @@ struct Stream {
   std::map<std::string, std::vector<uint8_t>> host_in, device_in;  // "device" = what the context reads
   std::map<std::string, std::vector<uint8_t>> host_out;
   std::vector<Timing> times;
+  std::shared_ptr<CudaRun> cuda;  // cuda engines: device buffers, stream, events
 };
 
 Result<Tensor> InputFor(const Engine& e, const std::string& name, const Dims& shape, const std::map<std::string, Tensor>& loaded,
@@ -79,6 +81,18 @@ Status RunOnce(Stream& s, const Engine& e, const std::vector<std::string>& input
                bool transfers, Clock::time_point origin) {
   Timing t{};
   const auto a = Clock::now();
+  if (s.cuda) {
+    RunTimes rt;
+    KILN_RETURN_IF_ERROR(CudaRunOnce(*s.cuda, *s.ctx, transfers, &rt));
+    t.start_ms = Ms(a - origin);
+    t.h2d_ms = rt.h2d_ms;
+    t.compute_ms = rt.compute_ms;
+    t.d2h_ms = rt.d2h_ms;
+    t.latency_ms = rt.latency_ms;
+    t.enqueue_ms = rt.enqueue_ms;
+    s.times.push_back(t);
+    return Status::Ok();
+  }
   if (transfers)
     for (const auto& n : inputs) std::memcpy(s.device_in[n].data(), s.host_in[n].data(), s.host_in[n].size());
   const auto b = Clock::now();
@@ -157,7 +171,9 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
       pos = comma + 1;
     }
   }
-  if (o.use_spin_wait) std::printf("[kiln] note: --useSpinWait has no effect on the cpu backend (it computes inside enqueue)\n");
+  const bool cuda = e.getBackend() == "cuda";
+  if (o.use_spin_wait && !cuda) std::printf("[kiln] note: --useSpinWait has no effect on the cpu backend (it computes inside enqueue)\n");
+  if (o.use_cuda_graph && !cuda) std::printf("[kiln] note: --useCudaGraph has no effect on the cpu backend\n");
   KILN_ASSIGN_OR_RETURN(auto run_shapes, ParseShapeList(o.shapes, "--shapes"));
   std::map<std::string, Tensor> loaded;
   if (!o.load_inputs.empty()) {
@@ -202,8 +218,13 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
       KILN_RETURN_IF_ERROR(s.ctx->setInputShape(n, shapes[n]));
       const Tensor& t = input_tensors[n];
       s.host_in[n].assign(static_cast<const uint8_t*>(t.raw()), static_cast<const uint8_t*>(t.raw()) + t.nbytes());
-      s.device_in[n] = s.host_in[n];
-      KILN_RETURN_IF_ERROR(s.ctx->setTensorAddress(n, s.device_in[n].data()));
+      if (!cuda) {
+        s.device_in[n] = s.host_in[n];
+        KILN_RETURN_IF_ERROR(s.ctx->setTensorAddress(n, s.device_in[n].data()));
+      }
+    }
+    if (cuda) {
+      KILN_ASSIGN_OR_RETURN(s.cuda, CudaSetup(*s.ctx, e, s.host_in, outputs, o.use_cuda_graph));
     }
   }
   const bool transfers = !o.no_data_transfers;
@@ -238,7 +259,14 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
   streams[0].ctx->setProfiler(nullptr);
   if (profile && o.separate_profile_run) {
     streams[0].ctx->setProfiler(&profiler);
-    for (int i = 0; i < std::max(1, std::min(o.iterations, 10)); ++i) KILN_RETURN_IF_ERROR(streams[0].ctx->enqueue(nullptr));
+    for (int i = 0; i < std::max(1, std::min(o.iterations, 10)); ++i) {
+      if (cuda) {
+        RunTimes rt;
+        KILN_RETURN_IF_ERROR(CudaRunOnce(*streams[0].cuda, *streams[0].ctx, false, &rt));
+      } else {
+        KILN_RETURN_IF_ERROR(streams[0].ctx->enqueue(nullptr));
+      }
+    }
     streams[0].ctx->setProfiler(nullptr);
   }
 
@@ -264,18 +292,20 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
   }
   const Stats s_lat = Summarize(lat, pcts), s_enq = Summarize(enq, pcts), s_h2d = Summarize(h2d, pcts),
               s_comp = Summarize(comp, pcts), s_d2h = Summarize(d2h, pcts);
-  std::printf("[kiln] === Performance summary (cpu backend, %d stream%s) ===\n", o.inf_streams, o.inf_streams > 1 ? "s" : "");
+  std::printf("[kiln] === Performance summary (%s backend, %d stream%s%s) ===\n", e.getBackend().c_str(), o.inf_streams,
+              o.inf_streams > 1 ? "s" : "", cuda && o.use_cuda_graph ? ", CUDA graph" : "");
   std::printf("[kiln] Throughput: %.3f qps\n", qps);
   PrintStats("Latency", s_lat);
   if (!lat_avg.empty()) PrintStats(fmt::format("Latency (average of {} runs)", o.avg_runs).c_str(), Summarize(lat_avg, pcts));
   PrintStats("Enqueue Time", s_enq);
   PrintStats("H2D Latency", s_h2d);
-  PrintStats("GPU Compute Time (cpu backend: compute)", s_comp);
+  PrintStats(cuda ? "GPU Compute Time" : "GPU Compute Time (cpu backend: compute)", s_comp);
   PrintStats("D2H Latency", s_d2h);
   std::printf("[kiln] Total Host Walltime: %.3f s; Total inferences: %zu\n", wall_ms / 1000.0, total);
 
   if (report) {
     (*report)["inference"] = {{"backend", e.getBackend()},
+                              {"cuda_graph", cuda && o.use_cuda_graph},
                               {"streams", o.inf_streams},
                               {"inferences", total},
                               {"walltime_s", wall_ms / 1000.0},
@@ -310,8 +340,17 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
   }
   // Outputs of the last run.
   std::vector<NamedTensor> outs;
+  std::map<std::string, std::vector<uint8_t>> fetched;
+  if (cuda) {
+    KILN_ASSIGN_OR_RETURN(fetched, CudaFetchOutputs(*streams[0].cuda, *streams[0].ctx));
+  }
   for (const auto& n : outputs) {
-    KILN_ASSIGN_OR_RETURN(const void* p, streams[0].ctx->getOutputBuffer(n));
+    const void* p = nullptr;
+    if (cuda) {
+      p = fetched.at(n).data();
+    } else {
+      KILN_ASSIGN_OR_RETURN(p, streams[0].ctx->getOutputBuffer(n));
+    }
     KILN_ASSIGN_OR_RETURN(Dims d, streams[0].ctx->getTensorShape(n));
     outs.push_back({n, e.getTensorDataType(n), d, p});
   }

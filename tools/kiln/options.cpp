@@ -77,45 +77,39 @@ bool Given(const CLI::App& app, const char* flag) {
 }  // namespace
 
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
-  const char* precision_msg =
-      "reduced-precision kernels come with the CUDA backend, which is not built yet; the cpu reference backend "
-      "computes in the network's own types";
   const std::pair<const char*, const char*> unbuilt[] = {
-      {"--fp16", precision_msg},
-      {"--bf16", precision_msg},
-      {"--int8", precision_msg},
-      {"--fp8", precision_msg},
-      {"--best", precision_msg},
       {"--calib", "INT8 calibration is not built yet"},
-      {"--layerPrecisions", "per-layer precisions need the precision planner, which is not built yet"},
-      {"--layerOutputTypes", "per-layer output types need the precision planner, which is not built yet"},
-      {"--timingCacheFile", "kernel auto-tuning (and so the timing cache) comes with the CUDA backend, which is not built yet"},
-      {"--avgTiming", "kernel auto-tuning comes with the CUDA backend, which is not built yet"},
-      {"--useCudaGraph", "CUDA graphs come with the CUDA backend, which is not built yet"},
       {"--staticPlugins", "plugins are not built yet"},
       {"--dynamicPlugins", "plugins are not built yet"},
-      {"--device", "--device selects a GPU for the CUDA backend, which is not built yet (kiln runs on the cpu backend)"},
   };
   for (const auto& [flag, why] : unbuilt)
     if (Given(app, flag)) return Err(StatusCode::kUnsupported, "{} is not available: {}", flag, why);
+  const bool cpu = o.backend == "cpu";
+  const std::pair<const char*, const char*> cuda_only[] = {
+      {"--fp16", "reduced-precision kernels"}, {"--bf16", "reduced-precision kernels"},
+      {"--best", "reduced-precision kernels"}, {"--layerPrecisions", "per-layer precisions"},
+      {"--timingCacheFile", "kernel auto-tuning (and so the timing cache)"}, {"--avgTiming", "kernel auto-tuning"},
+      {"--useCudaGraph", "CUDA graphs"},
+  };
+  for (const auto& [flag, what] : cuda_only)
+    if (cpu && Given(app, flag))
+      return Err(StatusCode::kUnsupported,
+                 "{} is not available on the cpu backend: {} come with the cuda backend (drop --backend=cpu on a "
+                 "machine with a GPU)",
+                 flag, what);
   if (!o.precision_constraints.empty() && o.precision_constraints != "none" && o.precision_constraints != "prefer" &&
       o.precision_constraints != "obey")
     return Err(StatusCode::kInvalidArgument, "--precisionConstraints must be none, prefer or obey, not '{}'",
                o.precision_constraints);
   for (const auto& [flag, spec] : {std::pair{"--inputIOFormats", o.input_io_formats}, std::pair{"--outputIOFormats", o.output_io_formats}}) {
     if (spec.empty()) continue;
-    size_t pos = 0;
-    while (pos <= spec.size()) {
-      size_t comma = spec.find(',', pos);
-      std::string f = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-      if (f != "fp32:chw" && f != "fp32:linear")
+    KILN_ASSIGN_OR_RETURN(auto types, ParseIOFormats(spec, flag));
+    for (DataType t : types)
+      if (cpu && t != DataType::kFloat32)
         return Err(StatusCode::kUnsupported,
-                   "{}: format '{}' is not available: the cpu backend takes and returns tensors in the network's types "
-                   "and linear (chw) layout (fp32:chw); other formats come with the CUDA backend",
-                   flag, f);
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
-    }
+                   "{}: the cpu backend takes and returns tensors in the network's types (fp32:chw); other formats "
+                   "need the cuda backend",
+                   flag);
   }
   if (!o.backend.empty() && o.backend != "cpu" && o.backend != "cuda")
     return Err(StatusCode::kInvalidArgument, "--backend must be cpu or cuda, not '{}'", o.backend);
@@ -124,6 +118,36 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
     return Err(StatusCode::kInvalidArgument, "--profilingVerbosity must be layer_names_only, detailed or none, not '{}'",
                o.profiling_verbosity);
   return Status::Ok();
+}
+
+Result<DataType> ParsePrecision(const std::string& s, const char* flag) {
+  if (s == "fp32") return DataType::kFloat32;
+  if (s == "fp16") return DataType::kFloat16;
+  if (s == "bf16") return DataType::kBFloat16;
+  if (s == "int8") return DataType::kInt8;
+  if (s == "fp8") return DataType::kFloat8E4M3FN;
+  return Err(StatusCode::kInvalidArgument, "{}: '{}' is not a precision (fp32, fp16, bf16, int8, fp8)", flag, s);
+}
+
+Result<std::vector<DataType>> ParseIOFormats(const std::string& spec, const char* flag) {
+  std::vector<DataType> r;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string f = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t colon = f.find(':');
+    const std::string type = f.substr(0, colon), layout = colon == std::string::npos ? "chw" : f.substr(colon + 1);
+    if (layout != "chw" && layout != "linear")
+      return Err(StatusCode::kUnsupported, "{}: layout '{}' of '{}' is not available: kiln's I/O tensors are linear "
+                 "(chw)", flag, layout, f);
+    if (type != "fp32" && type != "fp16" && type != "bf16")
+      return Err(StatusCode::kUnsupported, "{}: type '{}' of '{}' is not available (fp32, fp16, bf16)", flag, type, f);
+    KILN_ASSIGN_OR_RETURN(DataType t, ParsePrecision(type, flag));
+    r.push_back(t);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return r;
 }
 
 Result<std::map<std::string, std::string>> ParseNameValueList(const std::string& spec, const char* flag) {

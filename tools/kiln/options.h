@@ -50,6 +50,10 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app);
 
 // "name:1x3x224x224,other:2x8" -> shapes.
 Result<std::map<std::string, Dims>> ParseShapeList(const std::string& spec, const char* flag);
+// "fp16" -> DataType (fp32, fp16, bf16, int8, fp8).
+Result<DataType> ParsePrecision(const std::string& s, const char* flag);
+// "fp16:chw,fp32:chw" -> one type per tensor (layouts: chw/linear).
+Result<std::vector<DataType>> ParseIOFormats(const std::string& spec, const char* flag);
 // "name:value,name2:value2" -> map (the last ':' of an item splits, so names may hold ':').
 Result<std::map<std::string, std::string>> ParseNameValueList(const std::string& spec, const char* flag);
 

@@ -1,0 +1,256 @@
+// The CUDA engine executor (see engine_exec.h).
+#include "backends/cuda/engine_exec.h"
+
+#include <cuda_runtime.h>
+
+#include <unordered_map>
+
+#include "backends/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace kiln::cuda {
+
+Result<std::unique_ptr<GpuEngine>> GpuEngine::Create(const Graph& g, const Graph& tuned,
+                                                     const std::vector<std::string>& tactics, bool allow_tf32) {
+  auto e = std::make_unique<GpuEngine>();
+  e->graph_ = &g;
+  const auto& nodes = g.nodes();
+  const auto& tnodes = tuned.nodes();
+  if (tnodes.size() != nodes.size())
+    return Err(StatusCode::kInternal, "the tuning graph has {} nodes, the engine {}", tnodes.size(), nodes.size());
+  // Weights: every constant a node reads, uploaded once.
+  for (const auto& n : nodes)
+    for (const Value* v : n->inputs) {
+      if (!v || !v->is_const() || e->weights_.count(v->name)) continue;
+      const Tensor& t = *v->const_value;
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
+      if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+      e->weight_bytes_ += t.nbytes();
+      e->weights_.emplace(v->name, std::move(b));
+    }
+  std::string errors;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const Node& n = *nodes[k];
+    const Node& tn = *tnodes[k];
+    LayerSpec spec{n, {}, {}, allow_tf32};
+    for (const Value* v : tn.inputs)
+      spec.input_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
+    for (const Value* v : tn.outputs)
+      spec.output_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
+    const std::string tactic = k < tactics.size() && !tactics[k].empty() ? tactics[k] : "default";
+    auto layer = CreateLayer(spec, tactic);
+    if (!layer.ok()) {
+      errors += "\n  - " + layer.status().message();
+      e->layers_.emplace_back();
+      continue;
+    }
+    e->layers_.push_back(std::move(*layer));
+  }
+  if (!errors.empty()) return Status(StatusCode::kUnsupported, "the CUDA backend cannot create these layers:" + errors);
+  return e;
+}
+
+void* GpuEngine::weight(const std::string& name) const {
+  auto it = weights_.find(name);
+  return it == weights_.end() ? nullptr : it->second.get();
+}
+
+GpuContext::GpuContext(const GpuEngine& engine, const MemoryPlan& plan) : engine_(engine), mplan_(plan) {}
+
+GpuContext::~GpuContext() {
+  if (graph_exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
+}
+
+Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const std::string& key,
+                             const std::map<std::string, void*>& addresses) {
+  const Graph& shaped = *shaped_graph;
+  if (!arena_.get() && mplan_.arena_bytes > 0) {
+    KILN_ASSIGN_OR_RETURN(arena_, DeviceBuffer::Allocate(static_cast<size_t>(mplan_.arena_bytes)));
+  }
+  auto p = std::make_unique<Plan>();
+  p->key = key;
+  p->shaped = shaped_graph;
+  std::unordered_map<std::string, const BufferPlan*> by_name;
+  for (const auto& b : mplan_.buffers) by_name[b.name] = &b;
+  std::unordered_map<const Value*, void*> folded_addr;
+
+  // The device address of a value at these shapes.
+  std::function<Result<void*>(const Value*)> address = [&](const Value* v) -> Result<void*> {
+    if (v->is_graph_input || v->is_graph_output) {
+      auto it = addresses.find(v->name);
+      if (it == addresses.end() || !it->second)
+        return Err(StatusCode::kInvalidArgument, "'{}' has no device address: call setTensorAddress first", v->name);
+      return it->second;
+    }
+    if (void* w = engine_.weight(v->name)) return w;
+    if (v->is_const()) {  // folded at these shapes
+      if (auto it = folded_addr.find(v); it != folded_addr.end()) return it->second;
+      const Tensor& t = *v->const_value;
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
+      if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+      void* a = b.get();
+      p->folded.push_back(std::move(b));
+      folded_addr[v] = a;
+      return a;
+    }
+    auto it = by_name.find(v->name);
+    if (it == by_name.end()) return Err(StatusCode::kInternal, "value '{}' has no place in the memory plan", v->name);
+    const BufferPlan& b = *it->second;
+    const int64_t need = v->has_shape && IsStatic(v->shape)
+                             ? NumElements(ToStatic(v->shape)) * static_cast<int64_t>(DataTypeSize(v->dtype))
+                             : -1;
+    if (need < 0)
+      return Err(StatusCode::kUnsupported,
+                 "'{}' has a data-dependent shape ({}): engines with data-dependent shapes (NonZero, "
+                 "NonMaxSuppression) do not run on the CUDA backend yet; use kiln run or the cpu backend",
+                 v->name, ShapeToString(v->shape));
+    if (b.kind == BufferPlan::Kind::kArena) {
+      if (need > b.bytes)
+        return Err(StatusCode::kInternal, "'{}' needs {} bytes at these shapes but the plan gave it {}", v->name, need,
+                   b.bytes);
+      return static_cast<void*>(static_cast<uint8_t*>(arena_.get()) + b.offset);
+    }
+    if (b.kind == BufferPlan::Kind::kView) {
+      const Value* root = shaped.FindValue(b.alias_of);
+      if (!root) return Err(StatusCode::kInternal, "view '{}' of unknown value '{}'", v->name, b.alias_of);
+      return address(root);
+    }
+    return Err(StatusCode::kInternal, "'{}' is external in the plan but not a graph input or output", v->name);
+  };
+  auto tensor = [&](const Value* v) -> Result<DeviceTensor> {
+    DeviceTensor t;
+    if (!v) return t;
+    KILN_ASSIGN_OR_RETURN(t.data, address(v));
+    t.dtype = v->dtype;
+    if (!v->has_shape || !IsStatic(v->shape))
+      return Err(StatusCode::kUnsupported, "'{}' has no static shape at these input shapes ({})", v->name,
+                 ShapeToString(v->shape));
+    t.shape = ToStatic(v->shape);
+    if (v->is_const()) t.host = &*v->const_value;
+    return t;
+  };
+
+  const auto& nodes = shaped.nodes();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const Node& n = *nodes[k];
+    bool folded = true;
+    for (const Value* o : n.outputs) folded &= !o || o->is_const();
+    if (folded) continue;  // computed on the host at these shapes (shape arithmetic)
+    Launch l;
+    l.node = k;
+    for (const Value* v : n.inputs) {
+      auto t = tensor(v);
+      if (!t.ok()) return t.status().WithContext(n.Where());
+      l.inputs.push_back(*t);
+    }
+    for (const Value* v : n.outputs) {
+      auto t = tensor(v);
+      if (!t.ok()) return t.status().WithContext(n.Where());
+      l.outputs.push_back(*t);
+    }
+    const Layer* layer = engine_.layer(k);
+    for (size_t i = 0; i < l.outputs.size(); ++i)
+      if (layer->MaxOutputElements(i, l.inputs) >= 0)
+        return Err(StatusCode::kUnsupported,
+                   "{}: its output size depends on the data; such layers do not run inside CUDA engines yet (use kiln "
+                   "run or the cpu backend)",
+                   n.Where());
+    p->workspace = std::max(p->workspace, layer->WorkspaceBytes(l.inputs, l.outputs));
+    p->launches.push_back(std::move(l));
+  }
+  // Graph outputs that folded to constants at these shapes: copied from a device copy at every run.
+  for (const Value* o : shaped.outputs) {
+    if (!o->is_const()) continue;
+    auto dst = addresses.find(o->name);
+    if (dst == addresses.end() || !dst->second)
+      return Err(StatusCode::kInvalidArgument, "output '{}' has no device address: call setTensorAddress first", o->name);
+    const Tensor& t = *o->const_value;
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
+    if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+    p->output_copies.push_back({dst->second, {b.get(), t.nbytes()}});
+    p->folded.push_back(std::move(b));
+  }
+  if (p->workspace > workspace_.bytes()) {
+    workspace_ = DeviceBuffer();
+    KILN_ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(p->workspace));
+  }
+  plan_ = std::move(p);
+  return Status::Ok();
+}
+
+Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
+  LaunchContext lc{stream, workspace_.get(), workspace_.bytes(), handles_.cublaslt(), handles_.cudnn()};
+  for (const auto& [dst, src] : plan_->output_copies)
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src.first, src.second, cudaMemcpyDeviceToDevice, stream));
+  const auto& nodes = engine_.graph().nodes();
+  std::vector<cudaEvent_t> events;
+  if (profiler) {
+    events.resize(plan_->launches.size() + 1);
+    for (auto& ev : events) KILN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev));
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[0], stream));
+  }
+  Status st = Status::Ok();
+  for (size_t i = 0; i < plan_->launches.size() && st.ok(); ++i) {
+    Launch& l = plan_->launches[i];
+    st = engine_.layer(l.node)->Enqueue(lc, l.inputs, l.outputs);
+    if (!st.ok() && st.message().find(nodes[l.node]->name) == std::string::npos)
+      st = st.WithContext(nodes[l.node]->Where());
+    if (st.ok() && profiler) st = KILN_CUDA_STATUS(cudaEventRecord(events[i + 1], stream));
+  }
+  if (profiler) {
+    if (st.ok()) st = KILN_CUDA_STATUS(cudaEventSynchronize(events.back()));
+    for (size_t i = 0; st.ok() && i < plan_->launches.size(); ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, events[i], events[i + 1]);
+      profiler->reportLayerTime(nodes[plan_->launches[i].node]->name.c_str(), ms);
+    }
+    for (auto& ev : events) cudaEventDestroy(ev);
+  }
+  return st;
+}
+
+Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> shaped, const std::string& shape_key,
+                           const std::map<std::string, void*>& addresses, IProfiler* profiler) {
+  std::string key = shape_key;
+  for (const auto& [name, a] : addresses) key += fmt::format("|{}={}", name, a);
+  if (!plan_ || plan_->key != key) {
+    if (graph_exec_) {
+      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
+      graph_exec_ = nullptr;
+    }
+    KILN_RETURN_IF_ERROR(BuildPlan(std::move(shaped), key, addresses));
+  }
+  if (!handles_ready_ || handles_stream_ != stream) {
+    KILN_RETURN_IF_ERROR(handles_.Init(stream));
+    handles_ready_ = true;
+    handles_stream_ = stream;
+  }
+  if (!use_graph_ || profiler) return Launches(stream, profiler);
+
+  const std::string gkey = key + fmt::format("|stream={}", static_cast<void*>(stream));
+  if (!graph_exec_ || graph_key_ != gkey) {
+    if (graph_exec_) {
+      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
+      graph_exec_ = nullptr;
+    }
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    Status st = Launches(stream, nullptr);
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (!st.ok()) {
+      if (graph) cudaGraphDestroy(graph);
+      return st.WithContext("capturing the engine into a CUDA graph");
+    }
+    KILN_CUDA_RETURN_IF_ERROR(end);
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    KILN_CUDA_RETURN_IF_ERROR(inst);
+    graph_exec_ = exec;
+    graph_key_ = gkey;
+    ++captures_;
+  }
+  return KILN_CUDA_STATUS(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph_exec_), stream));
+}
+
+}  // namespace kiln::cuda

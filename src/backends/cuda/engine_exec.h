@@ -1,0 +1,89 @@
+// The CUDA backend's engine executor. A GpuEngine holds what every context of an engine shares: one Layer per
+// node (created from the engine's tactics) and the weights in device memory, uploaded once. A GpuContext holds
+// one in-flight inference's memory (the activation arena laid out by the memory plan, kernel workspace) and,
+// per set of input shapes, a launch plan: every layer's input and output addresses and shapes, resolved once,
+// so that enqueue is a loop of kernel launches with no host work, no allocation and no synchronization. With
+// CUDA graphs on, the launches are captured once per (shapes, addresses, stream) and replayed.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/device.h"
+#include "backends/cuda/handles.h"
+#include "backends/cuda/layer.h"
+#include "ir/graph.h"
+#include "kiln/profiler.h"
+#include "plan/memory_plan.h"
+
+namespace kiln::cuda {
+
+class GpuEngine {
+ public:
+  // `tuned` is the engine graph inferred at the shapes the layers are tuned for (the first profile's opt shapes),
+  // node for node the same as `g`.
+  static Result<std::unique_ptr<GpuEngine>> Create(const Graph& g, const Graph& tuned,
+                                                   const std::vector<std::string>& tactics, bool allow_tf32);
+  const Graph& graph() const { return *graph_; }
+  const Layer* layer(size_t k) const { return layers_[k].get(); }
+  // Device copy of a constant value (by name), or nullptr.
+  void* weight(const std::string& name) const;
+  size_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  const Graph* graph_ = nullptr;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::map<std::string, DeviceBuffer> weights_;
+  size_t weight_bytes_ = 0;
+};
+
+struct LayerTiming {
+  std::string name;
+  float ms = 0;
+};
+
+class GpuContext {
+ public:
+  GpuContext(const GpuEngine& engine, const MemoryPlan& plan);
+  ~GpuContext();
+  // Runs the engine on `stream`. `shaped` is the engine graph inferred (and shape subgraphs folded) at the
+  // current input shapes; `addresses` are the caller's device addresses of the graph inputs and outputs.
+  Status Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> shaped, const std::string& shape_key,
+                 const std::map<std::string, void*>& addresses, IProfiler* profiler);
+  void set_use_cuda_graph(bool on) { use_graph_ = on; }
+  bool graph_captured() const { return graph_exec_ != nullptr; }
+  int captures() const { return captures_; }
+
+ private:
+  struct Launch {
+    size_t node = 0;
+    std::vector<DeviceTensor> inputs, outputs;
+  };
+  struct Plan {
+    std::string key;
+    std::vector<Launch> launches;
+    std::vector<DeviceBuffer> folded;       // device copies of values folded at these shapes
+    std::shared_ptr<const Graph> shaped;    // the DeviceTensors' host pointers point into it
+    std::vector<std::pair<void*, std::pair<const void*, size_t>>> output_copies;  // dst, (src, bytes)
+    size_t workspace = 0;
+  };
+  Status BuildPlan(std::shared_ptr<const Graph> shaped_graph, const std::string& key, const std::map<std::string, void*>& addresses);
+  Status Launches(cudaStream_t stream, IProfiler* profiler);
+
+  const GpuEngine& engine_;
+  const MemoryPlan& mplan_;
+  DeviceBuffer arena_, workspace_;
+  Handles handles_;
+  cudaStream_t handles_stream_ = nullptr;
+  bool handles_ready_ = false;
+  std::unique_ptr<Plan> plan_;
+  bool use_graph_ = false;
+  void* graph_exec_ = nullptr;  // cudaGraphExec_t
+  std::string graph_key_;
+  int captures_ = 0;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,195 @@
+#include "backends/cuda/tuning.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/handles.h"
+#include "core/error.h"
+
+namespace kiln::cuda {
+
+LayerSpec SpecAt(const Node& node, const Node& tn, bool allow_tf32) {
+  LayerSpec spec{node, {}, {}, allow_tf32};
+  for (const Value* v : tn.inputs)
+    spec.input_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
+  for (const Value* v : tn.outputs)
+    spec.output_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
+  return spec;
+}
+
+Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
+  std::string errors;
+  int n = 0;
+  for (size_t k = 0; k < g.nodes().size(); ++k) {
+    auto t = TacticsFor(SpecAt(*g.nodes()[k], *tuned.nodes()[k], allow_tf32));
+    if (!t.ok()) {
+      errors += "\n  - " + t.status().message();
+      ++n;
+    }
+  }
+  if (n == 0) return Status::Ok();
+  return Status(StatusCode::kUnsupported,
+                fmt::format("{} node(s) cannot run on the CUDA backend:{}", n, errors));
+}
+
+namespace {
+
+// Device tensors for one node at the tuning shapes: constants hold their values, activations random data.
+struct Bench {
+  std::vector<DeviceBuffer> buffers;
+  std::vector<DeviceTensor> inputs, outputs;
+};
+
+Result<DeviceBuffer> RandomBuffer(DataType dtype, int64_t n, std::mt19937& rng) {
+  Tensor h(dtype, {n});
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  const bool fl = IsFloatType(dtype);
+  for (int64_t i = 0; i < n; ++i) h.SetFromDouble(i, fl ? u(rng) : 0.0);
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(h.nbytes(), 1)));
+  if (h.nbytes()) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice));
+  return b;
+}
+
+Result<Bench> MakeBench(const Node& tn, const LayerSpec& spec, std::mt19937& rng) {
+  Bench b;
+  for (size_t i = 0; i < tn.inputs.size(); ++i) {
+    const Value* v = tn.inputs[i];
+    DeviceTensor t;
+    if (v) {
+      t.dtype = v->dtype;
+      t.shape = spec.input_shapes[i];
+      if (v->is_const()) {
+        const Tensor& c = *v->const_value;
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(std::max<size_t>(c.nbytes(), 1)));
+        if (c.nbytes()) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.get(), c.raw(), c.nbytes(), cudaMemcpyHostToDevice));
+        t.host = &c;
+        t.data = d.get();
+        b.buffers.push_back(std::move(d));
+      } else {
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, RandomBuffer(v->dtype, t.numel(), rng));
+        t.data = d.get();
+        b.buffers.push_back(std::move(d));
+      }
+    }
+    b.inputs.push_back(t);
+  }
+  for (size_t i = 0; i < tn.outputs.size(); ++i) {
+    const Value* v = tn.outputs[i];
+    DeviceTensor t;
+    if (v) {
+      t.dtype = v->dtype;
+      t.shape = spec.output_shapes[i];
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
+      t.data = d.get();
+      b.buffers.push_back(std::move(d));
+    }
+    b.outputs.push_back(t);
+  }
+  return b;
+}
+
+// Median milliseconds of `runs` enqueues of `layer` after two warm-up runs.
+Result<double> TimeLayer(const Layer& layer, Bench& b, cudaStream_t stream, Handles& handles, int runs) {
+  const size_t ws = layer.WorkspaceBytes(b.inputs, b.outputs);
+  DeviceBuffer workspace;
+  if (ws) {
+    KILN_ASSIGN_OR_RETURN(workspace, DeviceBuffer::Allocate(ws));
+  }
+  LaunchContext lc{stream, workspace.get(), ws, handles.cublaslt(), handles.cudnn()};
+  for (int w = 0; w < 2; ++w) KILN_RETURN_IF_ERROR(layer.Enqueue(lc, b.inputs, b.outputs));
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  KILN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  cudaEvent_t e0, e1;
+  KILN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e0));
+  KILN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e1));
+  std::vector<double> ms;
+  Status st = Status::Ok();
+  for (int r = 0; r < runs && st.ok(); ++r) {
+    cudaEventRecord(e0, stream);
+    st = layer.Enqueue(lc, b.inputs, b.outputs);
+    cudaEventRecord(e1, stream);
+    if (st.ok()) st = KILN_CUDA_STATUS(cudaEventSynchronize(e1));
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  KILN_RETURN_IF_ERROR(st);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned, const TuneOptions& opts,
+                                               TuneReport* report) {
+  TuneReport rep;
+  const auto t0 = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
+  Handles handles;
+  KILN_RETURN_IF_ERROR(handles.Init(stream.get()));
+  std::mt19937 rng(7);
+  std::vector<std::string> chosen;
+  const auto& nodes = g.nodes();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const Node& n = *nodes[k];
+    const Node& tn = *tuned.nodes()[k];
+    LayerSpec spec = SpecAt(n, tn, opts.allow_tf32);
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, TacticsFor(spec));
+    ++rep.layers;
+    bool shapes_known = true;
+    for (const Value* v : tn.inputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
+    for (const Value* v : tn.outputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
+    if (tactics.size() == 1 || !shapes_known) {
+      chosen.push_back(tactics.front());
+      continue;
+    }
+    const std::string sig = LayerSignature(spec);
+    if (opts.cache) {
+      if (const TimingEntry* e = opts.cache->Find(sig);
+          e && std::find(tactics.begin(), tactics.end(), e->tactic) != tactics.end()) {
+        chosen.push_back(e->tactic);
+        ++rep.cache_hits;
+        continue;
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(Bench bench, MakeBench(tn, spec, rng));
+    std::string best;
+    double best_ms = 0;
+    std::string line;
+    for (const std::string& t : tactics) {
+      auto layer = CreateLayer(spec, t);
+      Result<double> ms = layer.ok() ? TimeLayer(**layer, bench, stream.get(), handles, std::max(1, opts.avg_timing))
+                                     : Result<double>(layer.status());
+      ++rep.candidates;
+      if (!ms.ok()) {
+        rep.failures.push_back(n.Where() + " tactic " + t + ": " + ms.status().message());
+        cudaGetLastError();  // a failed launch must not poison the next candidate
+        continue;
+      }
+      line += fmt::format(" {}={:.4f}ms", t.size() > 40 ? t.substr(0, 40) + "..." : t, *ms);
+      if (best.empty() || *ms < best_ms) {
+        best = t;
+        best_ms = *ms;
+      }
+    }
+    if (best.empty())
+      return Err(StatusCode::kUnsupported, "{}: none of its {} CUDA tactics ran at the tuning shapes (first error: {})",
+                 n.Where(), tactics.size(), rep.failures.empty() ? "?" : rep.failures.back());
+    ++rep.timed;
+    if (opts.log) opts.log(fmt::format("tactic {}: {} (of {}:{})", n.Where(), best, tactics.size(), line));
+    if (opts.cache) opts.cache->Put(sig, TimingEntry{best, best_ms, static_cast<int>(tactics.size())});
+    chosen.push_back(best);
+  }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (report) *report = rep;
+  return chosen;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,41 @@
+// Tactic selection: for every node with more than one candidate kernel, time each candidate on the device at
+// the tuning shapes (warm-up, then the median of N runs measured with CUDA events) and keep the fastest; the
+// timing cache answers for layers it has seen on this device.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/layer.h"
+#include "backends/cuda/timing_cache.h"
+
+namespace kiln::cuda {
+
+struct TuneOptions {
+  int avg_timing = 8;        // timed runs per candidate (--avgTiming); the median is kept
+  bool allow_tf32 = true;
+  TimingCache* cache = nullptr;
+  std::function<void(const std::string&)> log;  // verbose lines (one per timed layer)
+};
+
+struct TuneReport {
+  int layers = 0;          // layers given a tactic
+  int timed = 0;           // layers whose candidates were timed
+  int cache_hits = 0;      // layers answered by the timing cache
+  int candidates = 0;      // candidates timed in all
+  double seconds = 0;      // time spent timing
+  std::vector<std::string> failures;  // the node's name and the candidate's error, for candidates that failed
+};
+
+// Checks that every node of `g` has a GPU layer; the error lists every node that has none (one report).
+Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32);
+
+// One tactic per node of `g` (`tuned` is g inferred at the tuning shapes, node for node).
+Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned, const TuneOptions& opts,
+                                               TuneReport* report);
+
+// Builds the LayerSpec of node k at the tuning shapes.
+LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,158 @@
+// Precision planning (see precision.h).
+#include "plan/precision.h"
+
+#include <set>
+
+#include "core/error.h"
+
+namespace kiln {
+
+namespace {
+
+bool IsFloat32(const Value* v) { return v && v->dtype == DataType::kFloat32; }
+
+// Ops that never compute in the reduced type.
+bool KeepsFloat32(const Node& n) {
+  static const std::set<std::string> kKeep = {
+      "Cast", "CastLike", "Shape", "Size", "Range", "ConstantOfShape", "NonZero", "NonMaxSuppression",
+      "QuantizeLinear", "DequantizeLinear", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+  };
+  return kKeep.count(n.op_type) != 0;
+}
+
+// Float inputs that are parameters, not data: they keep their type when the node is lowered.
+bool IsParameterInput(const Node& n, size_t i) {
+  if (n.op_type == "Resize") return i != 0;  // roi, scales
+  return false;
+}
+
+std::string DtypeSuffix(DataType t) { return t == DataType::kFloat16 ? "fp16" : t == DataType::kBFloat16 ? "bf16" : "fp32"; }
+
+}  // namespace
+
+Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) {
+  PrecisionReport rep;
+  const DataType low = opts.low;
+  if (low == DataType::kFloat32 && opts.io_types.empty()) return rep;
+  if (low != DataType::kFloat32 && low != DataType::kFloat16 && low != DataType::kBFloat16)
+    return Err(StatusCode::kInvalidArgument, "precision planning: {} is not a floating compute type",
+               DataTypeName(low));
+
+  // Converted copies of values: (value, dtype) -> the value holding it.
+  std::map<std::pair<const Value*, DataType>, Value*> converted;
+  std::vector<std::unique_ptr<Node>> old_nodes;
+  old_nodes.swap(g.mutable_nodes());
+  std::vector<std::unique_ptr<Node>>& out_nodes = g.mutable_nodes();
+  int fresh = 0;
+
+  auto convert = [&](Value* v, DataType to) -> Value* {
+    auto key = std::make_pair(static_cast<const Value*>(v), to);
+    if (auto it = converted.find(key); it != converted.end()) return it->second;
+    Value* r;
+    if (v->is_const()) {
+      r = g.AddConstant(v->name + "_" + DtypeSuffix(to), CastTensor(*v->const_value, to));
+      ++rep.constants_converted;
+    } else {
+      r = g.AddValue(v->name + "_" + DtypeSuffix(to));
+      r->dtype = to;
+      r->shape = v->shape;
+      r->has_shape = v->has_shape;
+      auto cast = std::make_unique<Node>();
+      cast->name = "kiln_cast_" + std::to_string(fresh++) + "_" + v->name;
+      cast->op_type = "Cast";
+      cast->opset = g.opsets.count("") ? g.opsets.at("") : 21;
+      cast->attrs["to"] = Attribute::Int(static_cast<int64_t>(to));
+      cast->inputs = {v};
+      cast->outputs = {r};
+      r->producer = cast.get();
+      out_nodes.push_back(std::move(cast));
+      ++rep.casts_inserted;
+    }
+    converted[key] = r;
+    return r;
+  };
+
+  // Values whose original type was float32 (they may now hold the reduced type).
+  std::set<const Value*> orig_f32;
+  std::map<const Value*, DataType> orig_type;
+  for (Value* in : g.inputs) {
+    auto it = opts.io_types.find(in->name);
+    if (it == opts.io_types.end() || it->second == in->dtype) continue;
+    if (!IsFloatType(in->dtype) || !IsFloatType(it->second))
+      return Err(StatusCode::kInvalidArgument, "input '{}' is {}: its I/O format cannot be {}", in->name,
+                 DataTypeName(in->dtype), DataTypeName(it->second));
+    if (in->dtype == DataType::kFloat32) orig_f32.insert(in);
+    in->dtype = it->second;  // the engine takes the boundary type; consumers get what they compute in
+    converted[{in, in->dtype}] = in;
+  }
+
+  for (auto& np : old_nodes) {
+    Node& n = *np;
+    auto was_f32 = [&](const Value* v) { return v && (v->dtype == DataType::kFloat32 || orig_f32.count(v)); };
+    bool has_float = false;
+    for (const Value* v : n.inputs) has_float |= was_f32(v);
+    for (const Value* v : n.outputs) has_float |= was_f32(v);
+    bool lower = low != DataType::kFloat32 && has_float && !KeepsFloat32(n);
+    if (lower) {
+      auto pin = opts.layer_precision.find(n.name);
+      if (pin != opts.layer_precision.end() && pin->second == DataType::kFloat32) {
+        lower = false;
+        rep.details.push_back(n.Where() + ": kept in float32 (--layerPrecisions)");
+      }
+    } else if (has_float && low != DataType::kFloat32) {
+      rep.details.push_back(n.Where() + ": computes in float32 (op kept exact)");
+    }
+    if (has_float && low != DataType::kFloat32) (lower ? rep.lowered : rep.kept_fp32) += 1;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      Value* v = n.inputs[i];
+      if (!v || !was_f32(v)) continue;
+      // The type this node wants: the reduced one for lowered data inputs, float32 otherwise.
+      const DataType want = (lower && !IsParameterInput(n, i)) ? low : DataType::kFloat32;
+      if (v->dtype == want) continue;
+      if (auto it = converted.find({v, want}); it != converted.end()) n.inputs[i] = it->second;
+      else n.inputs[i] = convert(v, want);
+    }
+    if (lower)
+      for (Value* o : n.outputs)
+        if (IsFloat32(o)) {
+          o->dtype = low;
+          orig_f32.insert(o);
+          converted[{o, low}] = o;
+        }
+    out_nodes.push_back(std::move(np));
+  }
+
+  // Graph outputs leave in their boundary type (float32 unless --outputIOFormats says otherwise).
+  for (Value* o : g.outputs) {
+    if (!orig_f32.count(o)) continue;
+    auto io = opts.io_types.find(o->name);
+    const DataType boundary = io != opts.io_types.end() ? io->second : DataType::kFloat32;
+    if (o->dtype == boundary) continue;
+    if (o->is_graph_input || !o->producer)
+      return Err(StatusCode::kUnsupported, "output '{}' is also an input: its I/O format cannot differ", o->name);
+    Value* inner = g.AddValue(o->name + "_" + DtypeSuffix(o->dtype));
+    inner->dtype = o->dtype;
+    inner->shape = o->shape;
+    inner->has_shape = o->has_shape;
+    inner->producer = o->producer;
+    for (Value*& x : o->producer->outputs)
+      if (x == o) x = inner;
+    for (auto& m : out_nodes)
+      for (Value*& x : m->inputs)
+        if (x == o) x = inner;
+    auto cast = std::make_unique<Node>();
+    cast->name = "kiln_cast_out_" + o->name;
+    cast->op_type = "Cast";
+    cast->opset = g.opsets.count("") ? g.opsets.at("") : 21;
+    cast->attrs["to"] = Attribute::Int(static_cast<int64_t>(boundary));
+    cast->inputs = {inner};
+    cast->outputs = {o};
+    o->producer = cast.get();
+    o->dtype = boundary;
+    out_nodes.push_back(std::move(cast));
+    ++rep.casts_inserted;
+  }
+  return rep;
+}
+
+}  // namespace kiln

@@ -1,0 +1,29 @@
+// Timing inference of a cuda engine: device buffers for every I/O tensor, pinned host copies, one CUDA stream per
+// context, and CUDA events around the transfers and the compute of each run.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+
+namespace kiln::cli {
+
+struct RunTimes {
+  double h2d_ms = 0, compute_ms = 0, d2h_ms = 0, latency_ms = 0, enqueue_ms = 0;
+};
+
+class CudaRun;  // one context's device state (infer_cuda.cpp)
+
+// Binds device buffers for the context's inputs (filled from `inputs`) and outputs; CUDA graphs on request.
+Result<std::shared_ptr<CudaRun>> CudaSetup(ExecutionContext& ctx, const Engine& e,
+                                           const std::map<std::string, std::vector<uint8_t>>& inputs,
+                                           const std::vector<std::string>& outputs, bool use_cuda_graph);
+// One run: H2D of the inputs (when `transfers`), enqueue, D2H of the outputs, synchronize; times from events.
+Status CudaRunOnce(CudaRun& run, ExecutionContext& ctx, bool transfers, RunTimes* t);
+// Copies the outputs of the last run to the host.
+Result<std::map<std::string, std::vector<uint8_t>>> CudaFetchOutputs(CudaRun& run, ExecutionContext& ctx);
+
+}  // namespace kiln::cli
