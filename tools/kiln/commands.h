@@ -33,6 +33,11 @@ Status RunReference(const Options& o, nlohmann::json* report);
 // `kiln inspect`: a model's or an engine's inputs, outputs, layers, precisions, tactics and memory.
 Status Inspect(const Options& o, ILogger& logger, nlohmann::json* report);
 
+// `kiln compare`: runs an engine (built from --onnx or loaded) and the reference (the CPU backend on the unoptimized
+// graph, or onnxruntime) on the same inputs; per output max abs/rel error and relative L2; fails when an output
+// exceeds --atol/--rtol. --markAll compares every intermediate tensor and names the first layer that drifts.
+Status Compare(const Options& o, ILogger& logger, nlohmann::json* report);
+
 // Writes the output tensors: a .json file (trtexec's form) or a folder of .npy files.
 struct NamedTensor {
   std::string name;

@@ -52,6 +52,7 @@ int Main(int argc, char** argv) {
     else if (sub == "run") mode = Mode::kRun;
     else if (sub == "bench") mode = Mode::kBench;
     else if (sub == "inspect") mode = Mode::kInspect;
+    else if (sub == "compare") mode = Mode::kCompare;
     if (mode != Mode::kTrtexec) first = 2;
   }
   Options o;
@@ -63,7 +64,7 @@ int Main(int argc, char** argv) {
   }
   CLI::App app{mode == Mode::kTrtexec
                    ? "kiln: an ONNX inference optimizer and runtime.\n  kiln --onnx=model.onnx [--saveEngine=e] [flags]\n"
-                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect --help"
+                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare --help"
                    : std::string("kiln ") + argv[1]};
   app.name(mode == Mode::kTrtexec ? "kiln" : std::string("kiln ") + argv[1]);
   AddOptions(app, o, mode);
@@ -78,6 +79,9 @@ int Main(int argc, char** argv) {
   nlohmann::json report = {{"status", "success"}};
 
   switch (mode) {
+    case Mode::kCompare:
+      st = Compare(o, logger, &report);
+      break;
     case Mode::kInspect:
       st = Inspect(o, logger, &report);
       break;

@@ -61,6 +61,16 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_flag("--dumpOutput", o.dump_output, "Print the outputs");
     app.add_option("--device", o.device, "GPU index");
     app.add_option("--seed", o.seed, "Seed of the random inputs");
+  }
+  if (mode == Mode::kCompare) {
+    app.add_option("--loadInputs", o.load_inputs, "Inputs: name:file.npy[,...] (random where absent)");
+    app.add_option("--seed", o.seed, "Seed of the random inputs");
+    app.add_option("--atol", o.atol, "Absolute tolerance (pass: |engine - reference| <= atol + rtol * |reference|)");
+    app.add_option("--rtol", o.rtol, "Relative tolerance");
+    app.add_option("--reference", o.reference, "cpu (kiln's reference backend, unoptimized graph) or onnxruntime")
+        ->check(CLI::IsMember({"cpu", "onnxruntime"}));
+    app.add_flag("--markAll", o.mark_all, "Compare every intermediate tensor and name the first layer that drifts");
+    app.add_option("--exportOutput", o.export_output, "Write the engine's outputs: a .json file, or a folder of .npy");
   } else if (mode == Mode::kInspect) {
     app.add_flag("--dumpLayerInfo", o.dump_layer_info, "Print every layer");
   }

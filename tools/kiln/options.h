@@ -38,9 +38,13 @@ struct Options {
   // kiln's own.
   std::string json;  // write the command's report as JSON
   int64_t seed = 1;
+  // kiln compare.
+  double atol = 1e-3, rtol = 1e-3;
+  std::string reference = "cpu";  // cpu | onnxruntime
+  bool mark_all = false;
 };
 
-enum class Mode { kTrtexec, kBuild, kRun, kBench, kInspect };
+enum class Mode { kTrtexec, kBuild, kRun, kBench, kInspect, kCompare };
 
 // Registers the flags that `mode` takes.
 void AddOptions(CLI::App& app, Options& o, Mode mode);
