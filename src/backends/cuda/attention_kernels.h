@@ -1,0 +1,58 @@
+// Launchers of the fused attention kernels (kiln.Attention, see shape/fused_ops.h and cpu/fused_attention.cpp):
+//   Y[b, i, :] = sum_j softmax_j(scale * Q[b,i,:] . K[b,j,:]  (+ mask[b,i,j])  (keep[b,i,j] ? . : fill)) V[b,j,:]
+// Flash-attention style: the score matrix never reaches global memory; running max and sum (online softmax) and
+// the output accumulators are float32. Two kernels:
+//   simt: every floating storage type, head sizes d, dv <= 256, K or K^T, any sequence lengths.
+//   mma:  float16/bfloat16 tensor cores (mma.sync m16n8k16), d == dv in {32, 64, 80, 96, 128}.
+// Plain C++ (no IR): the host side fills AttentionParams.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kiln::cuda {
+
+constexpr int kAttnMaxBatchDims = 6;  // ranks up to 8: up to 6 leading (batch) dims
+constexpr int kAttnMaxHeadSize = 256;
+
+struct AttentionParams {
+  const void* q = nullptr;        // [batch..., sq, d]
+  const void* k = nullptr;        // [batch..., sk, d], or [batch..., d, sk] (k_row_stride 1, k_dim_stride sk)
+  const void* v = nullptr;        // [batch..., sk, dv]
+  const void* mask = nullptr;     // additive, Q's storage type; nullptr: none
+  const uint8_t* keep = nullptr;  // bool; nullptr: none
+  void* out = nullptr;            // [batch (flattened), sq, dv], contiguous
+
+  // The broadcast batch shape (outermost first) and each operand's element stride per batch dim (0: broadcast).
+  int nbd = 0;
+  int64_t batch_dims[kAttnMaxBatchDims] = {};
+  int64_t q_bstride[kAttnMaxBatchDims] = {}, k_bstride[kAttnMaxBatchDims] = {}, v_bstride[kAttnMaxBatchDims] = {};
+  int64_t mask_bstride[kAttnMaxBatchDims] = {}, keep_bstride[kAttnMaxBatchDims] = {};
+  int64_t batch = 0;  // product of batch_dims
+
+  int64_t sq = 0, sk = 0;
+  int d = 0, dv = 0;
+  int64_t k_row_stride = 0, k_dim_stride = 1;  // K element (key j, dim t) at j * k_row_stride + t * k_dim_stride
+  int64_t mask_row = 0, mask_col = 0;          // mask element (i, j) at i * mask_row + j * mask_col
+  int64_t keep_row = 0, keep_col = 0;
+
+  float scale = 1.f;
+  float fill = 0.f;       // score where the keep mask says "drop"
+  int keep_if_true = 1;   // keep where keep != 0 (else where keep == 0)
+  int where_first = 0;    // apply the keep mask before the additive mask
+  int nan_to_zero = 0;    // fully masked rows give 0 instead of NaN
+};
+
+// Raises the dynamic shared memory limit of the SIMT kernels (needed for head sizes above 128). Call once per
+// device before the first launch (outside stream capture); cheap.
+cudaError_t PrepareAttentionSimt();
+
+// dtype: DTypeCode of Q/K/V/mask/out (F32, F16, BF16). Requires d, dv <= kAttnMaxHeadSize.
+cudaError_t LaunchAttentionSimt(const AttentionParams& p, int dtype, cudaStream_t stream);
+
+// Whether the tensor-core kernel handles this configuration (F16/BF16, d == dv in {32, 64, 80, 96, 128}).
+bool AttentionMmaSupports(int dtype, int d, int dv);
+cudaError_t LaunchAttentionMma(const AttentionParams& p, int dtype, cudaStream_t stream);
+
+}  // namespace kiln::cuda

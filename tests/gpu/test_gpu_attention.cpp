@@ -1,0 +1,330 @@
+// Differential tests of the CUDA kiln.Attention layers (tactics attn.simt and attn.mma) against the CPU reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+
+namespace kiln::gputest {
+namespace {
+
+constexpr const char* kSimt = "attn.simt";
+constexpr const char* kMma = "attn.mma";
+const DataType kLowFloats[] = {DataType::kFloat16, DataType::kBFloat16};
+
+// One Attention case. K's shape is given as [.., Sk, d] and transposed to [.., d, Sk] when k_transposed.
+struct Attn {
+  DataType dt = DataType::kFloat32;
+  std::vector<int64_t> q, k, v;
+  bool k_transposed = false;
+  float scale = -1.f;  // < 0: 1 / sqrt(d)
+  std::optional<Tensor> mask, keep;
+  float fill = 0.f;
+  bool keep_if_true = true, where_first = false, nan_to_zero = false;
+  uint32_t seed = 1;
+  std::string tactic = kSimt;
+
+  ::testing::AssertionResult Check() const {
+    OneNode n("Attention", "kiln");
+    std::vector<int64_t> ks = k;
+    if (k_transposed) std::swap(ks[ks.size() - 1], ks[ks.size() - 2]);
+    n.Input(Random(dt, q, seed, -2, 2)).Input(Random(dt, ks, seed + 1, -2, 2)).Input(Random(dt, v, seed + 2));
+    if (mask) n.Input(*mask);
+    else if (keep) n.Omitted();
+    if (keep) n.Input(*keep);
+    const float s = scale >= 0 ? scale : 1.f / std::sqrt(static_cast<float>(q.back()));
+    n.Attr("scale", Attribute::Float(s)).Attr("kiln_k_transposed", Attribute::Int(k_transposed ? 1 : 0));
+    if (keep) {
+      n.Attr("kiln_mask_fill", Attribute::Float(fill))
+          .Attr("kiln_keep_if_true", Attribute::Int(keep_if_true ? 1 : 0))
+          .Attr("kiln_where_first", Attribute::Int(where_first ? 1 : 0));
+    }
+    if (nan_to_zero) n.Attr("kiln_nan_to_zero", Attribute::Int(1));
+    n.Tactic(tactic);
+    if (dt != DataType::kFloat32) n.ReferenceInFloat32();
+    const double tol = dt == DataType::kFloat32 ? 1e-4 : 2e-2;
+    return n.MatchesCpu(tol, tol);
+  }
+};
+
+std::string Name(const Attn& a) {
+  return std::string(DataTypeName(a.dt)) + " " + a.tactic + " Q" + ShapeToString(a.q) + " K" + ShapeToString(a.k) +
+         " V" + ShapeToString(a.v) + (a.k_transposed ? " K^T" : "");
+}
+
+// Every (low float type, tactic) pair plus float32 on SIMT.
+std::vector<std::pair<DataType, std::string>> AllConfigs() {
+  std::vector<std::pair<DataType, std::string>> r = {{DataType::kFloat32, kSimt}};
+  for (DataType t : kLowFloats) {
+    r.push_back({t, kSimt});
+    r.push_back({t, kMma});
+  }
+  return r;
+}
+
+// BERT-style additive mask [b, 1, 1, sk]: 0 for the first len[b] keys, -10000 after.
+Tensor PaddingMask(DataType dt, const std::vector<int64_t>& lens, int64_t sk) {
+  const int64_t b = static_cast<int64_t>(lens.size());
+  std::vector<double> vals(b * sk);
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < sk; ++j) vals[i * sk + j] = j < lens[i] ? 0.0 : -10000.0;
+  return FromValues(dt, {b, 1, 1, sk}, vals);
+}
+
+// Bool keep mask [1, 1, sq, sk]: keep(i, j) = j <= i + shift (causal when shift = sk - sq).
+Tensor CausalKeep(int64_t sq, int64_t sk, int64_t shift) {
+  std::vector<double> vals(sq * sk);
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j) vals[i * sk + j] = j <= i + shift ? 1.0 : 0.0;
+  return FromValues(DataType::kBool, {1, 1, sq, sk}, vals);
+}
+
+TEST(GpuAttention, Float32SequenceLengthsAndHeadSizes) {
+  for (int64_t s : {1, 7, 77, 128, 197})
+    for (int64_t d : {32, 64, 80, 128, 17, 100, 256}) {
+      Attn a;
+      a.q = a.k = a.v = {2, 3, s, d};
+      a.seed = static_cast<uint32_t>(s * 1000 + d);
+      EXPECT_TRUE(a.Check()) << Name(a);
+    }
+  Attn big;
+  big.q = big.k = big.v = {1, 2, 1000, 64};
+  EXPECT_TRUE(big.Check()) << Name(big);
+}
+
+TEST(GpuAttention, HalfAndBFloat16EveryTactic) {
+  for (DataType dt : kLowFloats)
+    for (const char* tactic : {kSimt, kMma})
+      for (int64_t s : {1, 7, 77, 128, 197})
+        for (int64_t d : {32, 64, 80, 96, 128}) {
+          Attn a;
+          a.dt = dt;
+          a.tactic = tactic;
+          a.q = a.k = a.v = {2, 3, s, d};
+          a.seed = static_cast<uint32_t>(s * 1000 + d);
+          EXPECT_TRUE(a.Check()) << Name(a);
+        }
+}
+
+TEST(GpuAttention, LongSequencesAndOtherHeadSizes) {
+  for (auto [dt, tactic] : AllConfigs()) {
+    Attn a;
+    a.dt = dt;
+    a.tactic = tactic;
+    a.q = a.k = a.v = {1, 2, 1000, 64};
+    EXPECT_TRUE(a.Check()) << Name(a);
+    // Head sizes the tensor-core kernel does not take (the mma layer runs them on the SIMT kernel).
+    for (int64_t d : {8, 48, 200, 256}) {
+      a.q = a.k = a.v = {2, 2, 33, d};
+      EXPECT_TRUE(a.Check()) << Name(a);
+    }
+  }
+}
+
+TEST(GpuAttention, CrossLengthsAndValueHeadSize) {
+  for (auto [dt, tactic] : AllConfigs()) {
+    Attn a;
+    a.dt = dt;
+    a.tactic = tactic;
+    a.q = {2, 5, 33, 64};
+    a.k = {2, 5, 70, 64};
+    a.v = {2, 5, 70, 64};
+    EXPECT_TRUE(a.Check()) << Name(a);
+    a.q = {3, 130, 32};
+    a.k = {3, 9, 32};
+    a.v = {3, 9, 32};
+    EXPECT_TRUE(a.Check()) << Name(a);
+    a.q = {2, 5, 33, 48};
+    a.k = {2, 5, 70, 48};
+    a.v = {2, 5, 70, 24};  // dv != d
+    EXPECT_TRUE(a.Check()) << Name(a);
+  }
+}
+
+TEST(GpuAttention, RanksAndBroadcastBatchDims) {
+  for (auto [dt, tactic] : AllConfigs()) {
+    Attn a;
+    a.dt = dt;
+    a.tactic = tactic;
+    a.q = {7, 64};  // rank 2: no batch dims
+    a.k = {9, 64};
+    a.v = {9, 64};
+    EXPECT_TRUE(a.Check()) << Name(a);
+    a.q = {4, 19, 32};  // rank 3
+    a.k = a.v = {4, 23, 32};
+    EXPECT_TRUE(a.Check()) << Name(a);
+    a.q = {2, 1, 4, 19, 32};  // rank 5, batch dims broadcast to [2, 3, 4]
+    a.k = {1, 3, 4, 23, 32};
+    a.v = {3, 1, 23, 32};
+    EXPECT_TRUE(a.Check()) << Name(a);
+    a.q = {2, 3, 17, 64};  // shared K/V across the batch (rank 2 K and V)
+    a.k = a.v = {40, 64};
+    EXPECT_TRUE(a.Check()) << Name(a);
+    a.q = {1, 17, 64};  // one query stack against many K/V
+    a.k = a.v = {5, 40, 64};
+    EXPECT_TRUE(a.Check()) << Name(a);
+  }
+}
+
+TEST(GpuAttention, KTransposed) {
+  for (auto [dt, tactic] : AllConfigs())
+    for (int64_t s : {1, 7, 77, 197}) {
+      Attn a;
+      a.dt = dt;
+      a.tactic = tactic;
+      a.k_transposed = true;
+      a.q = {2, 3, s, 64};
+      a.k = a.v = {2, 3, s + 3, 64};
+      EXPECT_TRUE(a.Check()) << Name(a);
+      a.q = {2, 1, s, 80};  // broadcast batch dims with K^T
+      a.k = a.v = {1, 3, s, 80};
+      EXPECT_TRUE(a.Check()) << Name(a);
+    }
+}
+
+TEST(GpuAttention, AdditiveMasks) {
+  for (auto [dt, tactic] : AllConfigs()) {
+    Attn a;
+    a.dt = dt;
+    a.tactic = tactic;
+    a.q = a.k = a.v = {3, 4, 77, 64};
+    a.mask = PaddingMask(dt, {77, 30, 1}, 77);  // BERT: [b, 1, 1, sk]
+    EXPECT_TRUE(a.Check()) << Name(a) << " padding mask";
+    a.mask = Random(dt, {3, 4, 77, 77}, 11, -3, 3);  // full mask
+    EXPECT_TRUE(a.Check()) << Name(a) << " full mask";
+    a.mask = Random(dt, {77, 77}, 12, -3, 3);  // [sq, sk]
+    EXPECT_TRUE(a.Check()) << Name(a) << " [sq, sk] mask";
+    a.mask = Random(dt, {1, 4, 1, 77}, 13, -3, 3);  // per head and key
+    EXPECT_TRUE(a.Check()) << Name(a) << " [1, h, 1, sk] mask";
+    a.mask = Random(dt, {77, 1}, 14, -3, 3);  // per query row
+    EXPECT_TRUE(a.Check()) << Name(a) << " [sq, 1] mask";
+    a.mask = Random(dt, {1}, 15, -3, 3);  // one value
+    EXPECT_TRUE(a.Check()) << Name(a) << " [1] mask";
+    a.q = {2, 3, 130, 32};  // more than one row block and key tile
+    a.k = a.v = {2, 3, 150, 32};
+    a.mask = Random(dt, {2, 1, 130, 150}, 16, -3, 3);
+    EXPECT_TRUE(a.Check()) << Name(a) << " [b, 1, sq, sk] mask";
+  }
+}
+
+TEST(GpuAttention, KeepMasks) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto [dt, tactic] : AllConfigs())
+    for (int64_t s : {7, 77, 130}) {
+      Attn a;
+      a.dt = dt;
+      a.tactic = tactic;
+      a.q = a.k = a.v = {2, 3, s, 64};
+      a.keep = CausalKeep(s, s, 0);  // GPT-2: Where(causal, S, -inf)
+      a.fill = -inf;
+      EXPECT_TRUE(a.Check()) << Name(a) << " causal -inf";
+      a.fill = -10000.f;
+      EXPECT_TRUE(a.Check()) << Name(a) << " causal -1e4";
+      a.fill = std::numeric_limits<float>::lowest();
+      EXPECT_TRUE(a.Check()) << Name(a) << " causal lowest";
+      a.keep_if_true = false;  // Where(cond, fill, S)
+      a.keep = CausalKeep(s, s, -1);  // cond = j < i: keeps the upper triangle with the diagonal
+      a.fill = -inf;
+      EXPECT_TRUE(a.Check()) << Name(a) << " keep if false";
+      a.keep_if_true = true;
+      a.keep = Random(DataType::kBool, {2, 1, s, s}, 21);  // random keep mask per batch
+      a.fill = -10000.f;
+      EXPECT_TRUE(a.Check()) << Name(a) << " random keep";
+      // Both masks, in both orders.
+      a.keep = CausalKeep(s, s, 0);
+      a.mask = Random(dt, {2, 1, 1, s}, 22, -3, 3);
+      a.fill = -100.f;
+      a.where_first = false;
+      EXPECT_TRUE(a.Check()) << Name(a) << " add then where";
+      a.where_first = true;
+      EXPECT_TRUE(a.Check()) << Name(a) << " where then add";
+      // Cached keys: sk > sq, causal with an offset.
+      a.mask.reset();
+      a.where_first = false;
+      a.q = {2, 3, s, 64};
+      a.k = a.v = {2, 3, s + 5, 64};
+      a.keep = CausalKeep(s, s + 5, 5);
+      a.fill = -inf;
+      EXPECT_TRUE(a.Check()) << Name(a) << " causal with past keys";
+    }
+}
+
+TEST(GpuAttention, FullyMaskedRows) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto [dt, tactic] : AllConfigs()) {
+    Attn a;
+    a.dt = dt;
+    a.tactic = tactic;
+    a.q = a.k = a.v = {2, 2, 19, 64};
+    a.keep = CausalKeep(19, 19, -3);  // rows 0..2 keep nothing
+    a.fill = -inf;
+    EXPECT_TRUE(a.Check()) << Name(a) << " NaN rows";
+    a.nan_to_zero = true;
+    EXPECT_TRUE(a.Check()) << Name(a) << " NaN guard: zero rows";
+    a.fill = -10000.f;  // finite fill: uniform weights
+    a.nan_to_zero = false;
+    EXPECT_TRUE(a.Check()) << Name(a) << " finite fill";
+    // An additive -inf mask over whole rows.
+    a.keep.reset();
+    std::vector<double> vals(19 * 19, 0.0);
+    for (int64_t j = 0; j < 19; ++j) vals[4 * 19 + j] = -inf;
+    for (int64_t i = 0; i < 19; ++i) vals[i * 19 + 18] = -inf;
+    a.mask = FromValues(dt, {19, 19}, vals);
+    EXPECT_TRUE(a.Check()) << Name(a) << " additive -inf row";
+    a.nan_to_zero = true;
+    EXPECT_TRUE(a.Check()) << Name(a) << " additive -inf row, NaN guard";
+  }
+}
+
+TEST(GpuAttention, BertBaseShapes) {
+  for (auto [dt, tactic] : AllConfigs())
+    for (int64_t b : {1, 8}) {
+      Attn a;
+      a.dt = dt;
+      a.tactic = tactic;
+      a.q = a.k = a.v = {b, 12, 128, 64};
+      std::vector<int64_t> lens;
+      for (int64_t i = 0; i < b; ++i) lens.push_back(128 - 13 * i);
+      a.mask = PaddingMask(dt, lens, 128);
+      EXPECT_TRUE(a.Check()) << Name(a);
+    }
+}
+
+TEST(GpuAttention, EmptyTensors) {
+  for (auto [dt, tactic] : AllConfigs()) {
+    Attn a;
+    a.dt = dt;
+    a.tactic = tactic;
+    a.q = {2, 5, 64};  // no keys: zeros
+    a.k = a.v = {2, 0, 64};
+    EXPECT_TRUE(a.Check()) << Name(a) << " no keys";
+    a.q = {2, 0, 64};  // no queries
+    a.k = a.v = {2, 9, 64};
+    EXPECT_TRUE(a.Check()) << Name(a) << " no queries";
+    a.q = {0, 5, 64};  // empty batch
+    a.k = a.v = {0, 9, 64};
+    EXPECT_TRUE(a.Check()) << Name(a) << " empty batch";
+  }
+}
+
+TEST(GpuAttention, UnsupportedConfigurationsAreErrors) {
+  Attn a;
+  a.q = a.k = a.v = {1, 4, 300};  // head size above 256
+  auto r = a.Check();
+  EXPECT_FALSE(r);
+  EXPECT_NE(std::string(r.message()).find("head size"), std::string::npos) << r.message();
+  EXPECT_NE(std::string(r.message()).find("node0"), std::string::npos) << r.message();
+  Attn b;
+  b.q = b.k = b.v = {1, 4, 64};
+  b.tactic = kMma;  // float32 has no tensor-core tactic
+  auto r2 = b.Check();
+  EXPECT_FALSE(r2);
+  EXPECT_NE(std::string(r2.message()).find(kSimt), std::string::npos) << r2.message();
+}
+
+}  // namespace
+}  // namespace kiln::gputest
