@@ -27,6 +27,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/cpu/executor.h"
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/graph_runner.h"
+#endif
 #include "compare.h"
 #include "onnx_scan.h"
 #include "onnx/importer.h"
@@ -48,6 +51,7 @@ struct Options {
   double rtol = 1e-3;  // float32 / float64
   double atol = 1e-5;
   bool verbose = false;
+  std::string backend = "cpu";  // cpu, or cuda (each node test's graph runs on the CUDA layers)
 };
 
 struct TestCase {
@@ -127,7 +131,11 @@ std::string RunTest(const fs::path& dir, const Options& o) {
                                       [&](const Value* v) { return v->name == name; });
       inputs[name] = AsBFloat16IfStoredAsUInt16(std::move(*t), in->dtype);
     }
+#ifdef KILN_HAVE_CUDA
+    auto outputs = o.backend == "cuda" ? cuda::RunGraph(g, inputs) : cpu::RunGraph(g, inputs);
+#else
     auto outputs = cpu::RunGraph(g, inputs);
+#endif
     if (!outputs.ok()) return where + "run: " + outputs.status().ToString();
     const auto output_files = NumberedFiles(set, "output_");
     if (output_files.size() > g.outputs.size())
@@ -458,6 +466,8 @@ int Main(int argc, char** argv) {
   app.add_option("--rtol", o.rtol, "relative tolerance for float32/float64 outputs");
   app.add_option("--atol", o.atol, "absolute tolerance for float32/float64 outputs");
   app.add_flag("-v,--verbose", o.verbose, "print every test, and let children print to the terminal");
+  app.add_option("--backend", o.backend, "cpu (reference kernels) or cuda (the GPU layers, node by node)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
 
   if (o.data_dir.empty()) o.data_dir = DefaultDataDir();

@@ -1,0 +1,290 @@
+// CUDA engines end to end through the public API: a small network built op by op, FP32 (TF32 off) and FP16
+// engines against the CPU reference, dynamic shapes, CUDA graph capture and replay (and re-capture after a shape
+// change), two contexts on two streams at once, per-layer profiling, and a timing-cache rebuild that picks the
+// same tactics without timing.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
+#include "kiln/kiln.h"
+#include "runtime/engine_impl.h"
+
+namespace kiln {
+namespace {
+
+StderrLogger& Logger() {
+  static StderrLogger logger(Severity::kError);
+  return logger;
+}
+
+std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+// x[batch, 3, 9, 9] -> Conv(8, 3x3, pad 1) -> Relu -> GlobalAveragePool -> Flatten -> Gemm(8 -> 5) -> Softmax
+std::unique_ptr<NetworkDefinition> MakeNetwork(const Builder& b) {
+  auto net = b.createNetwork();
+  EXPECT_TRUE(net->addInput("x", DataType::kFloat32, {-1, 3, 9, 9}, {"batch", "", "", ""}).ok());
+  auto w = RandomVec(8 * 3 * 3 * 3, 1, 0.5f), cb = RandomVec(8, 2), g = RandomVec(8 * 5, 3), gb = RandomVec(5, 4);
+  EXPECT_TRUE(net->addConstant("W", DataType::kFloat32, {8, 3, 3, 3}, w.data()).ok());
+  EXPECT_TRUE(net->addConstant("B", DataType::kFloat32, {8}, cb.data()).ok());
+  EXPECT_TRUE(net->addConstant("G", DataType::kFloat32, {8, 5}, g.data()).ok());
+  EXPECT_TRUE(net->addConstant("GB", DataType::kFloat32, {5}, gb.data()).ok());
+  EXPECT_TRUE(net->addOp("Conv", "conv", {"x", "W", "B"}, {"c"}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}).ok());
+  EXPECT_TRUE(net->addOp("Relu", "relu", {"c"}, {"r"}).ok());
+  EXPECT_TRUE(net->addOp("GlobalAveragePool", "gap", {"r"}, {"p"}).ok());
+  EXPECT_TRUE(net->addOp("Flatten", "flat", {"p"}, {"f"}).ok());
+  EXPECT_TRUE(net->addOp("Gemm", "fc", {"f", "G", "GB"}, {"h"}).ok());
+  EXPECT_TRUE(net->addOp("Softmax", "softmax", {"h"}, {"y"}, {{"axis", int64_t{-1}}}).ok());
+  EXPECT_TRUE(net->markOutput("y").ok());
+  return net;
+}
+
+struct Built {
+  std::unique_ptr<Engine> engine;
+  BuildReport report;
+};
+
+Built Build(const std::string& backend, bool fp16, bool tf32, const std::string& cache = "", int64_t max_b = 8) {
+  Builder b(Logger());
+  auto net = MakeNetwork(b);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend(backend);
+  if (fp16) cfg->setFlag(BuilderFlag::kFP16);
+  if (!tf32) cfg->clearFlag(BuilderFlag::kTF32);
+  if (!cache.empty()) cfg->setTimingCacheFile(cache);
+  OptimizationProfile p;
+  EXPECT_TRUE(p.setDimensions("x", ProfileSelector::kMin, {1, 3, 9, 9}).ok());
+  EXPECT_TRUE(p.setDimensions("x", ProfileSelector::kOpt, {4, 3, 9, 9}).ok());
+  EXPECT_TRUE(p.setDimensions("x", ProfileSelector::kMax, {max_b, 3, 9, 9}).ok());
+  EXPECT_TRUE(cfg->addOptimizationProfile(p).ok());
+  Built r;
+  auto bytes = b.buildSerializedNetwork(*net, *cfg, &r.report);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  if (!bytes.ok()) return r;
+  Runtime rt(Logger());
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (e.ok()) r.engine = std::move(*e);
+  return r;
+}
+
+// Runs a cpu engine on host memory.
+std::vector<float> RunCpu(const Engine& e, const std::vector<float>& x, int64_t batch) {
+  auto ctx = e.createExecutionContext();
+  EXPECT_TRUE(ctx.ok());
+  std::vector<float> y(batch * 5);
+  EXPECT_TRUE((*ctx)->setInputShape("x", {batch, 3, 9, 9}).ok());
+  EXPECT_TRUE((*ctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
+  EXPECT_TRUE((*ctx)->setTensorAddress("y", y.data()).ok());
+  EXPECT_TRUE((*ctx)->enqueue(nullptr).ok());
+  return y;
+}
+
+// Device buffers for one context's x and y.
+struct Io {
+  cuda::DeviceBuffer x, y;
+};
+
+Status RunGpu(ExecutionContext& ctx, Io& io, const std::vector<float>& x, int64_t batch, cudaStream_t s,
+              std::vector<float>* y) {
+  KILN_RETURN_IF_ERROR(ctx.setInputShape("x", {batch, 3, 9, 9}));
+  KILN_RETURN_IF_ERROR(cuda::CopyToDevice(io.x.get(), x.data(), x.size() * 4, s));
+  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("x", io.x.get()));
+  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("y", io.y.get()));
+  KILN_RETURN_IF_ERROR(ctx.enqueue(s));
+  y->assign(batch * 5, 0.f);
+  KILN_RETURN_IF_ERROR(cuda::CopyToHost(y->data(), io.y.get(), y->size() * 4, s));
+  return KILN_CUDA_STATUS(cudaStreamSynchronize(s));
+}
+
+Io MakeIo(int64_t max_b) {
+  Io io;
+  auto x = cuda::DeviceBuffer::Allocate(max_b * 3 * 9 * 9 * 4);
+  auto y = cuda::DeviceBuffer::Allocate(max_b * 5 * 4);
+  EXPECT_TRUE(x.ok() && y.ok());
+  if (x.ok()) io.x = std::move(*x);
+  if (y.ok()) io.y = std::move(*y);
+  return io;
+}
+
+double MaxRelL2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - want[i]), atol + rtol * std::fabs(want[i])) << "element " << i;
+}
+
+TEST(GpuEngine, Fp32WithoutTF32MatchesCpuAtEveryBatch) {
+  Built cpu = Build("cpu", false, true), gpu = Build("cuda", false, false);
+  ASSERT_TRUE(cpu.engine && gpu.engine);
+  EXPECT_EQ(gpu.engine->getBackend(), "cuda");
+  auto ctx = gpu.engine->createExecutionContext();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  auto stream = cuda::Stream::Create();
+  ASSERT_TRUE(stream.ok());
+  Io io = MakeIo(8);
+  for (int64_t batch : {1, 3, 8, 4}) {
+    auto x = RandomVec(batch * 3 * 9 * 9, 10 + batch);
+    std::vector<float> y;
+    Status st = RunGpu(**ctx, io, x, batch, stream->get(), &y);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ExpectClose(y, RunCpu(*cpu.engine, x, batch), 1e-3, 1e-5);
+  }
+}
+
+TEST(GpuEngine, Fp16WithinOnePercentRelativeL2) {
+  Built cpu = Build("cpu", false, true), gpu = Build("cuda", true, true);
+  ASSERT_TRUE(cpu.engine && gpu.engine);
+  EXPECT_GT(gpu.report.layers_reduced_precision, 0);
+  auto ctx = gpu.engine->createExecutionContext();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  auto stream = cuda::Stream::Create();
+  Io io = MakeIo(8);
+  auto x = RandomVec(4 * 3 * 9 * 9, 5);
+  std::vector<float> y;
+  Status st = RunGpu(**ctx, io, x, 4, stream->get(), &y);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_LT(MaxRelL2(y, RunCpu(*cpu.engine, x, 4)), 1e-2);
+}
+
+TEST(GpuEngine, CudaGraphReplayEqualsPlainRunsAndRecapturesOnShapeChange) {
+  Built gpu = Build("cuda", false, false);
+  ASSERT_TRUE(gpu.engine);
+  auto plain = gpu.engine->createExecutionContext();
+  auto graph = gpu.engine->createExecutionContext();
+  ASSERT_TRUE(plain.ok() && graph.ok());
+  (*graph)->setUseCudaGraph(true);
+  auto stream = cuda::Stream::Create();
+  Io a = MakeIo(8), b = MakeIo(8);
+  for (int64_t batch : {2, 2, 2, 5, 5, 2}) {
+    auto x = RandomVec(batch * 3 * 9 * 9, static_cast<uint32_t>(100 + batch));
+    std::vector<float> y1, y2;
+    ASSERT_TRUE(RunGpu(**plain, a, x, batch, stream->get(), &y1).ok());
+    Status st = RunGpu(**graph, b, x, batch, stream->get(), &y2);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(y1, y2) << "batch " << batch;
+  }
+}
+
+TEST(GpuEngine, TwoContextsOnTwoStreamsAtOnce) {
+  Built gpu = Build("cuda", false, false);
+  ASSERT_TRUE(gpu.engine);
+  std::vector<float> ref;
+  auto x = RandomVec(6 * 3 * 9 * 9, 77);
+  {
+    auto ctx = gpu.engine->createExecutionContext();
+    auto s = cuda::Stream::Create();
+    Io io = MakeIo(8);
+    ASSERT_TRUE(RunGpu(**ctx, io, x, 6, s->get(), &ref).ok());
+  }
+  std::vector<std::vector<float>> outs(2);
+  std::vector<Status> sts(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      auto ctx = gpu.engine->createExecutionContext();
+      if (!ctx.ok()) {
+        sts[t] = ctx.status();
+        return;
+      }
+      (*ctx)->setUseCudaGraph(t == 1);
+      auto s = cuda::Stream::Create();
+      Io io = MakeIo(8);
+      for (int i = 0; i < 20 && sts[t].ok(); ++i) sts[t] = RunGpu(**ctx, io, x, 6, s->get(), &outs[t]);
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 2; ++t) {
+    ASSERT_TRUE(sts[t].ok()) << sts[t].ToString();
+    EXPECT_EQ(outs[t], ref);
+  }
+}
+
+class CountingProfiler : public IProfiler {
+ public:
+  void reportLayerTime(const char* name, float ms) noexcept override {
+    names.push_back(name);
+    total += ms;
+  }
+  std::vector<std::string> names;
+  double total = 0;
+};
+
+TEST(GpuEngine, PerLayerProfileNamesEveryLaunchedLayer) {
+  Built gpu = Build("cuda", false, true);
+  ASSERT_TRUE(gpu.engine);
+  auto ctx = gpu.engine->createExecutionContext();
+  CountingProfiler prof;
+  (*ctx)->setProfiler(&prof);
+  auto s = cuda::Stream::Create();
+  Io io = MakeIo(8);
+  std::vector<float> y;
+  ASSERT_TRUE(RunGpu(**ctx, io, RandomVec(2 * 3 * 9 * 9, 3), 2, s->get(), &y).ok());
+  EXPECT_EQ(static_cast<int>(prof.names.size()), gpu.engine->getNbLayers());
+  EXPECT_GT(prof.total, 0.0);
+}
+
+TEST(GpuEngine, TimingCacheRebuildPicksTheSameTacticsWithoutTiming) {
+  const std::string cache = (std::filesystem::temp_directory_path() / "kiln_gpu_engine_cache.json").string();
+  std::filesystem::remove(cache);
+  Built cold = Build("cuda", true, true, cache);
+  ASSERT_TRUE(cold.engine);
+  ASSERT_TRUE(std::filesystem::exists(cache));
+  Built warm = Build("cuda", true, true, cache);
+  ASSERT_TRUE(warm.engine);
+  EXPECT_EQ(cold.engine->impl().tactics, warm.engine->impl().tactics);
+  EXPECT_EQ(warm.report.layers_timed, 0);
+  EXPECT_EQ(warm.report.timing_cache_hits, cold.report.layers_timed);
+  std::filesystem::remove(cache);
+}
+
+TEST(GpuEngine, EngineFileRoundTripKeepsTactics) {
+  Builder b(Logger());
+  auto net = MakeNetwork(b);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cuda");
+  OptimizationProfile p;
+  ASSERT_TRUE(p.setDimensions("x", ProfileSelector::kMin, {2, 3, 9, 9}).ok());
+  ASSERT_TRUE(p.setDimensions("x", ProfileSelector::kOpt, {2, 3, 9, 9}).ok());
+  ASSERT_TRUE(p.setDimensions("x", ProfileSelector::kMax, {2, 3, 9, 9}).ok());
+  ASSERT_TRUE(cfg->addOptimizationProfile(p).ok());
+  auto bytes = b.buildSerializedNetwork(*net, *cfg);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  Runtime rt(Logger());
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ((*e)->getBackend(), "cuda");
+  EXPECT_EQ((*e)->impl().tactics.size(), static_cast<size_t>((*e)->getNbLayers()));
+}
+
+TEST(GpuEngine, ShapeOutsideTheProfileNamesTheInput) {
+  Built gpu = Build("cuda", false, true);
+  ASSERT_TRUE(gpu.engine);
+  auto ctx = gpu.engine->createExecutionContext();
+  Status st = (*ctx)->setInputShape("x", {9, 3, 9, 9});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("'x'"), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+}  // namespace kiln
