@@ -36,7 +36,7 @@ def build_and_run(kiln, model_dir, name):
     d.mkdir(parents=True, exist_ok=True)
     shapes = ",".join(f"{k}:{'x'.join(map(str, v.shape))}" for k, v in feeds.items())
     engine, report = d / "model.engine", d / "build.json"
-    run([kiln, "build", f"--onnx={path}", f"--saveEngine={engine}", f"--shapes={shapes}", f"--json={report}"])
+    run([kiln, "build", "--backend=cpu", f"--onnx={path}", f"--saveEngine={engine}", f"--shapes={shapes}", f"--json={report}"])
     inputs = save_feeds(feeds, d)
     run([kiln, "run", f"--loadEngine={engine}", f"--loadInputs={inputs}", f"--exportOutput={d / 'engine_out'}"])
     run([kiln, "run", f"--onnx={path}", f"--loadInputs={inputs}", f"--exportOutput={d / 'reference_out'}"])
@@ -82,7 +82,7 @@ def test_dynamic_profile_engine(kiln, model_dir):
     (name, value), = feeds.items()
     b, s = value.shape
     engine = d / "model.engine"
-    run([kiln, "build", f"--onnx={path}", f"--saveEngine={engine}", f"--minShapes={name}:1x8",
+    run([kiln, "build", "--backend=cpu", f"--onnx={path}", f"--saveEngine={engine}", f"--minShapes={name}:1x8",
          f"--optShapes={name}:{b}x{s}", f"--maxShapes={name}:2x{s}", f"--json={d / 'build.json'}"])
     assert json.loads((d / "build.json").read_text())["configuration"]["dynamic_shapes"] is True
     inputs = save_feeds(feeds, d)
