@@ -1,0 +1,68 @@
+// Device helpers shared by the normalization (norm.cu) and pooling (pool.cu) kernels: warp/block reductions,
+// float loads/stores by dtype code, and 16-byte packs for vectorized access.
+#pragma once
+
+#include "backends/cuda/kernel_util.cuh"
+
+namespace kiln::cuda {
+
+// 16 bytes of T (4 floats, 8 halves...), for vectorized loads and stores of 16-byte-aligned data.
+template <typename T>
+struct alignas(16) Pack16 {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+
+template <typename T>
+__host__ __device__ inline bool Aligned16(const T* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The sum of v over the block, returned to every thread. Every thread of the block must call it (blockDim.x a
+// multiple of 32); `red` is 32 floats of shared memory, reusable by consecutive calls.
+__device__ __forceinline__ float BlockSum(float v, float* red) {
+  v = WarpSum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // readers of a previous call are done with `red`
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  const int nw = (blockDim.x + 31) >> 5;
+  return WarpSum(lane < nw ? red[lane] : 0.f);
+}
+
+// Element i of a float tensor of any floating dtype code, as float.
+__device__ __forceinline__ float LoadAsF32(const void* p, int code, int64_t i) {
+  switch (code) {
+    case kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case kF64: return static_cast<float>(static_cast<const double*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void StoreFromF32(void* p, int code, int64_t i, float v) {
+  switch (code) {
+    case kF16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case kF64: static_cast<double*>(p)[i] = static_cast<double>(v); break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+inline bool IsFloatCode(int code) { return code == kF32 || code == kF16 || code == kBF16; }
+inline bool IsParamCode(int code) { return IsFloatCode(code) || code == kF64; }
+
+// Threads for a block that walks `units` items: a multiple of 32 in [32, max_threads].
+inline int BlockThreadsFor(int64_t units, int max_threads) {
+  int64_t t = (units + 31) / 32 * 32;
+  if (t < 32) t = 32;
+  if (t > max_threads) t = max_threads;
+  return static_cast<int>(t);
+}
+
+}  // namespace kiln::cuda
