@@ -1,0 +1,129 @@
+"""The benchmark model zoo: names, input specs, and PyTorch builders (random weights, torch.manual_seed(0)).
+
+The specs are plain Python (no torch import), so the harness's pure parts can be tested without torch.
+"""
+from dataclasses import dataclass
+
+SEQ = 128  # sequence length of the text models
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    kind: str  # "vision" (float input) or "text" (int64 token ids)
+    input_name: str
+    sample_shape: tuple  # the input's shape without the batch dim
+    output_name: str
+    large_batch: int  # the default large batch
+    vocab: int = 0  # text models: token ids are drawn from [0, vocab)
+
+    def shape(self, batch):
+        return (batch,) + tuple(self.sample_shape)
+
+    def kiln_shapes(self, batch):
+        """The --shapes argument of kiln, e.g. input:1x3x224x224."""
+        return f"{self.input_name}:" + "x".join(str(d) for d in self.shape(batch))
+
+    @property
+    def float_input(self):
+        return self.kind == "vision"
+
+    def dynamic_axes(self):
+        axes = {0: "batch", 1: "seq"} if self.kind == "text" else {0: "batch"}
+        return {self.input_name: dict(axes), self.output_name: dict(axes)}
+
+
+SPECS = {
+    s.name: s
+    for s in [
+        Spec("resnet50", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("efficientnet_b0", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("vit_b_16", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("bert_base", "text", "input_ids", (SEQ,), "last_hidden_state", 32, vocab=30522),
+        Spec("gpt2_small", "text", "input_ids", (SEQ,), "last_hidden_state", 32, vocab=50257),
+        Spec("yolov8_style", "vision", "images", (3, 640, 640), "output", 64),
+    ]
+}
+
+
+def parse_models(arg):
+    """'all' or a comma list -> list of names, in the zoo's order for 'all'; unknown names raise ValueError."""
+    if arg in (None, "", "all"):
+        return list(SPECS)
+    names = [m.strip() for m in arg.split(",") if m.strip()]
+    unknown = [m for m in names if m not in SPECS]
+    if unknown:
+        raise ValueError(f"unknown model(s) {', '.join(unknown)}; the zoo has {', '.join(SPECS)}")
+    return names
+
+
+# ---- PyTorch builders (torch imported lazily) ----
+
+def _hf_text_model(name, attn_impl):
+    """BERT-base or GPT-2 small, random weights, wrapped so forward(input_ids) returns last_hidden_state."""
+    import torch
+    import transformers
+
+    if name == "bert_base":
+        cfg, cls, kwargs = transformers.BertConfig(), transformers.BertModel, {"add_pooling_layer": False}
+    else:
+        cfg, cls, kwargs = transformers.GPT2Config(), transformers.GPT2Model, {}
+    cfg.use_cache = False
+    try:
+        cfg._attn_implementation = attn_impl
+    except Exception:  # noqa: BLE001 - older/newer configs guard the attribute; set_attn_implementation below
+        pass
+    model = cls(cfg, **kwargs)
+    if hasattr(model, "set_attn_implementation"):
+        try:
+            model.set_attn_implementation(attn_impl)
+        except Exception:  # noqa: BLE001 - keep the default; attn_impl below says which one runs
+            pass
+    call_kwargs = {"use_cache": False} if name == "gpt2_small" else {}
+
+    class LastHidden(torch.nn.Module):
+        # transformers 5 takes keyword arguments only; the wrapper gives the exporter one positional input.
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids):
+            return self.m(input_ids=input_ids, **call_kwargs).last_hidden_state
+
+    wrapper = LastHidden(model)
+    wrapper.attn_impl = getattr(model.config, "_attn_implementation", None) or attn_impl
+    return wrapper
+
+
+def build_model(name, attn_impl="sdpa"):
+    """A fresh model in eval mode on the CPU, weights from torch.manual_seed(0)."""
+    import torch
+
+    if name not in SPECS:
+        raise ValueError(f"unknown model {name}")
+    torch.manual_seed(0)
+    if name in ("resnet50", "efficientnet_b0", "vit_b_16"):
+        import torchvision
+
+        model = getattr(torchvision.models, name)(weights=None)
+    elif name in ("bert_base", "gpt2_small"):
+        model = _hf_text_model(name, attn_impl)
+    else:
+        from yolov8_style import YOLOv8Style
+
+        model = YOLOv8Style()
+    return model.eval()
+
+
+def make_input(spec, batch, device="cpu", dtype=None, seed=0):
+    """A deterministic input: randn for vision (in `dtype`), token ids in [0, vocab) for text (int64)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    if spec.float_input:
+        x = torch.randn(spec.shape(batch), generator=g)
+        if dtype is not None:
+            x = x.to(dtype)
+    else:
+        x = torch.randint(0, spec.vocab, spec.shape(batch), generator=g, dtype=torch.int64)
+    return x.to(device)
