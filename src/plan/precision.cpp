@@ -33,10 +33,15 @@ std::string DtypeSuffix(DataType t) { return t == DataType::kFloat16 ? "fp16" : 
 Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) {
   PrecisionReport rep;
   const DataType low = opts.low;
-  if (low == DataType::kFloat32 && opts.io_types.empty()) return rep;
-  if (low != DataType::kFloat32 && low != DataType::kFloat16 && low != DataType::kBFloat16)
-    return Err(StatusCode::kInvalidArgument, "precision planning: {} is not a floating compute type",
-               DataTypeName(low));
+  if (low == DataType::kFloat32 && opts.io_types.empty() && opts.layer_precision.empty()) return rep;
+  auto check = [](DataType t, const std::string& what) -> Status {
+    if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+      return Err(StatusCode::kInvalidArgument, "precision planning: {} for {} is not fp32, fp16 or bf16",
+                 DataTypeName(t), what);
+    return Status::Ok();
+  };
+  KILN_RETURN_IF_ERROR(check(low, "the engine"));
+  for (const auto& [layer, t] : opts.layer_precision) KILN_RETURN_IF_ERROR(check(t, "layer '" + layer + "'"));
 
   // Converted copies of values: (value, dtype) -> the value holding it.
   std::map<std::pair<const Value*, DataType>, Value*> converted;
@@ -92,22 +97,23 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
     bool has_float = false;
     for (const Value* v : n.inputs) has_float |= was_f32(v);
     for (const Value* v : n.outputs) has_float |= was_f32(v);
-    bool lower = low != DataType::kFloat32 && has_float && !KeepsFloat32(n);
-    if (lower) {
-      auto pin = opts.layer_precision.find(n.name);
-      if (pin != opts.layer_precision.end() && pin->second == DataType::kFloat32) {
-        lower = false;
-        rep.details.push_back(n.Where() + ": kept in float32 (--layerPrecisions)");
-      }
-    } else if (has_float && low != DataType::kFloat32) {
+    // The node's compute type: its --layerPrecisions entry, else the engine's reduced type.
+    DataType target = low;
+    auto pin = opts.layer_precision.find(n.name);
+    if (pin != opts.layer_precision.end()) target = pin->second;
+    const bool lower = target != DataType::kFloat32 && has_float && !KeepsFloat32(n);
+    if (has_float && pin != opts.layer_precision.end())
+      rep.details.push_back(n.Where() + ": computes in " + DataTypeName(lower ? target : DataType::kFloat32) +
+                            " (--layerPrecisions)");
+    else if (has_float && !lower && low != DataType::kFloat32)
       rep.details.push_back(n.Where() + ": computes in float32 (op kept exact)");
-    }
-    if (has_float && low != DataType::kFloat32) (lower ? rep.lowered : rep.kept_fp32) += 1;
+    if (has_float && (low != DataType::kFloat32 || pin != opts.layer_precision.end()))
+      (lower ? rep.lowered : rep.kept_fp32) += 1;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Value* v = n.inputs[i];
       if (!v || !was_f32(v)) continue;
       // The type this node wants: the reduced one for lowered data inputs, float32 otherwise.
-      const DataType want = (lower && !IsParameterInput(n, i)) ? low : DataType::kFloat32;
+      const DataType want = (lower && !IsParameterInput(n, i)) ? target : DataType::kFloat32;
       if (v->dtype == want) continue;
       if (auto it = converted.find({v, want}); it != converted.end()) n.inputs[i] = it->second;
       else n.inputs[i] = convert(v, want);
@@ -115,9 +121,9 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
     if (lower)
       for (Value* o : n.outputs)
         if (IsFloat32(o)) {
-          o->dtype = low;
+          o->dtype = target;
           orig_f32.insert(o);
-          converted[{o, low}] = o;
+          converted[{o, target}] = o;
         }
     out_nodes.push_back(std::move(np));
   }

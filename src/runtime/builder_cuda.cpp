@@ -38,7 +38,14 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, BuildReport& rep, ILogg
     if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
       return Err(StatusCode::kUnsupported, "--layerPrecisions {}:{}: the cuda backend computes layers in fp32, fp16 or "
                  "bf16", layer, DataTypeName(t));
-    if (!g.nodes().empty()) po.layer_precision[layer] = t;
+    bool found = false;
+    for (const auto& n : g.nodes()) found |= n->name == layer;
+    if (!found)
+      logger.log(Severity::kWarning, fmt::format("--layerPrecisions names '{}', which is not a layer of the optimized "
+                                                 "network (fused or renamed?): ignored",
+                                                 layer)
+                                         .c_str());
+    po.layer_precision[layer] = t;
   }
   po.io_types = cfg.ioTypes();
   KILN_ASSIGN_OR_RETURN(PrecisionReport pr, AssignPrecision(g, po));
