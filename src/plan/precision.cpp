@@ -1,6 +1,7 @@
 // Precision planning (see precision.h).
 #include "plan/precision.h"
 
+#include <cmath>
 #include <set>
 
 #include "core/error.h"
@@ -24,6 +25,20 @@ bool KeepsFloat32(const Node& n) {
 bool IsParameterInput(const Node& n, size_t i) {
   if (n.op_type == "Resize") return i != 0;  // roi, scales
   return false;
+}
+
+// Nodes whose float outputs are all tiny vectors (rank <= 1, at most 64 elements, or known symbolically): shape and scale arithmetic,
+// which must stay exact (a dim above 2048 is not exact in FP16) and costs nothing in float32.
+bool IsShapeArithmetic(const Node& n) {
+  bool any = false;
+  for (const Value* o : n.outputs) {
+    if (!o || !IsFloatType(o->dtype)) continue;
+    any = true;
+    if (o->sym_value) continue;
+    if (!o->has_shape || !IsStatic(o->shape) || o->is_graph_output) return false;
+    if (o->shape.size() > 1 || NumElements(ToStatic(o->shape)) > 64) return false;
+  }
+  return any;
 }
 
 std::string DtypeSuffix(DataType t) { return t == DataType::kFloat16 ? "fp16" : t == DataType::kBFloat16 ? "bf16" : "fp32"; }
@@ -55,7 +70,26 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
     if (auto it = converted.find(key); it != converted.end()) return it->second;
     Value* r;
     if (v->is_const()) {
-      r = g.AddConstant(v->name + "_" + DtypeSuffix(to), CastTensor(*v->const_value, to));
+      Tensor src = *v->const_value;
+      if (to == DataType::kFloat16) {
+        // Finite values beyond FP16's range (a mask's finfo(float32).min, say) saturate instead of becoming inf,
+        // which would turn 0 * mask into NaN.
+        bool clamped = false;
+        Tensor f = CastTensor(src, DataType::kFloat32);
+        for (int64_t i = 0; i < f.numel(); ++i) {
+          const double x = f.GetAsDouble(i);
+          if (std::isfinite(x) && std::fabs(x) > 65504.0) {
+            f.SetFromDouble(i, x > 0 ? 65504.0 : -65504.0);
+            clamped = true;
+          }
+        }
+        if (clamped) {
+          src = f;
+          ++rep.constants_clamped;
+          rep.details.push_back("constant '" + v->name + "' has values beyond the float16 range: saturated to +-65504");
+        }
+      }
+      r = g.AddConstant(v->name + "_" + DtypeSuffix(to), CastTensor(src, to));
       ++rep.constants_converted;
     } else {
       r = g.AddValue(v->name + "_" + DtypeSuffix(to));
@@ -101,7 +135,11 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
     DataType target = low;
     auto pin = opts.layer_precision.find(n.name);
     if (pin != opts.layer_precision.end()) target = pin->second;
-    const bool lower = target != DataType::kFloat32 && has_float && !KeepsFloat32(n);
+    bool lower = target != DataType::kFloat32 && has_float && !KeepsFloat32(n);
+    if (lower && IsShapeArithmetic(n)) {
+      lower = false;
+      rep.details.push_back(n.Where() + ": computes in float32 (small tensors: shape or scale arithmetic)");
+    }
     if (has_float && pin != opts.layer_precision.end())
       rep.details.push_back(n.Where() + ": computes in " + DataTypeName(lower ? target : DataType::kFloat32) +
                             " (--layerPrecisions)");
@@ -112,6 +150,7 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Value* v = n.inputs[i];
       if (!v || !was_f32(v)) continue;
+      if (n.op_type == "Shape" || n.op_type == "Size") continue;  // they read the dims, not the data
       // The type this node wants: the reduced one for lowered data inputs, float32 otherwise.
       const DataType want = (lower && !IsParameterInput(n, i)) ? target : DataType::kFloat32;
       if (v->dtype == want) continue;
@@ -130,8 +169,12 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
 
   // Graph outputs leave in their boundary type (float32 unless --outputIOFormats says otherwise).
   for (Value* o : g.outputs) {
-    if (!orig_f32.count(o)) continue;
     auto io = opts.io_types.find(o->name);
+    if (io != opts.io_types.end() && (!IsFloatType(io->second) || !(IsFloat32(o) || orig_f32.count(o) ||
+                                                                     IsFloatType(o->dtype))))
+      return Err(StatusCode::kInvalidArgument, "output '{}' is {}: its I/O format cannot be {}", o->name,
+                 DataTypeName(o->dtype), DataTypeName(io->second));
+    if (!orig_f32.count(o) && io == opts.io_types.end()) continue;
     const DataType boundary = io != opts.io_types.end() ? io->second : DataType::kFloat32;
     if (o->dtype == boundary) continue;
     if (o->is_graph_input || !o->producer)

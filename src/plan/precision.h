@@ -28,6 +28,7 @@ struct PrecisionReport {
   int kept_fp32 = 0;         // float nodes kept in float32 (pinned or not lowerable)
   int casts_inserted = 0;
   int constants_converted = 0;
+  int constants_clamped = 0;  // FP16 constants with values beyond +-65504, saturated
   std::vector<std::string> details;  // one line per pinned/kept node
 };
 

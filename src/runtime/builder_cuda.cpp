@@ -122,6 +122,7 @@ Result<double> TimeOnceCuda(const EngineImpl& e) {
     KILN_RETURN_IF_ERROR(context.setTensorAddress(o->name, b.get()));
     buffers.push_back(std::move(b));
   }
+  KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the inputs' pageable uploads have landed
   KILN_ASSIGN_OR_RETURN(cuda::Stream stream, cuda::Stream::Create());
   KILN_RETURN_IF_ERROR(context.enqueue(stream.get()));  // prepares the launch plan
   KILN_RETURN_IF_ERROR(stream.Synchronize());

@@ -68,8 +68,13 @@ Result<std::map<std::string, Tensor>> MakeInputs(const Engine& e, const Options&
   if (!o.load_inputs.empty()) {
     KILN_ASSIGN_OR_RETURN(auto files, ParseNameValueList(o.load_inputs, "--loadInputs"));
     for (const auto& [name, file] : files) {
+      if (e.getTensorIOMode(name) != TensorIOMode::kInput)
+        return Err(StatusCode::kInvalidArgument, "--loadInputs: the engine has no input named '{}'", name);
       auto t = ReadNpy(file);
       if (!t.ok()) return t.status().WithContext("--loadInputs '" + name + "'");
+      if (t->dtype() != e.getTensorDataType(name))
+        return Err(StatusCode::kInvalidArgument, "--loadInputs: input '{}' must be {} but {} holds {}", name,
+                   DataTypeName(e.getTensorDataType(name)), file, DataTypeName(t->dtype()));
       inputs[name] = *t;
     }
   }
@@ -205,13 +210,20 @@ Status Compare(const Options& o, ILogger& logger, nlohmann::json* report) {
   io.infer.evaluator = cpu::MakeConstEvaluator();
   for (const auto& [name, t] : inputs) io.input_shapes[name] = FromStatic(t.shape());
   KILN_ASSIGN_OR_RETURN(auto ref_graph, ImportOnnxFile(o.onnx, io));
+  // The reference takes the model's own input types (an engine built with --inputIOFormats=fp16 takes fp16).
+  std::map<std::string, Tensor> ref_inputs;
+  for (const Value* v : ref_graph->inputs) {
+    auto it = inputs.find(v->name);
+    if (it == inputs.end()) return Err(StatusCode::kNotFound, "the engine has no input '{}' of the model", v->name);
+    ref_inputs[v->name] = it->second.dtype() == v->dtype ? it->second : CastTensor(it->second, v->dtype);
+  }
   std::map<std::string, Tensor> ref;
   if (o.reference == "onnxruntime") {
-    KILN_ASSIGN_OR_RETURN(ref, RunOnnxruntime(o.onnx, inputs));
+    KILN_ASSIGN_OR_RETURN(ref, RunOnnxruntime(o.onnx, ref_inputs));
   } else {
     cpu::RunOptions ro;
     ro.keep_all = o.mark_all;
-    KILN_ASSIGN_OR_RETURN(ref, cpu::RunGraph(*ref_graph, inputs, ro));
+    KILN_ASSIGN_OR_RETURN(ref, cpu::RunGraph(*ref_graph, ref_inputs, ro));
   }
 
   std::printf("[kiln] compare: %s engine vs %s reference, atol %g rtol %g\n", engine->getBackend().c_str(),
@@ -249,6 +261,9 @@ Status Compare(const Options& o, ILogger& logger, nlohmann::json* report) {
       cuda::GpuRunOptions go;
       go.keep_all = true;
       go.allow_tf32 = engine->impl().allow_tf32;
+      const auto& nodes = engine->impl().graph->nodes();
+      for (size_t k = 0; k < nodes.size() && k < engine->impl().tactics.size(); ++k)
+        go.tactics[nodes[k]->name] = engine->impl().tactics[k];  // the kernels the engine chose
       KILN_ASSIGN_OR_RETURN(inter, cuda::RunGraph(*engine->impl().graph, inputs, go));
 #endif
     } else {

@@ -47,6 +47,9 @@ Result<std::unique_ptr<GpuEngine>> GpuEngine::Create(const Graph& g, const Graph
     e->layers_.push_back(std::move(*layer));
   }
   if (!errors.empty()) return Status(StatusCode::kUnsupported, "the CUDA backend cannot create these layers:" + errors);
+  // Uploads from pageable memory (weights here, repacked weights in layers) may still be in flight when cudaMemcpy
+  // returns, and the contexts' streams do not wait for the legacy stream.
+  KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return e;
 }
 
@@ -171,9 +174,10 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
     p->folded.push_back(std::move(b));
   }
   if (p->workspace > workspace_.bytes()) {
-    workspace_ = DeviceBuffer();
-    KILN_ASSIGN_OR_RETURN(workspace_, DeviceBuffer::Allocate(p->workspace));
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer bigger, DeviceBuffer::Allocate(p->workspace));
+    workspace_ = std::move(bigger);
   }
+  KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the folded values' uploads have landed
   plan_ = std::move(p);
   return Status::Ok();
 }
@@ -218,6 +222,7 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
       cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
       graph_exec_ = nullptr;
     }
+    plan_.reset();  // a failed rebuild must not leave a plan for other shapes behind
     KILN_RETURN_IF_ERROR(BuildPlan(std::move(shaped), key, addresses));
   }
   if (!handles_ready_ || handles_stream_ != stream) {
@@ -225,7 +230,8 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
     handles_ready_ = true;
     handles_stream_ = stream;
   }
-  if (!use_graph_ || profiler) return Launches(stream, profiler);
+  // Profiled runs time each layer with events; the legacy default stream cannot be captured.
+  if (!use_graph_ || profiler || stream == nullptr) return Launches(stream, profiler);
 
   const std::string gkey = key + fmt::format("|stream={}", static_cast<void*>(stream));
   if (!graph_exec_ || graph_key_ != gkey) {
