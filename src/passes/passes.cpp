@@ -20,6 +20,7 @@ const std::vector<Pass>& AllPasses() {
       {"recognize-attention", RecognizeAttentionPass, true},
       // Fusion.
       {"fuse-bias-activation", FuseBiasActivationPass, true},     // Conv/Gemm/MatMul + bias + activation
+      {"fuse-residual-add", FuseResidualAddPass, true},           // GEMM (no activation) + residual Add
       {"fuse-pointwise", FusePointwisePass, true},                 // adjacent pointwise ops -> one node
       {"eliminate-dead-code", EliminateDeadCodePass, false},
   };

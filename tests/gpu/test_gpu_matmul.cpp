@@ -240,6 +240,115 @@ TEST(GpuFusedMatMul, ActivationsAndBatchesMatchCpu) {
     }
 }
 
+// ---- residual input (kiln.FusedMatMul / kiln.FusedGemm input 3: cuBLASLt's C with beta 1, C != D) ----
+
+// The row-major product shape of a MatMul (numpy rules).
+Shape64 MatMulOut(Shape64 a, Shape64 b) {
+  const bool a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  const size_t r = std::max(a.size(), b.size()) - 2;
+  Shape64 out(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i + a.size() - 2 >= r ? a[i + a.size() - 2 - r] : 1;
+    const int64_t db = i + b.size() - 2 >= r ? b[i + b.size() - 2 - r] : 1;
+    out[i] = da == 1 ? db : da;
+  }
+  if (!a1) out.push_back(a[a.size() - 2]);
+  if (!b1) out.push_back(b.back());
+  return out;
+}
+
+OneNode ResidualMatMul(const MatMulCase& c, DataType t, uint32_t seed) {
+  OneNode node("FusedMatMul", "kiln");
+  node.Input(Random(t, c.a, seed)).Const(Random(t, c.b, seed + 1)).Const(Random(t, {c.b.back()}, seed + 2))
+      .Input(Random(t, MatMulOut(c.a, c.b), seed + 3)).Attr("kiln_activation", Attribute::String("None"));
+  return node;
+}
+
+TEST(GpuFusedMatMul, ResidualMatchesCpu) {
+  const std::vector<MatMulCase> cases = {
+      {{7, 33}, {33, 129}},        {{2, 7, 33}, {33, 129}},      // batch folded into M
+      {{3, 7, 9}, {3, 9, 65}},     {{7, 9}, {4, 9, 5}},          // strided batch; A broadcast
+      {{2, 1, 7, 9}, {1, 3, 9, 5}},                              // host loop over the outer batch
+      {{33}, {33, 7}},             {{1, 1000}, {1000, 33}},      // 1-D A; long K
+      {{5, 17, 31}, {31, 3}},      {{4, 0}, {0, 3}},             // odd sizes; K = 0: Y = R + bias
+      {{2, 128, 768}, {768, 768}},                               // a BERT-base dense layer
+  };
+  uint32_t seed = 1300;
+  for (const auto& c : cases) {
+    const std::string what = ShapeToString(c.a) + " x " + ShapeToString(c.b);
+    EXPECT_TRUE(ResidualMatMul(c, kF32, seed += 4).NoTF32().MatchesCpu(kTightAtol, kTightRtol)) << what;
+    EXPECT_TRUE(ResidualMatMul(c, kF32, seed += 4).MatchesCpu(kTf32Atol, kTf32Rtol)) << "TF32 " << what;
+    EXPECT_TRUE(ResidualMatMul(c, kF16, seed += 4).ReferenceInFloat32().MatchesCpu(kF16Atol, kF16Rtol))
+        << "float16 " << what;
+    EXPECT_TRUE(ResidualMatMul(c, kBF16, seed += 4).ReferenceInFloat32().MatchesCpu(kBF16Atol, kBF16Rtol))
+        << "bfloat16 " << what;
+    EXPECT_TRUE(ResidualMatMul(c, kF32, seed += 4).NoTF32().Tactic("postop/cublaslt:heuristic")
+                    .MatchesCpu(kTightAtol, kTightRtol))
+        << "postop " << what;
+    EXPECT_TRUE(ResidualMatMul(c, kF16, seed += 4).ReferenceInFloat32().Tactic("postop/cublaslt:heuristic")
+                    .MatchesCpu(kF16Atol, kF16Rtol))
+        << "postop float16 " << what;
+  }
+}
+
+// FusedGemm with a residual: no C (input 2 omitted) or a bias row C with beta 1.
+OneNode ResidualGemm(const GemmCase& g, DataType t, uint32_t seed) {
+  OneNode node("FusedGemm", "kiln");
+  node.Input(Random(t, g.ta ? Shape64{g.k, g.m} : Shape64{g.m, g.k}, seed))
+      .Const(Random(t, g.tb ? Shape64{g.n, g.k} : Shape64{g.k, g.n}, seed + 1));
+  if (g.has_c) node.Const(Random(t, g.c, seed + 2));
+  else node.Omitted();
+  node.Input(Random(t, {g.m, g.n}, seed + 3))
+      .Attr("transA", Attribute::Int(g.ta)).Attr("transB", Attribute::Int(g.tb))
+      .Attr("alpha", Attribute::Float(g.alpha)).Attr("beta", Attribute::Float(g.beta))
+      .Attr("kiln_activation", Attribute::String("None"));
+  return node;
+}
+
+std::vector<GemmCase> ResidualGemmCases() {
+  std::vector<GemmCase> cases;
+  for (int ta : {0, 1})
+    for (int tb : {0, 1}) {
+      cases.push_back({7, 33, 129, ta, tb, 1.f, 1.f, {}, false});
+      cases.push_back({33, 129, 7, ta, tb, 0.5f, 1.f, {129}, true});     // bias epilogue + C = R
+      cases.push_back({1, 1000, 33, ta, tb, 1.f, 1.f, {1, 1000}, true});  // M = 1: [1, N] C is still the bias
+    }
+  cases.push_back({1000, 1, 1, 0, 0, 1.f, 1.f, {1}, true});
+  cases.push_back({4, 3, 0, 0, 0, 1.f, 1.f, {3}, true});  // K = 0: Y = R + C
+  cases.push_back({4, 3, 0, 0, 0, 1.f, 1.f, {}, false});  // K = 0: Y = R
+  cases.push_back({9, 31, 17, 0, 1, 2.f, 0.f, {31}, true});  // beta 0: C ignored
+  return cases;
+}
+
+TEST(GpuFusedGemm, ResidualMatchesCpu) {
+  uint32_t seed = 1700;
+  for (const auto& g : ResidualGemmCases()) {
+    EXPECT_TRUE(ResidualGemm(g, kF32, seed += 4).NoTF32().MatchesCpu(kTightAtol, kTightRtol)) << Describe(g);
+    EXPECT_TRUE(ResidualGemm(g, kF32, seed += 4).MatchesCpu(kTf32Atol, kTf32Rtol)) << "TF32 " << Describe(g);
+    EXPECT_TRUE(ResidualGemm(g, kF16, seed += 4).ReferenceInFloat32().MatchesCpu(kF16Atol, kF16Rtol))
+        << "float16 " << Describe(g);
+    EXPECT_TRUE(ResidualGemm(g, kBF16, seed += 4).ReferenceInFloat32().MatchesCpu(kBF16Atol, kBF16Rtol))
+        << "bfloat16 " << Describe(g);
+    EXPECT_TRUE(ResidualGemm(g, kF32, seed += 4).NoTF32().Tactic("postop/cublaslt:heuristic")
+                    .MatchesCpu(kTightAtol, kTightRtol))
+        << "postop " << Describe(g);
+  }
+}
+
+TEST(GpuFusedGemm, ResidualWithActivationOrFullCIsRefused) {
+  const GemmCase g{7, 33, 65, 0, 0, 1.f, 1.f, {}, false};
+  OneNode act = ResidualGemm(g, kF32, 1);
+  auto r = act.Attr("kiln_activation", Attribute::String("Relu")).NoTF32().MatchesCpu();
+  ASSERT_FALSE(r);
+  EXPECT_NE(std::string(r.message()).find("residual"), std::string::npos) << r.message();
+  const GemmCase full{7, 33, 65, 0, 0, 1.f, 1.f, {7, 33}, true};
+  auto r2 = ResidualGemm(full, kF32, 2).NoTF32().MatchesCpu();
+  ASSERT_FALSE(r2);
+  EXPECT_NE(std::string(r2.message()).find("residual"), std::string::npos) << r2.message();
+}
+
 // ---- tactics ----
 
 // The factory's tactics for a one-node graph at the given shapes.
@@ -301,6 +410,40 @@ TEST(GpuFusedMatMul, EveryHeuristicTacticMatchesCpu) {
       node.Input(Random(kF16, a, 1)).Const(Random(kF16, b, 2)).Const(Random(kF16, bias, 3))
           .Attr("kiln_activation", Attribute::String(act)).NoTF32().Tactic(tac);
       EXPECT_TRUE(node.ReferenceInFloat32().MatchesCpu(kF16Atol, kF16Rtol)) << act << " " << tac;
+    }
+  }
+}
+
+TEST(GpuFusedMatMul, ResidualEveryHeuristicTacticMatchesCpu) {
+  const Shape64 a{2, 33, 65}, b{65, 129}, bias{129}, y{2, 33, 129};
+  const std::map<std::string, Attribute> attrs = {{"kiln_activation", Attribute::String("None")}};
+  for (DataType t : {kF32, kF16, kBF16}) {
+    const auto tactics = TacticsOf("FusedMatMul", "kiln", t, {a, b, bias, y}, y, false, attrs);
+    ASSERT_FALSE(tactics.empty()) << DataTypeName(t);
+    for (const auto& tac : tactics) {
+      OneNode node("FusedMatMul", "kiln");
+      node.Input(Random(t, a, 1)).Const(Random(t, b, 2)).Const(Random(t, bias, 3)).Input(Random(t, y, 4))
+          .Attr("kiln_activation", Attribute::String("None")).NoTF32().Tactic(tac);
+      if (t == kF32) EXPECT_TRUE(node.MatchesCpu(kTightAtol, kTightRtol)) << tac;
+      else if (t == kF16) EXPECT_TRUE(node.ReferenceInFloat32().MatchesCpu(kF16Atol, kF16Rtol)) << tac;
+      else EXPECT_TRUE(node.ReferenceInFloat32().MatchesCpu(kBF16Atol, kBF16Rtol)) << tac;
+    }
+  }
+}
+
+TEST(GpuFusedGemm, ResidualEveryHeuristicTacticMatchesCpu) {
+  const std::map<std::string, Attribute> attrs = {{"transB", Attribute::Int(1)}, {"alpha", Attribute::Float(0.5f)},
+                                                  {"kiln_activation", Attribute::String("None")}};
+  for (DataType t : {kF32, kF16}) {
+    const auto tactics = TacticsOf("FusedGemm", "kiln", t, {{33, 1000}, {7, 1000}, {7}, {33, 7}}, {33, 7}, false, attrs);
+    ASSERT_FALSE(tactics.empty());
+    for (const auto& tac : tactics) {
+      OneNode node("FusedGemm", "kiln");
+      node.Input(Random(t, {33, 1000}, 1)).Const(Random(t, {7, 1000}, 2)).Const(Random(t, {7}, 3))
+          .Input(Random(t, {33, 7}, 4)).Attr("transB", Attribute::Int(1)).Attr("alpha", Attribute::Float(0.5f))
+          .Attr("kiln_activation", Attribute::String("None")).NoTF32().Tactic(tac);
+      if (t == kF32) EXPECT_TRUE(node.MatchesCpu(kTightAtol, kTightRtol)) << tac;
+      else EXPECT_TRUE(node.ReferenceInFloat32().MatchesCpu(kF16Atol, kF16Rtol)) << tac;
     }
   }
 }

@@ -29,9 +29,10 @@ Result<ActParams> ReadActivation(const Node& n) {
   return ActParams{*act, n.getf("kiln_activation_alpha", 0.f), n.getf("kiln_activation_beta", 0.f)};
 }
 
-// y[i] = act(y[i] + bias[i % nb]) over the whole tensor (bias may be null), threaded.
+// y[i] = act(y[i] + bias[i % nb]) (+ res[i]) over the whole tensor (bias and res may be null), threaded. The
+// activated value is rounded to T before the residual is added, as the graph's separate Add would do.
 template <typename T, typename F>
-void Apply(T* y, int64_t n, const T* bias, int64_t nb, F f) {
+void Apply(T* y, int64_t n, const T* bias, int64_t nb, const T* res, F f) {
   using C = ComputeT<T>;
   ParallelFor(n, [&](int64_t b, int64_t e) {
     int64_t j = bias ? b % nb : 0;
@@ -42,35 +43,36 @@ void Apply(T* y, int64_t n, const T* bias, int64_t nb, F f) {
         if (++j == nb) j = 0;
       }
       Store(y, i, f(v));
+      if (res) Store(y, i, static_cast<C>(Load(y, i)) + static_cast<C>(Load(res, i)));
     }
   }, 16384);
 }
 
 template <typename T>
-void Epilogue(T* y, int64_t n, const T* bias, int64_t nb, const ActParams& a) {
+void Epilogue(T* y, int64_t n, const T* bias, int64_t nb, const T* res, const ActParams& a) {
   using C = ComputeT<T>;
   const C alpha = static_cast<C>(a.alpha), beta = static_cast<C>(a.beta);
   switch (a.act) {
-    case Act::kNone: Apply(y, n, bias, nb, [](C x) { return x; }); break;
-    case Act::kRelu: Apply(y, n, bias, nb, [](C x) { return x < C(0) ? C(0) : x; }); break;
-    case Act::kLeakyRelu: Apply(y, n, bias, nb, [=](C x) { return x < C(0) ? alpha * x : x; }); break;
-    case Act::kSigmoid: Apply(y, n, bias, nb, [](C x) { return C(1) / (C(1) + std::exp(-x)); }); break;
-    case Act::kTanh: Apply(y, n, bias, nb, [](C x) { return std::tanh(x); }); break;
+    case Act::kNone: Apply(y, n, bias, nb, res, [](C x) { return x; }); break;
+    case Act::kRelu: Apply(y, n, bias, nb, res, [](C x) { return x < C(0) ? C(0) : x; }); break;
+    case Act::kLeakyRelu: Apply(y, n, bias, nb, res, [=](C x) { return x < C(0) ? alpha * x : x; }); break;
+    case Act::kSigmoid: Apply(y, n, bias, nb, res, [](C x) { return C(1) / (C(1) + std::exp(-x)); }); break;
+    case Act::kTanh: Apply(y, n, bias, nb, res, [](C x) { return std::tanh(x); }); break;
     case Act::kClip:
-      Apply(y, n, bias, nb, [=](C x) { return x < alpha ? alpha : (x > beta ? beta : x); });
+      Apply(y, n, bias, nb, res, [=](C x) { return x < alpha ? alpha : (x > beta ? beta : x); });
       break;
     case Act::kHardSigmoid:
-      Apply(y, n, bias, nb, [=](C x) {
+      Apply(y, n, bias, nb, res, [=](C x) {
         const C t = alpha * x + beta;
         return t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
       });
       break;
-    case Act::kSiLU: Apply(y, n, bias, nb, [](C x) { return x / (C(1) + std::exp(-x)); }); break;
+    case Act::kSiLU: Apply(y, n, bias, nb, res, [](C x) { return x / (C(1) + std::exp(-x)); }); break;
     case Act::kGelu:
-      Apply(y, n, bias, nb, [](C x) { return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476))); });
+      Apply(y, n, bias, nb, res, [](C x) { return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476))); });
       break;
     case Act::kGeluTanh:
-      Apply(y, n, bias, nb, [](C x) {
+      Apply(y, n, bias, nb, res, [](C x) {
         const C k = C(0.7978845608028654);
         return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
       });
@@ -78,11 +80,19 @@ void Epilogue(T* y, int64_t n, const T* bias, int64_t nb, const ActParams& a) {
   }
 }
 
-// Bias (optional, numel nb) and activation over output 0.
-Status RunEpilogue(KernelContext& ctx, const Tensor* bias, const ActParams& a) {
+template <typename T>
+const T* Data(const Tensor* t) {
+  return t ? t->data<T>() : nullptr;
+}
+
+// The residual of FusedGemm / FusedMatMul (input 3, optional; see shape/fused_ops.h), or nullptr.
+const Tensor* Residual(const KernelContext& ctx) { return ctx.num_inputs() > 3 ? ctx.input(3) : nullptr; }
+
+// Bias (optional, numel nb), activation and residual (optional, the output's shape) over output 0.
+Status RunEpilogue(KernelContext& ctx, const Tensor* bias, const ActParams& a, const Tensor* res = nullptr) {
   Tensor& y = ctx.out(0);
   if (!y.defined() || y.numel() == 0) return Status::Ok();
-  if (a.act == Act::kNone && !bias) return Status::Ok();
+  if (a.act == Act::kNone && !bias && !res) return Status::Ok();
   int64_t nb = 0;
   if (bias) {
     nb = bias->numel();
@@ -90,12 +100,15 @@ Status RunEpilogue(KernelContext& ctx, const Tensor* bias, const ActParams& a) {
       return Err(StatusCode::kInvalidArgument, "{}: bias {} does not match the last axis of the output {}",
                  ctx.node.Where(), bias->Describe(), y.Describe());
   }
+  if (res && (res->dtype() != y.dtype() || res->shape() != y.shape()))
+    return Err(StatusCode::kInvalidArgument, "{}: the residual {} must have exactly the output's shape and type {}",
+               ctx.node.Where(), res->Describe(), y.Describe());
   switch (y.dtype()) {
-    case DataType::kFloat32: Epilogue(y.data<float>(), y.numel(), bias ? bias->data<float>() : nullptr, nb, a); break;
-    case DataType::kFloat64: Epilogue(y.data<double>(), y.numel(), bias ? bias->data<double>() : nullptr, nb, a); break;
-    case DataType::kFloat16: Epilogue(y.data<Half>(), y.numel(), bias ? bias->data<Half>() : nullptr, nb, a); break;
+    case DataType::kFloat32: Epilogue(y.data<float>(), y.numel(), Data<float>(bias), nb, Data<float>(res), a); break;
+    case DataType::kFloat64: Epilogue(y.data<double>(), y.numel(), Data<double>(bias), nb, Data<double>(res), a); break;
+    case DataType::kFloat16: Epilogue(y.data<Half>(), y.numel(), Data<Half>(bias), nb, Data<Half>(res), a); break;
     case DataType::kBFloat16:
-      Epilogue(y.data<BFloat16>(), y.numel(), bias ? bias->data<BFloat16>() : nullptr, nb, a);
+      Epilogue(y.data<BFloat16>(), y.numel(), Data<BFloat16>(bias), nb, Data<BFloat16>(res), a);
       break;
     default:
       return Err(StatusCode::kUnsupported, "{}: fused epilogues run on float types, not {}", ctx.node.Where(),
@@ -115,8 +128,8 @@ Status RunBase(KernelContext& ctx, const char* base, size_t n_inputs) {
 
 Status FusedConvOrGemm(KernelContext& ctx, const char* base) {
   KILN_ASSIGN_OR_RETURN(ActParams a, ReadActivation(ctx.node));
-  KILN_RETURN_IF_ERROR(RunBase(ctx, base, ctx.inputs.size()));
-  return RunEpilogue(ctx, nullptr, a);
+  KILN_RETURN_IF_ERROR(RunBase(ctx, base, 3));  // the residual (input 3) is no operand of the base op
+  return RunEpilogue(ctx, nullptr, a, Residual(ctx));
 }
 
 Status FusedMatMulKernel(KernelContext& ctx) {
@@ -124,7 +137,7 @@ Status FusedMatMulKernel(KernelContext& ctx) {
     return Err(StatusCode::kInvalidArgument, "{}: FusedMatMul needs A, B and bias", ctx.node.Where());
   KILN_ASSIGN_OR_RETURN(ActParams a, ReadActivation(ctx.node));
   KILN_RETURN_IF_ERROR(RunBase(ctx, "MatMul", 2));
-  return RunEpilogue(ctx, ctx.input(2), a);
+  return RunEpilogue(ctx, ctx.input(2), a, Residual(ctx));
 }
 
 }  // namespace

@@ -31,7 +31,10 @@ struct LtGemmShape {
   bool trans_a = false, trans_b = false;  // A stored [K,M] / B stored [N,K]
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_y = 0;  // elements between batches (0: shared)
-  bool has_c = false;  // C_b is an [M,N] row-major matrix read with beta (it may be Y itself)
+  // C_b is an [M,N] row-major matrix read with beta: Y itself (in place), or a separate matrix of Y's layout
+  // (cuBLASLt allows C != D with the same type, shape, batch and order; the residual of FusedGemm / FusedMatMul).
+  // The bias epilogue still applies: Y = alpha A B + beta C + bias, activations after the whole sum.
+  bool has_c = false;
   LtEpilogue epilogue = LtEpilogue::kNone;
   bool operator==(const LtGemmShape&) const = default;
 };

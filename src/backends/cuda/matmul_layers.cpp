@@ -2,6 +2,11 @@
 // float32/float16/bfloat16 (tactics: the cuBLASLt heuristic's algorithms) and on a generic contraction kernel for
 // float64 and the integer types (tactic "generic"); Einsum lives in einsum_layer.cpp.
 //
+// The residual of FusedGemm / FusedMatMul (input 3, exactly the output's shape; activation None only) runs as
+// cuBLASLt's C matrix with beta 1, separate from D: Y = alpha A B + R + bias (the bias through the epilogue, or
+// the post-op kernel). cuBLASLt computes D = epilogue(alpha op(A) op(B) + beta C + bias), so with an activation
+// the sum would be activated, unlike the graph's act(...) + R; such nodes are refused.
+//
 // Tactic names: "cublaslt:<algorithm bytes in hex>" (the algorithm tuned for the spec's shapes; other shapes ask
 // the heuristic at enqueue), "cublaslt:heuristic" (always ask the heuristic), either one prefixed with "postop/"
 // when the bias/activation run in a separate kernel instead of a cuBLASLt epilogue, and "generic".
@@ -43,6 +48,7 @@ struct GemmConfig {
   bool is_gemm = false;     // Gemm / FusedGemm (else MatMul / FusedMatMul)
   bool bias_input = false;  // FusedMatMul's bias[N] (input 2)
   bool c_input = false;     // Gemm's C (input 2) is given
+  bool residual = false;    // FusedGemm / FusedMatMul residual R (input 3): Y = ... + R
   bool ta = false, tb = false;
   float alpha = 1.f, beta = 1.f;
   GemmPostOp act;
@@ -90,6 +96,7 @@ Result<GemmConfig> ReadConfig(const LayerSpec& spec) {
     auto act = fused::ParseActivation(name);
     if (!act) return Err(StatusCode::kInvalidModel, "{}: unknown kiln_activation '{}'", c.where, name);
     c.act = GemmPostOp{ToGemmAct(*act), n.getf("kiln_activation_alpha", 0.f), n.getf("kiln_activation_beta", 0.f)};
+    c.residual = n.input(3) != nullptr;
   }
   c.tf32 = spec.allow_tf32;
   const bool ok = IsLtType(c.dtype) || c.dtype == DataType::kFloat64 || (!fused && IsGenericIntType(c.dtype));
@@ -99,6 +106,11 @@ Result<GemmConfig> ReadConfig(const LayerSpec& spec) {
                "the CPU or cast its inputs",
                c.where, n.op_type, fused ? "" : " and int32/int64/uint32/uint64 (generic kernel)",
                DataTypeName(c.dtype));
+  if (c.residual && (c.act.act != GemmAct::kNone || !IsLtType(c.dtype)))
+    return Err(StatusCode::kUnsupported,
+               "{}: the CUDA {} adds a residual (input 3) only with activation None and float32/float16/bfloat16 "
+               "(cuBLASLt's C), not activation '{}' on {}; run the node on the CPU",
+               c.where, n.op_type, n.gets("kiln_activation", "None"), DataTypeName(c.dtype));
   return c;
 }
 
@@ -217,6 +229,10 @@ Result<GemmPlan> MakePlan(const GemmConfig& cfg, const std::vector<int64_t>& sa,
       p.lt.stride_b = g.b_full ? g.k * g.n : 0;
       p.lt.stride_y = g.m * g.n;
     }
+    if (cfg.residual) {  // R has Y's layout: C = R, beta 1
+      p.lt.has_c = true;
+      p.lt.stride_c = p.lt.stride_y;
+    }
     return p;
   }
   if (sa.size() != 2 || sb.size() != 2)
@@ -239,12 +255,18 @@ Result<GemmPlan> MakePlan(const GemmConfig& cfg, const std::vector<int64_t>& sa,
     p.c_cols = cs.empty() ? 1 : cs.back();
     if (cs.size() > 2 || (p.c_rows != 1 && p.c_rows != g.m) || (p.c_cols != 1 && p.c_cols != g.n))
       return Err(StatusCode::kInvalidArgument, "{}: C does not broadcast to [{},{}]", cfg.where, g.m, g.n);
-    if (p.c_rows == g.m && p.c_cols == g.n) p.c_mode = GemmPlan::CMode::kDirect;
+    if (cfg.residual) {  // cuBLASLt's C carries the residual: Gemm's C must be a bias (beta 1, one row)
+      if (p.c_rows != 1 || p.c_cols != g.n || cfg.beta != 1.f)
+        return Err(StatusCode::kUnsupported,
+                   "{}: with a residual, C must be a bias row [1,{}] with beta 1 (got [{},{}], beta {})", cfg.where,
+                   g.n, p.c_rows, p.c_cols, cfg.beta);
+      p.c_mode = GemmPlan::CMode::kBias;
+    } else if (p.c_rows == g.m && p.c_cols == g.n) p.c_mode = GemmPlan::CMode::kDirect;
     else if (p.c_rows == 1 && p.c_cols == g.n && cfg.beta == 1.f) p.c_mode = GemmPlan::CMode::kBias;
     else p.c_mode = GemmPlan::CMode::kFill;
   }
   using CMode = GemmPlan::CMode;
-  p.lt.has_c = p.c_mode == CMode::kDirect || p.c_mode == CMode::kFill;
+  p.lt.has_c = p.c_mode == CMode::kDirect || p.c_mode == CMode::kFill || cfg.residual;
   if (!lt_epilogue) {
     p.post_bias = p.c_mode == CMode::kBias;
     p.post = p.post_bias || act != GemmAct::kNone;
@@ -294,6 +316,20 @@ class LtGemmLayer : public Layer {
     void* y = out[0].data;
     const void* c = s2 ? in[2].data : nullptr;
     const MatMulGeometry& g = p.geo;
+    const void* r = nullptr;  // the residual, Y's shape and layout
+    if (cfg_.residual) {
+      if (in.size() < 4 || !in[3].present() || in[3].numel() != p.out_numel || in[3].dtype != cfg_.dtype)
+        return Err(StatusCode::kInvalidArgument, "{}: the residual must have the output's {} elements of {}",
+                   cfg_.where, p.out_numel, DataTypeName(cfg_.dtype));
+      r = in[3].data;
+      if (g.k == 0) {  // Y = R (+ bias)
+        KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(y, r, static_cast<size_t>(p.out_numel) * es,
+                                                  cudaMemcpyDeviceToDevice, ctx.stream));
+        if (cfg_.bias_input || p.c_mode == GemmPlan::CMode::kBias)
+          KILN_CUDA_RETURN_IF_ERROR(LaunchGemmPostOp(code, y, p.out_numel, g.n, c, cfg_.act, ctx.stream));
+        return Status::Ok();
+      }
+    }
     if (p.c_mode != GemmPlan::CMode::kNone && (p.c_mode == GemmPlan::CMode::kFill || g.k == 0))
       KILN_CUDA_RETURN_IF_ERROR(LaunchBroadcastFill(code, y, g.m, g.n, c, p.c_rows, p.c_cols, cfg_.beta, ctx.stream));
     if (g.k == 0) {  // nothing to multiply: Y = beta * C or 0, then bias and activation
@@ -313,6 +349,7 @@ class LtGemmLayer : public Layer {
       args.c = y;  // beta * C already materialized in Y
       args.beta = 1.f;
     }
+    if (r) args.beta = 1.f;  // C = R (kNone / kBias C modes only)
     if (LtEpilogueHasBias(p.lt.epilogue)) args.bias = c;
     const LtAlgo* tuned = tuned_ && p.lt == tuned_shape_ ? &*tuned_ : nullptr;
     for (int64_t o = 0; o < g.outer; ++o) {
@@ -327,6 +364,7 @@ class LtGemmLayer : public Layer {
       args.b = At(in[1].data, b_off * g.k * g.n, es);
       args.y = const_cast<char*>(At(y, o * g.inner * g.m * g.n, es));
       if (p.c_mode == GemmPlan::CMode::kFill) args.c = args.y;
+      if (r) args.c = At(r, o * g.inner * g.m * g.n, es);
       KILN_RETURN_IF_ERROR(LtGemmRun(ctx.cublaslt, p.lt, args, tuned, tuned_ws_, ctx.workspace, ctx.workspace_bytes,
                                      ctx.stream));
     }
