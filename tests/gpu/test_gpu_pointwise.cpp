@@ -1,12 +1,18 @@
 // Differential tests of the pointwise CUDA layers (src/backends/cuda/pointwise_*.{cpp,cu}, fused_pointwise.cu)
 // against the CPU reference: unary ops and activations, Clip, predicates, broadcasting binary ops, Pow, Where,
 // variadic ops, Cast/CastLike, Q/DQ and kiln.FusedPointwise, over odd shapes and float32/float16/bfloat16/int dtypes.
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
+#include "backends/cuda/layer.h"
 #include "gpu_test_util.h"
+#include "shape/infer.h"
 
 namespace kiln::gputest {
 namespace {
@@ -395,6 +401,246 @@ TEST(GpuPointwise, FusedPointwiseChainsAndBroadcasts) {
           {0, 1, -1, -1, -2, 1, -3, -3, -4, -4, -5, -5, -6, -6, -7, -7}, {0, 0, 0, 0, 0.5f, 0, 0, 0},
           {0, 0, 0, 0, 2.5f, 0, 0, 0});
   EXPECT_TRUE(n.MatchesCpu(1e-5, 1e-5));
+}
+
+// Both tactics ("nvrtc": generated code, "interp": the interpreter kernel) over every step op and the broadcast
+// patterns the generated kernel handles differently: per-channel NCHW (chunk-uniform when H*W is a multiple of
+// the 16-byte chunk, per element otherwise), trailing [C] (contiguous chunk or per element), a scalar, an input
+// like the output (vector loads), and odd element counts (the scalar tail).
+const std::vector<std::tuple<std::string, float, float>>& StepOps() {
+  static const std::vector<std::tuple<std::string, float, float>> ops = {
+      {"Relu", 0, 0}, {"Sigmoid", 0, 0}, {"Tanh", 0, 0}, {"Exp", 0, 0}, {"Log", 0, 0}, {"Neg", 0, 0},
+      {"Abs", 0, 0}, {"Sqrt", 0, 0}, {"Reciprocal", 0, 0}, {"Erf", 0, 0}, {"Floor", 0, 0}, {"Ceil", 0, 0},
+      {"Softplus", 0, 0}, {"Softsign", 0, 0}, {"Sin", 0, 0}, {"Cos", 0, 0}, {"HardSwish", 0, 0},
+      {"LeakyRelu", 0.1f, 0}, {"Elu", 0.8f, 0}, {"Selu", 1.6f, 1.05f}, {"HardSigmoid", 0.2f, 0.5f},
+      {"Clip", -0.3f, 0.6f}, {"Gelu", 0, 0}, {"GeluTanh", 0, 0}, {"Add", 0, 0}, {"Sub", 0, 0}, {"Mul", 0, 0},
+      {"Div", 0, 0}, {"Pow", 0, 0}, {"Max", 0, 0}, {"Min", 0, 0}, {"PRelu", 0, 0}};
+  return ops;
+}
+
+bool PositiveOp(const std::string& op) {
+  return op == "Log" || op == "Sqrt" || op == "Pow" || op == "Reciprocal" || op == "Div";
+}
+
+TEST(GpuPointwise, FusedPointwiseTacticsEveryStepOpAndBroadcast) {
+  // y = Add(op(in0[, in1]), in1): in0 like the output, in1 broadcast in the ways below.
+  const std::vector<std::pair<Shape, Shape>> patterns = {
+      {{2, 16, 4, 6}, {1, 16, 1, 1}},  // per channel, H*W = 24: one load per chunk
+      {{2, 3, 5, 7}, {3, 1, 1}},       // per channel, H*W = 35: per element
+      {{5, 24}, {24}},                 // trailing, 24 elements: contiguous chunks
+      {{6, 175}, {175}},               // trailing, odd
+      {{3, 1031}, {3, 1}},             // per row, odd
+  };
+  uint32_t seed = 900;
+  for (const std::string tactic : {"nvrtc", "interp"})
+    for (const auto& [op, alpha, beta] : StepOps())
+      for (DataType t : {kF32, kF16, kBF16})
+        for (const auto& [a, b] : patterns) {
+          const bool positive = PositiveOp(op);
+          OneNode n("FusedPointwise", "kiln");
+          n.Input(Random(t, a, seed++, positive ? 0.2 : -2, 2)).Input(Random(t, b, seed++, positive ? 0.2 : -2, 2));
+          Program(n, {op, "Add"}, {0, 1, -1, 1}, {alpha, 0}, {beta, 0}).Tactic(tactic);
+          EXPECT_TRUE(CheckFloat(n, t)) << tactic << " " << op << " " << DataTypeName(t) << " " << ShapeToString(a)
+                                        << " " << ShapeToString(b);
+        }
+}
+
+TEST(GpuPointwise, FusedPointwiseTacticsSameShapeScalarAndOddSizes) {
+  // Binary ops with the second operand like the output or a scalar, over odd element counts.
+  const std::vector<Shape> shapes = {{1}, {7}, {1031}, {3, 517}, {2, 3, 64}, {8, 9, 17}};
+  uint32_t seed = 1900;
+  for (const std::string tactic : {"nvrtc", "interp"})
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu"})
+      for (DataType t : {kF32, kF16, kBF16})
+        for (const Shape& s : shapes)
+          for (bool scalar : {false, true}) {
+            const bool positive = PositiveOp(op);
+            OneNode n("FusedPointwise", "kiln");
+            n.Input(Random(t, s, seed++, positive ? 0.2 : -2, 2))
+                .Input(Random(t, scalar ? Shape{} : s, seed++, positive ? 0.2 : -2, 2));
+            Program(n, {op, "Relu"}, {0, 1, -1, -1}, {0, 0}, {0, 0}).Tactic(tactic);
+            EXPECT_TRUE(CheckFloat(n, t)) << tactic << " " << op << " " << DataTypeName(t) << " " << ShapeToString(s)
+                                          << (scalar ? " scalar" : "");
+          }
+}
+
+TEST(GpuPointwise, FusedPointwiseTacticsBothSidesBroadcast) {
+  // Several broadcast operands, the output broadcast from both sides, and a long chain.
+  const std::vector<std::vector<Shape>> shapes = {
+      {{3, 1, 4}, {1, 5, 1}, {4}, {}},
+      {{2, 1, 6, 8}, {1, 3, 1, 8}, {1, 3, 1, 1}, {1}},
+      {{1, 16, 1, 1}, {4, 16, 2, 4}, {16, 1, 1}, {4, 16, 2, 4}},  // the first input broadcast, the rest vectorize
+      {{2, 3, 4, 5, 6}, {5, 6}, {3, 1, 1, 1}, {2, 3, 4, 5, 6}},
+      {{1031}, {1031}, {1}, {1031}},
+  };
+  uint32_t seed = 2900;
+  for (const std::string tactic : {"nvrtc", "interp"})
+    for (DataType t : {kF32, kF16, kBF16})
+      for (const auto& s : shapes) {
+        OneNode n("FusedPointwise", "kiln");
+        for (const Shape& sh : s) n.Input(Random(t, sh, seed++, -2, 2));
+        Program(n, {"Mul", "Add", "Relu", "Sigmoid", "Mul", "Sub"}, {0, 1, -1, 2, -2, -2, -3, -3, -4, 0, -5, 3},
+                {0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0})
+            .Tactic(tactic);
+        EXPECT_TRUE(CheckFloat(n, t)) << tactic << " " << DataTypeName(t) << " " << ShapeToString(s[0]) << " "
+                                      << ShapeToString(s[1]);
+      }
+}
+
+TEST(GpuPointwise, FusedPointwiseTacticsLongProgramManyInputs) {
+  // 8 inputs and 48 steps (the interpreter's limits): alternating Add of the next input and a bounded op.
+  std::vector<std::string> ops;
+  std::vector<int64_t> args;
+  std::vector<float> alpha, beta;
+  const char* unary[] = {"Tanh", "Sigmoid", "Softsign", "Sin", "Cos", "Erf"};
+  for (int s = 0; s < 48; ++s) {
+    const int64_t prev = s == 0 ? 0 : -s;
+    if (s % 2 == 0) {
+      ops.push_back(s % 4 == 0 ? "Add" : "Mul");
+      args.insert(args.end(), {prev, (s / 2) % 8});
+    } else {
+      ops.push_back(unary[(s / 2) % 6]);
+      args.insert(args.end(), {prev, prev});
+    }
+    alpha.push_back(0);
+    beta.push_back(0);
+  }
+  uint32_t seed = 3900;
+  for (const std::string tactic : {"nvrtc", "interp"})
+    for (DataType t : {kF32, kF16}) {
+      OneNode n("FusedPointwise", "kiln");
+      n.Input(Random(t, {3, 7, 33}, seed++, -2, 2));
+      for (int k = 1; k < 8; ++k) n.Input(Random(t, k % 3 == 0 ? Shape{33} : Shape{3, 7, 33}, seed++, -2, 2));
+      Program(n, ops, args, alpha, beta).Tactic(tactic);
+      EXPECT_TRUE(CheckFloat(n, t, 1e-4)) << tactic << " " << DataTypeName(t);
+    }
+}
+
+TEST(GpuPointwise, FloatArithmeticSameShapeVectorized) {
+  // Add/Sub/Mul/Div/PRelu of same-shape or scalar float operands (the 16-byte vector path) over odd sizes.
+  uint32_t seed = 4900;
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "PRelu"})
+    for (DataType t : {kF32, kF16, kBF16})
+      for (const Shape& s : std::vector<Shape>{{1}, {7}, {1031}, {3, 517}, {4, 64}})
+        for (bool scalar : {false, true}) {
+          OneNode node(op);
+          node.Input(Random(t, s, seed++, -2, 2)).Input(Random(t, scalar ? Shape{1} : s, seed++, 0.5, 2));
+          EXPECT_TRUE(CheckFloat(node, t)) << op << " " << DataTypeName(t) << " " << ShapeToString(s)
+                                           << (scalar ? " scalar" : "");
+        }
+}
+
+// Bandwidth of FusedPointwise's tactics and of the plain Add on ResNet-50's residual shape (run with
+// --gtest_also_run_disabled_tests; prints, asserts nothing about speed).
+std::unique_ptr<Graph> OneNodeGraph(const std::string& op, const std::string& domain, DataType t,
+                                    const std::vector<Shape>& in, const std::map<std::string, Attribute>& attrs) {
+  auto g = std::make_unique<Graph>();
+  g->opsets[""] = 21;
+  g->opsets["kiln"] = 1;
+  Node* n = g->AddNode(op, "bench");
+  n->domain = domain;
+  n->opset = 21;
+  n->attrs = attrs;
+  for (size_t i = 0; i < in.size(); ++i) {
+    Value* v = g->GetOrAddValue("in" + std::to_string(i));
+    v->dtype = t;
+    v->shape = FromStatic(in[i]);
+    v->has_shape = true;
+    v->is_graph_input = true;
+    g->inputs.push_back(v);
+    n->inputs.push_back(v);
+  }
+  Value* o = g->GetOrAddValue("out0");
+  o->producer = n;
+  o->is_graph_output = true;
+  n->outputs.push_back(o);
+  g->outputs.push_back(o);
+  EXPECT_TRUE(InferGraph(*g, InferOptions{}).ok());
+  return g;
+}
+
+void Bench(const std::string& label, const std::string& op, const std::string& domain, DataType t,
+           const std::vector<Shape>& in, const std::map<std::string, Attribute>& attrs, const std::string& tactic) {
+  auto g = OneNodeGraph(op, domain, t, in, attrs);
+  const Node& n = *g->nodes()[0];
+  const Shape out = ToStatic(n.outputs[0]->shape);
+  cuda::LayerSpec spec{n, in, {out}};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto layer = cuda::CreateLayer(spec, tactic);
+  const double create_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(layer.ok()) << layer.status().ToString();
+  std::vector<cuda::DeviceTensor> ins, outs(1);
+  size_t bytes = 0;
+  for (const Shape& s : in) {
+    cuda::DeviceTensor d;
+    d.dtype = t;
+    d.shape = s;
+    ASSERT_EQ(cudaMalloc(&d.data, std::max<size_t>(d.nbytes(), 16)), cudaSuccess);
+    cudaMemset(d.data, 0, d.nbytes());
+    bytes += d.nbytes();
+    ins.push_back(d);
+  }
+  outs[0].dtype = t;
+  outs[0].shape = out;
+  ASSERT_EQ(cudaMalloc(&outs[0].data, outs[0].nbytes()), cudaSuccess);
+  bytes += outs[0].nbytes();
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  cuda::LaunchContext ctx;
+  ctx.stream = stream;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*layer)->Enqueue(ctx, ins, outs).ok());
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const int iters = 50;
+  cudaEventRecord(e0, stream);
+  for (int i = 0; i < iters; ++i) (void)(*layer)->Enqueue(ctx, ins, outs);
+  cudaEventRecord(e1, stream);
+  ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  const double us = 1000.0 * ms / iters;
+  int dev = 0;
+  cudaDeviceProp prop;
+  cudaGetDevice(&dev);
+  cudaGetDeviceProperties(&prop, dev);
+  std::printf("[bench] %-44s %-7s %8.1f us  %7.1f GB/s  (%.1f MB moved, create %.1f ms, %s)\n", label.c_str(),
+              tactic.c_str(), us, bytes / (us * 1e3), bytes / 1e6, create_ms, prop.name);
+  for (auto& d : ins) cudaFree(d.data);
+  cudaFree(outs[0].data);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(stream);
+}
+
+TEST(GpuPointwise, DISABLED_FusedPointwiseBandwidth) {
+  auto prog = [](std::vector<std::string> ops, std::vector<int64_t> args, float alpha = 0) {
+    std::map<std::string, Attribute> a;
+    const size_t k = ops.size();
+    a["kiln_ops"] = Strings(std::move(ops));
+    a["kiln_args"] = Attribute::Ints(std::move(args));
+    a["kiln_alpha"] = Attribute::Floats(std::vector<float>(k, alpha));
+    a["kiln_beta"] = Attribute::Floats(std::vector<float>(k, 0.f));
+    return a;
+  };
+  const Shape x = {64, 256, 56, 56}, c = {1, 256, 1, 1};
+  for (DataType t : {kF16, kF32}) {
+    const std::string dt = DataTypeName(t);
+    for (const char* tac : {"nvrtc", "interp"}) {
+      Bench("Add+Relu " + dt + " [64,256,56,56]", "FusedPointwise", "kiln", t, {x, x}, prog({"Add", "Relu"}, {0, 1, -1, -1}), tac);
+      Bench("Mul+Add+Relu per-channel " + dt, "FusedPointwise", "kiln", t, {x, c, c},
+            prog({"Mul", "Add", "Relu"}, {0, 1, -1, 2, -2, -2}), tac);
+      Bench("Add+Add+Relu 3 full " + dt, "FusedPointwise", "kiln", t, {x, x, x},
+            prog({"Add", "Add", "Relu"}, {0, 1, -1, 2, -2, -2}), tac);
+      Bench("GeluTanh(x*y) " + dt, "FusedPointwise", "kiln", t, {x, x}, prog({"Mul", "GeluTanh"}, {0, 1, -1, -1}), tac);
+    }
+    Bench("plain Add " + dt, "Add", "", t, {x, x}, {}, "default");
+    Bench("plain Mul " + dt, "Mul", "", t, {x, x}, {}, "default");
+  }
+  // Compile time of programs not seen before in this process (the first NVRTC call pays its fixed cost above).
+  for (float alpha : {0.11f, 0.12f, 0.13f})
+    Bench("LeakyRelu(x+y) new program " + std::to_string(alpha), "FusedPointwise", "kiln", kF16, {{8, 1024}, {8, 1024}},
+          prog({"Add", "LeakyRelu"}, {0, 1, -1, -1}, alpha), "nvrtc");
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
-// kiln.FusedPointwise: a chain of elementwise ops run in one launch. Per output element, a thread loads each
-// operand once through its broadcast offsets (no index arithmetic when every operand is shaped like the output
-// or is a single element), runs the program's steps in float32 over a small slot file, and stores the last
-// step's result. The program travels by value as a kernel argument (constant bank), so one launch needs no
-// device memory besides the tensors.
+// kiln.FusedPointwise, tactic "interp": a chain of elementwise ops run in one launch by one precompiled kernel
+// that interprets the program (the "nvrtc" tactic compiles each program instead: fused_pointwise_codegen.cpp).
+// Each thread takes E output elements (E*blockDim apart, so loads stay coalesced), loads every operand once
+// through its broadcast offsets (no index arithmetic when every operand is shaped like the output or is a
+// single element), runs the program step by step over its E elements in float32, and stores the last step's
+// result. Operands and step results live in shared memory, one column per thread ([slot][e][thread]: no bank
+// conflicts, no local memory, runtime slot indices are free), so the op dispatch of a step is paid once per E
+// elements. The program travels by value as a kernel argument (constant bank).
 #include "backends/cuda/pointwise_device.cuh"
 
 namespace kiln::cuda {
@@ -12,40 +15,63 @@ struct InputPtrs {
   const void* p[kPwMaxOperands];
 };
 
-constexpr int kSlots = kPwMaxOperands + kPwMaxSteps;
-
-// K: operands rounded up to 2, 4 or 8 (unused ones have zero strides and are never read).
+// K: operands rounded up to 2, 4 or 8 (unused ones have zero strides and are never read). E: elements per
+// thread; dynamic shared memory holds (num_operands + num_steps) * E * blockDim floats.
 template <typename T, typename I, int K>
 __global__ void FusedPointwiseKernel(const PwProgramArgs prog, const InputPtrs in, T* __restrict__ y,
-                                     const PwBroadcast bc) {
+                                     const PwBroadcast bc, const int E) {
+  extern __shared__ float smem[];
   const int num_in = bc.num_operands;
-  const int last = kPwMaxOperands + prog.num_steps - 1;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bc.numel;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    I off[K];
-    pw::Offsets<K, I>(bc, static_cast<I>(i), off);
-    float slot[kSlots];
+  const int B = blockDim.x;
+  const int last = num_in + prog.num_steps - 1;
+  float* col = smem + threadIdx.x;  // slot j, element e at col[(j * E + e) * B]
+  const int64_t tile = static_cast<int64_t>(B) * E;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * tile; base < bc.numel;
+       base += static_cast<int64_t>(gridDim.x) * tile) {
+    for (int e = 0; e < E; ++e) {
+      const int64_t i = base + static_cast<int64_t>(e) * B + threadIdx.x;
+      if (i >= bc.numel) break;
+      I off[K];
+      pw::Offsets<K, I>(bc, static_cast<I>(i), off);
 #pragma unroll
-    for (int k = 0; k < K; ++k)
-      if (k < num_in) slot[k] = ToF32(static_cast<const T*>(in.p[k])[off[k]]);
+      for (int k = 0; k < K; ++k)
+        if (k < num_in) col[(k * E + e) * B] = ToF32(static_cast<const T*>(in.p[k])[off[k]]);
+    }
+    // Elements past the end compute on stale values and are never stored.
     for (int s = 0; s < prog.num_steps; ++s) {
       const int op = prog.op[s];
-      const float a = slot[prog.arg0[s]];
-      float r;
-      if (PwIsBinary(op)) r = pw::FloatBinary(op, a, slot[prog.arg1[s]]);
-      else r = pw::FloatUnary(op, a, prog.alpha[s], prog.beta[s]);
-      slot[kPwMaxOperands + s] = r;
+      const int a0 = prog.arg0[s] < kPwMaxOperands ? prog.arg0[s] : prog.arg0[s] - kPwMaxOperands + num_in;
+      const int a1 = prog.arg1[s] < kPwMaxOperands ? prog.arg1[s] : prog.arg1[s] - kPwMaxOperands + num_in;
+      const float* x0 = col + a0 * E * B;
+      const float* x1 = col + a1 * E * B;
+      float* r = col + (num_in + s) * E * B;
+      if (PwIsBinary(op)) {
+        for (int e = 0; e < E; ++e) r[e * B] = pw::FloatBinary(op, x0[e * B], x1[e * B]);
+      } else {
+        const float alpha = prog.alpha[s], beta = prog.beta[s];
+        for (int e = 0; e < E; ++e) r[e * B] = pw::FloatUnary(op, x0[e * B], alpha, beta);
+      }
     }
-    y[i] = FromF32<T>(slot[last]);
+    for (int e = 0; e < E; ++e) {
+      const int64_t i = base + static_cast<int64_t>(e) * B + threadIdx.x;
+      if (i >= bc.numel) break;
+      y[i] = FromF32<T>(col[(last * E + e) * B]);
+    }
   }
 }
 
 template <typename T, typename I>
 void LaunchFor(const PwProgramArgs& prog, const InputPtrs& in, T* y, const PwBroadcast& bc, cudaStream_t stream) {
-  const unsigned grid = GridFor(bc.numel, pw::kBlock);
-  if (bc.num_operands <= 2) FusedPointwiseKernel<T, I, 2><<<grid, pw::kBlock, 0, stream>>>(prog, in, y, bc);
-  else if (bc.num_operands <= 4) FusedPointwiseKernel<T, I, 4><<<grid, pw::kBlock, 0, stream>>>(prog, in, y, bc);
-  else FusedPointwiseKernel<T, I, 8><<<grid, pw::kBlock, 0, stream>>>(prog, in, y, bc);
+  // Elements per thread and block size so that the slot file fits 48 KiB of shared memory.
+  const int slots = bc.num_operands + prog.num_steps;
+  int block = pw::kBlock, e = 4;
+  while (e > 1 && static_cast<size_t>(slots) * e * block * sizeof(float) > 48 * 1024) e /= 2;
+  while (block > 32 && static_cast<size_t>(slots) * e * block * sizeof(float) > 48 * 1024) block /= 2;
+  const size_t shmem = static_cast<size_t>(slots) * e * block * sizeof(float);
+  const unsigned grid = GridFor((bc.numel + e - 1) / e, block);
+  if (bc.num_operands <= 2) FusedPointwiseKernel<T, I, 2><<<grid, block, shmem, stream>>>(prog, in, y, bc, e);
+  else if (bc.num_operands <= 4) FusedPointwiseKernel<T, I, 4><<<grid, block, shmem, stream>>>(prog, in, y, bc, e);
+  else FusedPointwiseKernel<T, I, 8><<<grid, block, shmem, stream>>>(prog, in, y, bc, e);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // CUDA layers of the pointwise family, part 2: Cast, CastLike, QuantizeLinear, DequantizeLinear (kernels in
 // pointwise_cast.cu) and kiln.FusedPointwise (fused_pointwise.cu). Semantics follow the CPU reference
-// (src/backends/cpu/elementwise_cast.cpp, fused_pointwise.cpp). One tactic each ("default").
+// (src/backends/cpu/elementwise_cast.cpp, fused_pointwise.cpp). One tactic each ("default"), except
+// FusedPointwise: "nvrtc" (generated code) and "interp".
 #include <memory>
 
+#include "backends/cuda/fused_pointwise_codegen.h"
 #include "backends/cuda/pointwise_layers_util.h"
 #include "shape/fused_ops.h"
 
@@ -194,37 +196,57 @@ PwFloatOp KernelOp(fused::PwOp op) {
   return kPwFloatOpCount;
 }
 
+// Checks the node and translates its program for the interpreter kernel (used by both tactics: "nvrtc" falls
+// back to it for shapes its generated kernel does not cover).
+Result<PwProgramArgs> FusedPointwiseArgs(const Node& n, const fused::PwProgram& prog) {
+  const size_t num_in = n.inputs.size();
+  if (num_in < 1 || num_in > static_cast<size_t>(kPwMaxOperands))
+    return NotSupported(n, fmt::format("{} inputs", num_in),
+                        fmt::format("the CUDA kernel takes 1 to {}; split the fused group", kPwMaxOperands));
+  if (prog.ops.size() > static_cast<size_t>(kPwMaxSteps))
+    return NotSupported(n, fmt::format("a program of {} steps", prog.ops.size()),
+                        fmt::format("the CUDA kernel runs up to {}; split the fused group", kPwMaxSteps));
+  const DataType t = InputType(n, 0);
+  if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+    return NotSupported(n, "dtype " + TypeName(t), "FusedPointwise runs float32/float16/bfloat16");
+  for (size_t i = 0; i < num_in; ++i)
+    if (InputType(n, i) != t)
+      return NotSupported(n, fmt::format("input {} of dtype {} with input 0 of {}", i, TypeName(InputType(n, i)),
+                                         TypeName(t)), "give every input one dtype");
+  PwProgramArgs args;
+  args.num_steps = static_cast<int>(prog.ops.size());
+  auto slot = [](int64_t a) { return static_cast<uint8_t>(a >= 0 ? a : kPwMaxOperands + (-1 - a)); };
+  for (size_t s = 0; s < prog.ops.size(); ++s) {
+    const PwFloatOp op = KernelOp(prog.ops[s]);
+    if (op == kPwFloatOpCount) return NotSupported(n, fmt::format("step {}'s op", s), "this op has no CUDA kernel");
+    args.op[s] = static_cast<uint8_t>(op);
+    args.arg0[s] = slot(prog.args[2 * s]);
+    // Unary steps repeat their operand in the second slot; reading it only for binary ops keeps it harmless.
+    args.arg1[s] = slot(prog.arity[s] == 2 ? prog.args[2 * s + 1] : prog.args[2 * s]);
+    args.alpha[s] = prog.alpha[s];
+    args.beta[s] = prog.beta[s];
+  }
+  return args;
+}
+
+// Tactics: "nvrtc" (the program compiled to straight-line CUDA at layer creation, fused_pointwise_codegen.cpp)
+// and "interp" (one precompiled kernel interpreting the program, fused_pointwise.cu).
 LayerFactory FusedPointwiseFactory() {
-  return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+  LayerFactory f;
+  f.tactics = [](const LayerSpec& spec) -> Result<std::vector<std::string>> {
     const Node& n = spec.node;
-    const size_t num_in = n.inputs.size();
-    KILN_ASSIGN_OR_RETURN(fused::PwProgram prog, fused::ParseProgram(n, num_in));
-    if (num_in < 1 || num_in > static_cast<size_t>(kPwMaxOperands))
-      return NotSupported(n, fmt::format("{} inputs", num_in),
-                          fmt::format("the CUDA kernel takes 1 to {}; split the fused group", kPwMaxOperands));
-    if (prog.ops.size() > static_cast<size_t>(kPwMaxSteps))
-      return NotSupported(n, fmt::format("a program of {} steps", prog.ops.size()),
-                          fmt::format("the CUDA kernel runs up to {}; split the fused group", kPwMaxSteps));
-    const DataType t = InputType(n, 0);
-    if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
-      return NotSupported(n, "dtype " + TypeName(t), "FusedPointwise runs float32/float16/bfloat16");
-    for (size_t i = 0; i < num_in; ++i)
-      if (InputType(n, i) != t)
-        return NotSupported(n, fmt::format("input {} of dtype {} with input 0 of {}", i, TypeName(InputType(n, i)),
-                                           TypeName(t)), "give every input one dtype");
-    PwProgramArgs args;
-    args.num_steps = static_cast<int>(prog.ops.size());
-    auto slot = [](int64_t a) { return static_cast<uint8_t>(a >= 0 ? a : kPwMaxOperands + (-1 - a)); };
-    for (size_t s = 0; s < prog.ops.size(); ++s) {
-      const PwFloatOp op = KernelOp(prog.ops[s]);
-      if (op == kPwFloatOpCount) return NotSupported(n, fmt::format("step {}'s op", s), "this op has no CUDA kernel");
-      args.op[s] = static_cast<uint8_t>(op);
-      args.arg0[s] = slot(prog.args[2 * s]);
-      // Unary steps repeat their operand in the second slot; reading it only for binary ops keeps it harmless.
-      args.arg1[s] = slot(prog.arity[s] == 2 ? prog.args[2 * s + 1] : prog.args[2 * s]);
-      args.alpha[s] = prog.alpha[s];
-      args.beta[s] = prog.beta[s];
-    }
+    KILN_ASSIGN_OR_RETURN(fused::PwProgram prog, fused::ParseProgram(n, n.inputs.size()));
+    KILN_RETURN_IF_ERROR(FusedPointwiseArgs(n, prog).status());
+    return std::vector<std::string>{"nvrtc", "interp"};
+  };
+  f.create = [](const LayerSpec& spec, const std::string& tactic) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    KILN_ASSIGN_OR_RETURN(fused::PwProgram prog, fused::ParseProgram(n, n.inputs.size()));
+    KILN_ASSIGN_OR_RETURN(PwProgramArgs args, FusedPointwiseArgs(n, prog));
+    if (tactic == "nvrtc") return MakeFusedPointwiseNvrtcLayer(n, prog, args);
+    if (tactic != "interp" && tactic != "default")
+      return Err(StatusCode::kInvalidArgument, "{}: unknown tactic '{}' (FusedPointwise has 'nvrtc' and 'interp')",
+                 n.Where(), tactic);
     const std::string where = n.Where();
     return MakeLayer([where, args](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                                    std::vector<DeviceTensor>& out) -> Status {
@@ -238,7 +260,8 @@ LayerFactory FusedPointwiseFactory() {
       return InNode(where, KILN_CUDA_STATUS(LaunchFusedPointwise(Code(out[0].dtype), args, ptrs, out[0].data, bc,
                                                                  ctx.stream)));
     });
-  });
+  };
+  return f;
 }
 
 }  // namespace
