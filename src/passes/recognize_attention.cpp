@@ -10,6 +10,11 @@
 // itself (its perm with the last two axes swapped; dropped when that is the identity) and
 // kiln_k_transposed = 0; otherwise input 1 is K^T and kiln_k_transposed = 1.
 // Every intermediate (scores, scaled/masked scores, probabilities) must be read only inside the pattern.
+// Then the head split / merge Transposes around each kiln.Attention (perm swapping axes -3 and -2 only, e.g.
+// [0,2,1,3]: [B,S,H,D] <-> [B,H,S,D]) are absorbed: a Transpose read only by the attention's Q, K or V becomes
+// kiln_q_layout / kiln_k_layout / kiln_v_layout = "BSHD" (the kernel reads the untransposed tensor through
+// strides), and a Transpose that alone reads the attention's output becomes kiln_out_layout = "BSHD". BERT's
+// K^T Transpose [0,2,3,1], re-permuted to [0,2,1,3] above, goes the same way.
 #include <numeric>
 
 #include "core/error.h"
@@ -204,6 +209,65 @@ bool MatchAttention(const Uses& u, Node* sm, Match& out) {
   return Walk(u, s, sm, true, std::move(m), s, out);
 }
 
+// A Transpose whose perm swaps axes -3 and -2 of a rank >= 3 tensor and keeps the rest.
+bool IsHeadSwap(const Node* n) {
+  if (!Is(n, "Transpose", 1) || !n->inputs[0] || !n->inputs[0]->has_shape || n->outputs.size() != 1) return false;
+  const size_t r = n->inputs[0]->shape.size();
+  if (r < 3) return false;
+  std::vector<int64_t> perm = n->getints("perm");
+  if (perm.empty())
+    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+  if (perm.size() != r) return false;
+  for (size_t i = 0; i < r; ++i) {
+    const size_t want = i == r - 3 ? r - 2 : i == r - 2 ? r - 3 : i;
+    if (perm[i] != static_cast<int64_t>(want)) return false;
+  }
+  return true;
+}
+
+bool HasLayout(const Node* n, const char* name) {
+  auto it = n->attrs.find(name);
+  return it != n->attrs.end();
+}
+
+// One absorption of a head split / merge Transpose into a kiln.Attention node (see the top); false when none
+// is left.
+bool AbsorbOneHeadTranspose(Graph& g, PassReport& report) {
+  static const char* const kInputLayouts[3] = {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"};
+  Uses u(g);
+  for (const auto& node : g.nodes()) {
+    Node* at = node.get();
+    if (at->op_type != "Attention" || at->domain != "kiln") continue;
+    for (size_t i = 0; i < 3 && i < at->inputs.size(); ++i) {
+      Value* x = at->inputs[i];
+      Node* tp = x ? u.Producer(x) : nullptr;
+      if (HasLayout(at, kInputLayouts[i]) || !IsHeadSwap(tp) || !u.OnlyBy(x, at)) continue;
+      at->inputs[i] = tp->inputs[0];
+      at->attrs[kInputLayouts[i]] = Attribute::String("BSHD");
+      report.details.push_back(
+          fmt::format("attention: {} absorbed into '{}' ({} = BSHD)", tp->name, at->name, kInputLayouts[i]));
+      fusion::RemoveUnread(g, {tp});
+      return true;
+    }
+    if (at->outputs.empty() || !at->outputs[0] || HasLayout(at, "kiln_out_layout")) continue;
+    Value* y = at->outputs[0];
+    Node* tp = u.Single(y);
+    if (!IsHeadSwap(tp) || !u.OnlyBy(y, tp) || tp->outputs[0] == nullptr) continue;
+    Value* z = tp->outputs[0];
+    at->outputs[0] = z;  // the attention writes the Transpose's output (its name too) in the BSHD layout
+    z->producer = at;
+    tp->inputs.clear();
+    tp->outputs = {y};
+    y->producer = tp;
+    at->attrs["kiln_out_layout"] = Attribute::String("BSHD");
+    report.details.push_back(
+        fmt::format("attention: {} absorbed into '{}' (kiln_out_layout = BSHD)", tp->name, at->name));
+    fusion::RemoveUnread(g, {tp});
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o) {
@@ -249,6 +313,7 @@ Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o) {
       break;
     }
   }
+  while (AbsorbOneHeadTranspose(g, report)) ++report.rewrites;
   return report;
 }
 

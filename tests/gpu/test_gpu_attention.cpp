@@ -7,6 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "backends/cuda/attention_kernels.h"
 #include "gpu_test_util.h"
 
 namespace kiln::gputest {
@@ -15,9 +20,18 @@ namespace {
 constexpr const char* kSimt = "attn.simt";
 constexpr const char* kMma = "attn.mma";
 const DataType kLowFloats[] = {DataType::kFloat16, DataType::kBFloat16};
+const char* const kMmaWarps[] = {"attn.mma.w1", "attn.mma.w2", "attn.mma.w4"};  // forced block sizes
 
-// One Attention case. K's shape is given as [.., Sk, d] and transposed to [.., d, Sk] when k_transposed.
+// [.., a, b, c] -> [.., b, a, c]: the physical shape of a logical operand given in the "BSHD" layout.
+std::vector<int64_t> SwapHead(std::vector<int64_t> s) {
+  std::swap(s[s.size() - 3], s[s.size() - 2]);
+  return s;
+}
+
+// One Attention case. K's shape is given as [.., Sk, d] and transposed to [.., d, Sk] when k_transposed. Shapes
+// are logical; a *_bshd operand is fed (the output produced) with axes -3 and -2 swapped, as kiln_*_layout=BSHD.
 struct Attn {
+  bool q_bshd = false, k_bshd = false, v_bshd = false, out_bshd = false;
   DataType dt = DataType::kFloat32;
   std::vector<int64_t> q, k, v;
   bool k_transposed = false;
@@ -32,7 +46,13 @@ struct Attn {
     OneNode n("Attention", "kiln");
     std::vector<int64_t> ks = k;
     if (k_transposed) std::swap(ks[ks.size() - 1], ks[ks.size() - 2]);
-    n.Input(Random(dt, q, seed, -2, 2)).Input(Random(dt, ks, seed + 1, -2, 2)).Input(Random(dt, v, seed + 2));
+    n.Input(Random(dt, q_bshd ? SwapHead(q) : q, seed, -2, 2))
+        .Input(Random(dt, k_bshd ? SwapHead(ks) : ks, seed + 1, -2, 2))
+        .Input(Random(dt, v_bshd ? SwapHead(v) : v, seed + 2));
+    if (q_bshd) n.Attr("kiln_q_layout", Attribute::String("BSHD"));
+    if (k_bshd) n.Attr("kiln_k_layout", Attribute::String("BSHD"));
+    if (v_bshd) n.Attr("kiln_v_layout", Attribute::String("BSHD"));
+    if (out_bshd) n.Attr("kiln_out_layout", Attribute::String("BSHD"));
     if (mask) n.Input(*mask);
     else if (keep) n.Omitted();
     if (keep) n.Input(*keep);
@@ -53,7 +73,8 @@ struct Attn {
 
 std::string Name(const Attn& a) {
   return std::string(DataTypeName(a.dt)) + " " + a.tactic + " Q" + ShapeToString(a.q) + " K" + ShapeToString(a.k) +
-         " V" + ShapeToString(a.v) + (a.k_transposed ? " K^T" : "");
+         " V" + ShapeToString(a.v) + (a.k_transposed ? " K^T" : "") + (a.q_bshd ? " q:BSHD" : "") +
+         (a.k_bshd ? " k:BSHD" : "") + (a.v_bshd ? " v:BSHD" : "") + (a.out_bshd ? " out:BSHD" : "");
 }
 
 // Every (low float type, tactic) pair plus float32 on SIMT.
@@ -291,6 +312,146 @@ TEST(GpuAttention, BertBaseShapes) {
       for (int64_t i = 0; i < b; ++i) lens.push_back(128 - 13 * i);
       a.mask = PaddingMask(dt, lens, 128);
       EXPECT_TRUE(a.Check()) << Name(a);
+    }
+}
+
+// The head split / merge absorbed into the operands' layouts (kiln_*_layout = BSHD), alone and together, with
+// masks, K^T, several row blocks and key tiles, and every tactic.
+TEST(GpuAttention, BshdLayouts) {
+  for (auto [dt, tactic] : AllConfigs())
+    for (int combo = 1; combo < 16; ++combo) {
+      Attn a;
+      a.dt = dt;
+      a.tactic = tactic;
+      a.q_bshd = combo & 1;
+      a.k_bshd = combo & 2;
+      a.v_bshd = combo & 4;
+      a.out_bshd = combo & 8;
+      a.q = a.k = a.v = {2, 3, 77, 64};
+      a.mask = PaddingMask(dt, {77, 30}, 77);
+      a.seed = static_cast<uint32_t>(combo);
+      EXPECT_TRUE(a.Check()) << Name(a);
+      a.mask.reset();
+      a.q = {1, 2, 130, 80};  // cross lengths, two row blocks, three key tiles
+      a.k = a.v = {1, 2, 150, 80};
+      EXPECT_TRUE(a.Check()) << Name(a);
+      a.q = {3, 33, 32};  // rank 3: [S, H, D] for [H, S, D]
+      a.k = a.v = {3, 9, 32};
+      EXPECT_TRUE(a.Check()) << Name(a);
+    }
+  for (auto [dt, tactic] : AllConfigs()) {
+    Attn a;  // K^T with BSHD Q/V/out; broadcast batch dims
+    a.dt = dt;
+    a.tactic = tactic;
+    a.k_transposed = true;
+    a.q_bshd = a.v_bshd = a.out_bshd = true;
+    a.q = {2, 3, 19, 64};
+    a.k = a.v = {2, 3, 70, 64};
+    EXPECT_TRUE(a.Check()) << Name(a);
+    a.k_transposed = false;
+    a.k_bshd = true;
+    a.q = {2, 1, 4, 19, 32};
+    a.k = {1, 3, 4, 23, 32};
+    a.v = {3, 4, 23, 32};
+    EXPECT_TRUE(a.Check()) << Name(a);
+  }
+}
+
+// The tensor-core kernel with each block size forced (1, 2, 4 warps), odd sizes, masks and layouts.
+TEST(GpuAttention, MmaBlockSizes) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (DataType dt : kLowFloats)
+    for (const char* tactic : kMmaWarps)
+      for (int64_t d : {32, 64, 80, 96, 128}) {
+        Attn a;
+        a.dt = dt;
+        a.tactic = tactic;
+        a.q = {2, 2, 45, d};
+        a.k = a.v = {2, 2, 131, d};
+        a.seed = static_cast<uint32_t>(d);
+        EXPECT_TRUE(a.Check()) << Name(a);
+        a.q = a.k = a.v = {2, 3, 128, d};
+        a.q_bshd = a.k_bshd = a.v_bshd = a.out_bshd = true;
+        a.mask = PaddingMask(dt, {128, 57}, 128);
+        EXPECT_TRUE(a.Check()) << Name(a) << " padding mask";
+        a.mask.reset();
+        a.keep = CausalKeep(128, 128, 0);
+        a.fill = -inf;
+        EXPECT_TRUE(a.Check()) << Name(a) << " causal";
+        a.q = a.k = a.v = {1, 1, 1, d};  // one row, one key
+        a.keep.reset();
+        EXPECT_TRUE(a.Check()) << Name(a) << " 1x1";
+        a.q = {1, 1, 3, d};
+        a.k = a.v = {1, 1, 0, d};
+        EXPECT_TRUE(a.Check()) << Name(a) << " no keys";
+      }
+}
+
+// Timing of each tactic at BERT-base shapes (B x 12 heads x 128 x 64, float16, padding mask), BHSD and BSHD.
+// Run with --gtest_also_run_disabled_tests; prints microseconds, asserts nothing about speed.
+TEST(GpuAttention, DISABLED_TimingBertBase) {
+  const int64_t h = 12, s = 128, d = 64;
+  for (int64_t b : {1, 8, 32})
+    for (bool bshd : {false, true}) {
+      const int64_t n = b * h * s * d;
+      void *q, *k, *v, *o, *mask;
+      ASSERT_EQ(cudaMalloc(&q, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&k, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&v, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&o, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&mask, b * s * 2), cudaSuccess);
+      cudaMemset(q, 0x31, n * 2);
+      cudaMemset(k, 0x32, n * 2);
+      cudaMemset(v, 0x33, n * 2);
+      cudaMemset(mask, 0, b * s * 2);
+      cuda::AttentionParams p;
+      p.q = q;
+      p.k = k;
+      p.v = v;
+      p.out = o;
+      p.mask = mask;
+      p.nbd = 2;
+      p.batch_dims[0] = b;
+      p.batch_dims[1] = h;
+      p.batch = b * h;
+      const int64_t bs = h * s * d, hs = bshd ? d : s * d, rs = bshd ? h * d : d;
+      for (int64_t* st : {p.q_bstride, p.k_bstride, p.v_bstride, p.out_bstride}) {
+        st[0] = bs;
+        st[1] = hs;
+      }
+      p.mask_bstride[0] = s;
+      p.q_row_stride = p.v_row_stride = p.out_row_stride = p.k_row_stride = rs;
+      p.k_dim_stride = 1;
+      p.mask_col = 1;
+      p.sq = p.sk = s;
+      p.d = p.dv = static_cast<int>(d);
+      p.scale = 0.125f;
+      ASSERT_EQ(cuda::PrepareAttentionSimt(), cudaSuccess);
+      ASSERT_EQ(cuda::PrepareAttentionMma(), cudaSuccess);
+      const int kHalf = static_cast<int>(DataType::kFloat16);  // the kernels' dtype code is the DataType value
+      cudaEvent_t e0, e1;
+      cudaEventCreate(&e0);
+      cudaEventCreate(&e1);
+      for (int variant = 0; variant < 5; ++variant) {  // mma auto, w1, w2, w4; simt
+        auto launch = [&] {
+          return variant < 4 ? cuda::LaunchAttentionMma(p, kHalf, nullptr, variant == 0 ? 0 : 1 << (variant - 1))
+                             : cuda::LaunchAttentionSimt(p, kHalf, nullptr);
+        };
+        for (int i = 0; i < 20; ++i) ASSERT_EQ(launch(), cudaSuccess);
+        const int iters = 200;
+        cudaEventRecord(e0);
+        for (int i = 0; i < iters; ++i) launch();
+        cudaEventRecord(e1);
+        ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        const char* names[] = {"mma(auto)", "mma.w1", "mma.w2", "mma.w4", "simt"};
+        std::printf("attention B=%lld H=12 S=128 D=64 fp16 %s %-9s %8.2f us\n", static_cast<long long>(b),
+                    bshd ? "BSHD" : "BHSD", names[variant], 1000.f * ms / iters);
+      }
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      for (void* x : {q, k, v, o, mask}) cudaFree(x);
     }
 }
 

@@ -273,7 +273,7 @@ TEST(RecognizeAttention, BertPatternDivAndAdditiveMask) {
     Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
     t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, a.v}));
     t.Finish();
-    EXPECT_EQ(Apply(t, RecognizeAttentionPass), 1);
+    EXPECT_EQ(Apply(t, RecognizeAttentionPass), bert_k ? 2 : 1);
     const Node* at = t.Find("Attention");
     ASSERT_TRUE(at);
     EXPECT_EQ(at->domain, "kiln");
@@ -281,9 +281,11 @@ TEST(RecognizeAttention, BertPatternDivAndAdditiveMask) {
     EXPECT_EQ(at->geti("kiln_k_transposed", -1), 0);
     EXPECT_EQ(at->inputs.size(), 4u);
     EXPECT_EQ(t.Count("Softmax"), 0);
-    // perm [0,1,3,2] composes to the identity (dropped); BERT's [0,2,3,1] becomes [0,2,1,3].
-    EXPECT_EQ(t.Count("Transpose"), bert_k ? 1 : 0);
-    if (bert_k) EXPECT_EQ(t.Find("Transpose")->getints("perm"), (std::vector<int64_t>{0, 2, 1, 3}));
+    // perm [0,1,3,2] composes to the identity (dropped); BERT's [0,2,3,1] becomes [0,2,1,3], a head split that
+    // the attention absorbs (it reads K [B, S, H, D] through strides).
+    EXPECT_EQ(t.Count("Transpose"), 0);
+    EXPECT_EQ(at->gets("kiln_k_layout", ""), bert_k ? "BSHD" : "");
+    if (bert_k) EXPECT_EQ(at->inputs[1]->name, "k");
   }
 }
 
@@ -345,13 +347,71 @@ TEST(RecognizeAttention, SdpaExportWithTwoSidedScaleAndNanGuard) {
   const auto before = t.Run();
   ASSERT_FALSE(before.empty());
   EXPECT_EQ(before.begin()->second.data<float>()[0], 0.f);  // the fully masked row is zero, not NaN
-  EXPECT_EQ(Apply(t, RecognizeAttentionPass), 1);
+  EXPECT_EQ(Apply(t, RecognizeAttentionPass), 2);  // + K's head split absorbed
   const Node* at = t.Find("Attention");
   ASSERT_TRUE(at);
   EXPECT_NEAR(at->getf("scale", 0), 0.5f, 1e-6);
   EXPECT_EQ(at->geti("kiln_nan_to_zero", 0), 1);
   EXPECT_EQ(t.Count("IsNaN"), 0);
   EXPECT_EQ(t.Count("Softmax"), 0);
+}
+
+// BERT's whole head split / merge: Q, K, V from [B, S, H, D] by Transpose [0,2,1,3] (K^T by [0,2,3,1]) and the
+// output merged back by Transpose [0,2,1,3]; all four Transposes become kiln_*_layout = BSHD (rank 3 too).
+TEST(RecognizeAttention, AbsorbsHeadSplitAndMergeTransposes) {
+  for (int rank : {3, 4}) {
+    SCOPED_TRACE(rank);
+    TestGraph t;
+    const std::vector<int64_t> bshd = rank == 4 ? std::vector<int64_t>{2, 5, 3, 8} : std::vector<int64_t>{5, 3, 8};
+    const std::vector<int64_t> split = rank == 4 ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{1, 0, 2};
+    const std::vector<int64_t> kt = rank == 4 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{1, 2, 0};
+    auto tp = [&](const char* name, Value* x, const std::vector<int64_t>& perm) {
+      return t.Op("Transpose", name, {x}, {{"perm", Attribute::Ints(perm)}});
+    };
+    Value* q = tp("/attn/Transpose_q", t.Input("q", bshd), split);
+    Value* k = tp("/attn/Transpose_k", t.Input("k", bshd), kt);
+    Value* v = tp("/attn/Transpose_v", t.Input("v", bshd), split);
+    Value* s = t.Op("Div", "/attn/Div", {t.Op("MatMul", "/attn/MatMul", {q, k}), t.F(2.f)});
+    if (rank == 4) s = t.Op("Add", "/attn/Add", {s, t.Input("mask", {2, 1, 1, 5}, DataType::kFloat32, -3, 0)});
+    Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+    Value* y = tp("/attn/Transpose_out", t.Op("MatMul", "/attn/MatMul_1", {p, v}), split);
+    t.Output(t.Op("Relu", "after", {y}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeAttentionPass), 5);  // the attention + 4 Transposes
+    EXPECT_EQ(t.Count("Transpose"), 0);
+    const Node* at = t.Find("Attention");
+    ASSERT_TRUE(at);
+    for (const char* a : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout", "kiln_out_layout"})
+      EXPECT_EQ(at->gets(a, ""), "BSHD") << a;
+    EXPECT_EQ(at->geti("kiln_k_transposed", -1), 0);
+    EXPECT_EQ(at->inputs[0]->name, "q");
+    EXPECT_EQ(at->inputs[1]->name, "k");
+    EXPECT_EQ(at->inputs[2]->name, "v");
+    EXPECT_EQ(t.Find("Relu")->inputs[0], at->outputs[0]);
+  }
+}
+
+// Transposes that are read elsewhere, are graph outputs, or permute other axes stay.
+TEST(RecognizeAttention, KeepsSharedOrOtherTransposes) {
+  TestGraph t;
+  auto tp = [&](const char* name, Value* x, const std::vector<int64_t>& perm) {
+    return t.Op("Transpose", name, {x}, {{"perm", Attribute::Ints(perm)}});
+  };
+  Value* q = tp("/attn/Transpose_q", t.Input("q", {2, 5, 3, 8}), {0, 2, 1, 3});
+  Value* k = tp("/attn/Transpose_k", t.Input("k", {2, 3, 5, 8}), {0, 1, 3, 2});  // K -> K^T: dropped
+  Value* v = tp("/attn/Transpose_v", t.Input("v", {3, 2, 5, 8}), {1, 0, 2, 3});  // not a head swap
+  Value* p = t.Op("Softmax", "/attn/Softmax", {t.Op("MatMul", "/attn/MatMul", {q, k})}, {{"axis", Attribute::Int(-1)}});
+  Value* y = t.Op("MatMul", "/attn/MatMul_1", {p, v});
+  t.Output(t.Op("Relu", "q_reader", {q}));  // Q's Transpose has another reader
+  t.Output(tp("/attn/Transpose_out", y, {0, 2, 1, 3}));  // a graph output: the attention may write it as BSHD
+  t.Finish();
+  EXPECT_EQ(Apply(t, RecognizeAttentionPass), 2);
+  const Node* at = t.Find("Attention");
+  ASSERT_TRUE(at);
+  EXPECT_EQ(at->gets("kiln_q_layout", ""), "");
+  EXPECT_EQ(at->gets("kiln_v_layout", ""), "");
+  EXPECT_EQ(at->gets("kiln_out_layout", ""), "BSHD");
+  EXPECT_EQ(t.Count("Transpose"), 2);  // Q's and V's
 }
 
 TEST(RecognizeAttention, NotWhenProbabilitiesAreReadOrAxisIsNotLast) {

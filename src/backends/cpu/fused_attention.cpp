@@ -3,6 +3,8 @@
 // One query row at a time (threaded over batch x rows): the scores row lives in a small scratch buffer and is
 // never written to memory. Accumulation in float; float16/bfloat16 inputs are converted to float first.
 // K^T inputs (kiln_k_transposed = 1) are transposed once so every dot product reads contiguous rows.
+// kiln_{q,k,v,out}_layout = "BSHD" (axes -3 and -2 of that tensor swapped: [B, S, H, D] for the logical
+// [B, H, S, D]) is applied by copying the input to the logical layout first / the output back last.
 #include <cmath>
 
 #include "backends/cpu/common.h"
@@ -60,6 +62,35 @@ MaskView ViewMask(const Tensor& m, const std::vector<int64_t>& batch, int64_t sq
   return v;
 }
 
+// Whether the layout attribute `name` is "BSHD" (else "BHSD", the default).
+Result<bool> IsBshd(const Node& n, const char* name) {
+  const Result<std::string> l = n.attr_string(name, "BHSD");
+  if (!l.ok()) return l.status();
+  if (*l == "BHSD") return false;
+  if (*l == "BSHD") return true;
+  return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD", n.Where(), name, *l);
+}
+
+// `shape` with axes -3 and -2 swapped (rank >= 3).
+std::vector<int64_t> SwapHeadAxes(std::vector<int64_t> shape) {
+  std::swap(shape[shape.size() - 3], shape[shape.size() - 2]);
+  return shape;
+}
+
+// Copies the float buffer `x` of `shape` to `shape` with axes -3 and -2 swapped.
+std::vector<float> SwapHeadAxes(const float* x, const std::vector<int64_t>& shape) {
+  const size_t r = shape.size();
+  const int64_t a = shape[r - 3], b = shape[r - 2], inner = shape[r - 1];
+  const int64_t outer = NumElements(shape) / std::max<int64_t>(1, a * b * inner);
+  std::vector<float> y(static_cast<size_t>(NumElements(shape)));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        std::copy(x + ((o * a + i) * b + j) * inner, x + ((o * a + i) * b + j + 1) * inner,
+                  y.data() + ((o * b + j) * a + i) * inner);
+  return y;
+}
+
 Status AttentionKernel(KernelContext& ctx) {
   const Node& n = ctx.node;
   if (ctx.num_inputs() < 3 || !ctx.input(0) || !ctx.input(1) || !ctx.input(2))
@@ -75,21 +106,37 @@ Status AttentionKernel(KernelContext& ctx) {
   const bool nan_to_zero = n.geti("kiln_nan_to_zero", 0) != 0;  // Where(IsNaN(P), 0, P) was absorbed
   if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
     return Err(StatusCode::kInvalidArgument, "{}: Q, K and V must have rank >= 2", n.Where());
-  const int64_t sq = q.dim(-2), d = q.dim(-1);
-  const int64_t sk = kt ? k.dim(-1) : k.dim(-2), dk = kt ? k.dim(-2) : k.dim(-1);
-  const int64_t dv = v.dim(-1);
-  if (dk != d || v.dim(-2) != sk)
+  KILN_ASSIGN_OR_RETURN(const bool q_bshd, IsBshd(n, "kiln_q_layout"));
+  KILN_ASSIGN_OR_RETURN(const bool k_bshd, IsBshd(n, "kiln_k_layout"));
+  KILN_ASSIGN_OR_RETURN(const bool v_bshd, IsBshd(n, "kiln_v_layout"));
+  KILN_ASSIGN_OR_RETURN(const bool out_bshd, IsBshd(n, "kiln_out_layout"));
+  if ((q_bshd && q.rank() < 3) || (k_bshd && k.rank() < 3) || (v_bshd && v.rank() < 3))
+    return Err(StatusCode::kInvalidArgument, "{}: a BSHD layout needs rank >= 3 (Q {}, K {}, V {})", n.Where(),
+               q.Describe(), k.Describe(), v.Describe());
+  // The logical shapes (BSHD inputs are copied to that layout below).
+  const std::vector<int64_t> qsh = q_bshd ? SwapHeadAxes(q.shape()) : q.shape();
+  const std::vector<int64_t> ksh = k_bshd ? SwapHeadAxes(k.shape()) : k.shape();
+  const std::vector<int64_t> vsh = v_bshd ? SwapHeadAxes(v.shape()) : v.shape();
+  const size_t qr = qsh.size(), kr = ksh.size(), vr = vsh.size();
+  const int64_t sq = qsh[qr - 2], d = qsh[qr - 1];
+  const int64_t sk = kt ? ksh[kr - 1] : ksh[kr - 2], dk = kt ? ksh[kr - 2] : ksh[kr - 1];
+  const int64_t dv = vsh[vr - 1];
+  if (dk != d || vsh[vr - 2] != sk)
     return Err(StatusCode::kInvalidArgument, "{}: Q {}, K {} and V {} do not line up", n.Where(), q.Describe(),
                k.Describe(), v.Describe());
-  std::vector<int64_t> bq(q.shape().begin(), q.shape().end() - 2), bk(k.shape().begin(), k.shape().end() - 2),
-      bv(v.shape().begin(), v.shape().end() - 2);
+  std::vector<int64_t> bq(qsh.begin(), qsh.end() - 2), bk(ksh.begin(), ksh.end() - 2),
+      bv(vsh.begin(), vsh.end() - 2);
   KILN_ASSIGN_OR_RETURN(auto batch, BroadcastShape(n, bq, bk));
   KILN_ASSIGN_OR_RETURN(batch, BroadcastShape(n, batch, bv));
-  std::vector<int64_t> out_shape = batch;
+  std::vector<int64_t> out_shape = batch;  // logical
   out_shape.push_back(sq);
   out_shape.push_back(dv);
+  if (out_bshd && out_shape.size() < 3)
+    return Err(StatusCode::kInvalidArgument, "{}: kiln_out_layout = BSHD needs an output of rank >= 3, not {}",
+               n.Where(), ShapeToString(out_shape));
+  const std::vector<int64_t> y_shape = out_bshd ? SwapHeadAxes(out_shape) : out_shape;  // physical
   Tensor& y = ctx.out(0);
-  if (!y.defined() || y.shape() != out_shape || y.dtype() != q.dtype()) y = Tensor(q.dtype(), out_shape);
+  if (!y.defined() || y.shape() != y_shape || y.dtype() != q.dtype()) y = Tensor(q.dtype(), y_shape);
   if (y.numel() == 0) return Status::Ok();
   for (const Tensor* m : {mask, keep}) {
     if (!m) continue;
@@ -110,6 +157,10 @@ Status AttentionKernel(KernelContext& ctx) {
   const float* kp = AsFloat(k, ks);
   const float* vp = AsFloat(v, vs);
   const float* mp = mask ? AsFloat(*mask, ms) : nullptr;
+  std::vector<float> q_log, k_log, v_log;  // BSHD inputs in the logical layout
+  if (q_bshd) q_log = SwapHeadAxes(qp, q.shape()), qp = q_log.data();
+  if (k_bshd) k_log = SwapHeadAxes(kp, k.shape()), kp = k_log.data();
+  if (v_bshd) v_log = SwapHeadAxes(vp, v.shape()), vp = v_log.data();
   const int64_t kmats = k.numel() / std::max<int64_t>(1, sk * d);
   std::vector<float> k_rows;
   if (kt) {  // [.., d, Sk] -> [.., Sk, d]
@@ -119,16 +170,16 @@ Status AttentionKernel(KernelContext& ctx) {
         for (int64_t j = 0; j < sk; ++j) k_rows[(m * sk + j) * d + t] = kp[(m * d + t) * sk + j];
     kp = k_rows.data();
   }
-  const auto qoff = BatchOffsets(q.shape(), 2, batch, sq * d);
-  const auto koff = BatchOffsets(k.shape(), 2, batch, sk * d);
-  const auto voff = BatchOffsets(v.shape(), 2, batch, sk * dv);
+  const auto qoff = BatchOffsets(qsh, 2, batch, sq * d);
+  const auto koff = BatchOffsets(ksh, 2, batch, sk * d);
+  const auto voff = BatchOffsets(vsh, 2, batch, sk * dv);
   MaskView mv, kv;
   if (mask) mv = ViewMask(*mask, batch, sq, sk);
   if (keep) kv = ViewMask(*keep, batch, sq, sk);
   const uint8_t* keep_p = keep ? keep->data<uint8_t>() : nullptr;
   const int64_t nb = NumElements(batch);
   std::vector<float> ys;
-  const bool direct = y.dtype() == DataType::kFloat32;
+  const bool direct = y.dtype() == DataType::kFloat32 && !out_bshd;
   if (!direct) ys.resize(y.numel());
   float* yp = direct ? y.data<float>() : ys.data();
 
@@ -181,6 +232,7 @@ Status AttentionKernel(KernelContext& ctx) {
       std::copy(acc.begin(), acc.end(), yp + r * dv);
     }
   }, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, sk * (d + dv))));
+  if (out_bshd) ys = SwapHeadAxes(ys.data(), out_shape);  // logical -> the BSHD output
   if (!direct) FromFloatBuffer(ys.data(), y);
   return Status::Ok();
 }

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kSimtThreads) AttentionSimtKernel(const Attent
   for (int idx = tid; idx < kSimtRows * d; idx += kSimtThreads) {
     const int r = idx / d, t = idx % d;
     const int64_t row = row0 + r;
-    qs[idx] = row < p.sq ? ToF32(Q[row * d + t]) : 0.f;
+    qs[idx] = row < p.sq ? ToF32(Q[row * p.q_row_stride + t]) : 0.f;
   }
 
   float m[kSimtRowsPerWarp], l[kSimtRowsPerWarp], o[kSimtRowsPerWarp][NV];
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kSimtThreads) AttentionSimtKernel(const Attent
     for (int idx = tid; idx < kSimtKeys * dv; idx += kSimtThreads) {
       const int j = idx / dv, t = idx % dv;
       const int64_t key = key0 + j;
-      vs[idx] = key < p.sk ? ToF32(V[key * dv + t]) : 0.f;
+      vs[idx] = key < p.sk ? ToF32(V[key * p.v_row_stride + t]) : 0.f;
     }
     __syncthreads();
 
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kSimtThreads) AttentionSimtKernel(const Attent
     }
   }
 
-  T* Y = static_cast<T*>(p.out) + b * p.sq * dv;
+  T* Y = static_cast<T*>(p.out) + off.out;
 #pragma unroll
   for (int i = 0; i < kSimtRowsPerWarp; ++i) {
     const int64_t row = row0 + warp * kSimtRowsPerWarp + i;
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kSimtThreads) AttentionSimtKernel(const Attent
 #pragma unroll
     for (int c = 0; c < NV; ++c) {
       const int t = lane + 32 * c;
-      if (t < dv) Y[row * dv + t] = FromF32<T>(attn::FinishOutput(p, o[i][c], m[i], l[i]));
+      if (t < dv) Y[row * p.out_row_stride + t] = FromF32<T>(attn::FinishOutput(p, o[i][c], m[i], l[i]));
     }
   }
 }

@@ -11,7 +11,7 @@ namespace kiln::cuda::attn {
 
 // Element offsets of each operand's matrix for the flattened batch index b.
 struct BatchOffsets {
-  int64_t q = 0, k = 0, v = 0, mask = 0, keep = 0;
+  int64_t q = 0, k = 0, v = 0, mask = 0, keep = 0, out = 0;
 };
 
 __device__ __forceinline__ BatchOffsets OffsetsOf(const AttentionParams& p, int64_t b) {
@@ -24,6 +24,7 @@ __device__ __forceinline__ BatchOffsets OffsetsOf(const AttentionParams& p, int6
     o.v += idx * p.v_bstride[i];
     o.mask += idx * p.mask_bstride[i];
     o.keep += idx * p.keep_bstride[i];
+    o.out += idx * p.out_bstride[i];
   }
   return o;
 }

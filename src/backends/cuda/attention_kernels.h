@@ -17,22 +17,26 @@ constexpr int kAttnMaxBatchDims = 6;  // ranks up to 8: up to 6 leading (batch) 
 constexpr int kAttnMaxHeadSize = 256;
 
 struct AttentionParams {
-  const void* q = nullptr;        // [batch..., sq, d]
-  const void* k = nullptr;        // [batch..., sk, d], or [batch..., d, sk] (k_row_stride 1, k_dim_stride sk)
-  const void* v = nullptr;        // [batch..., sk, dv]
+  // Q/K/V and the output are read and written through strides (the head split [B,S,H,D] -> [B,H,S,D] and the
+  // merge back are absorbed this way); the last (head) dim of Q, V and the output is contiguous.
+  const void* q = nullptr;        // [batch..., sq, d]: element (i, t) at i * q_row_stride + t
+  const void* k = nullptr;        // [batch..., sk, d]: element (j, t) at j * k_row_stride + t * k_dim_stride
+  const void* v = nullptr;        // [batch..., sk, dv]: element (j, t) at j * v_row_stride + t
   const void* mask = nullptr;     // additive, Q's storage type; nullptr: none
   const uint8_t* keep = nullptr;  // bool; nullptr: none
-  void* out = nullptr;            // [batch (flattened), sq, dv], contiguous
+  void* out = nullptr;            // [batch..., sq, dv]: element (i, t) at i * out_row_stride + t
 
   // The broadcast batch shape (outermost first) and each operand's element stride per batch dim (0: broadcast).
   int nbd = 0;
   int64_t batch_dims[kAttnMaxBatchDims] = {};
   int64_t q_bstride[kAttnMaxBatchDims] = {}, k_bstride[kAttnMaxBatchDims] = {}, v_bstride[kAttnMaxBatchDims] = {};
   int64_t mask_bstride[kAttnMaxBatchDims] = {}, keep_bstride[kAttnMaxBatchDims] = {};
+  int64_t out_bstride[kAttnMaxBatchDims] = {};
   int64_t batch = 0;  // product of batch_dims
 
   int64_t sq = 0, sk = 0;
   int d = 0, dv = 0;
+  int64_t q_row_stride = 0, v_row_stride = 0, out_row_stride = 0;
   int64_t k_row_stride = 0, k_dim_stride = 1;  // K element (key j, dim t) at j * k_row_stride + t * k_dim_stride
   int64_t mask_row = 0, mask_col = 0;          // mask element (i, j) at i * mask_row + j * mask_col
   int64_t keep_row = 0, keep_col = 0;
@@ -53,6 +57,10 @@ cudaError_t LaunchAttentionSimt(const AttentionParams& p, int dtype, cudaStream_
 
 // Whether the tensor-core kernel handles this configuration (F16/BF16, d == dv in {32, 64, 80, 96, 128}).
 bool AttentionMmaSupports(int dtype, int d, int dv);
-cudaError_t LaunchAttentionMma(const AttentionParams& p, int dtype, cudaStream_t stream);
+// warps: warps per thread block (16 query rows each): 1, 2 or 4; 0 picks by the grid size and the SM count.
+cudaError_t LaunchAttentionMma(const AttentionParams& p, int dtype, cudaStream_t stream, int warps = 0);
+// Raises the dynamic shared memory limit of the tensor-core kernels (they double-buffer K/V tiles, above 48 KiB
+// for large heads). Called once per device before the first launch; the launcher also does it lazily.
+cudaError_t PrepareAttentionMma();
 
 }  // namespace kiln::cuda

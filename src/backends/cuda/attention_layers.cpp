@@ -1,10 +1,13 @@
 // CUDA layers of the attention family: kiln.Attention (Q, K, V, [mask], [keep]) as one fused flash-style kernel
 // (semantics: shape/fused_ops.h, cpu/fused_attention.cpp). Tactics:
 //   attn.mma   float16/bfloat16 on tensor cores, head size d == dv in {32, 64, 80, 96, 128} (other head sizes
-//              met at run time go to the SIMT kernel)
+//              met at run time go to the SIMT kernel); blocks of 1, 2 or 4 warps picked by the grid size
+//              (attn.mma.w1, .w2, .w4 force one; not listed for tuning)
 //   attn.simt  float32/float16/bfloat16, head sizes up to 256
 // The leading (batch) dims of Q, K and V broadcast against each other; the masks broadcast into the scores
-// [batch..., Sq, Sk]. Both are resolved here into per-dim element strides passed by value to the kernel.
+// [batch..., Sq, Sk]. Both are resolved here into per-dim element strides passed by value to the kernel, as are
+// the layouts kiln_{q,k,v,out}_layout = "BSHD" (the tensor's axes -3 and -2 swapped: [B, S, H, D] for the
+// logical [B, H, S, D]), so the head split and merge Transposes cost no copy.
 #include <string>
 #include <vector>
 
@@ -22,7 +25,16 @@ constexpr const char* kTacticSimt = "attn.simt";
 struct AttentionAttrs {
   float scale = 1.f, fill = 0.f;
   bool k_transposed = false, keep_if_true = true, where_first = false, nan_to_zero = false;
+  bool q_bshd = false, k_bshd = false, v_bshd = false, out_bshd = false;  // kiln_*_layout == "BSHD"
 };
+
+Result<bool> ReadLayout(const Node& n, const char* name) {
+  const Result<std::string> l = n.attr_string(name, "BHSD");
+  if (!l.ok()) return l.status();
+  if (*l == "BHSD") return false;
+  if (*l == "BSHD") return true;
+  return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD", n.Where(), name, *l);
+}
 
 Result<AttentionAttrs> ReadAttrs(const Node& n) {
   AttentionAttrs a;
@@ -36,6 +48,10 @@ Result<AttentionAttrs> ReadAttrs(const Node& n) {
   a.keep_if_true = keep_true != 0;
   a.where_first = where_first != 0;
   a.nan_to_zero = nan_to_zero != 0;
+  KILN_ASSIGN_OR_RETURN(a.q_bshd, ReadLayout(n, "kiln_q_layout"));
+  KILN_ASSIGN_OR_RETURN(a.k_bshd, ReadLayout(n, "kiln_k_layout"));
+  KILN_ASSIGN_OR_RETURN(a.v_bshd, ReadLayout(n, "kiln_v_layout"));
+  KILN_ASSIGN_OR_RETURN(a.out_bshd, ReadLayout(n, "kiln_out_layout"));
   return a;
 }
 
@@ -74,10 +90,43 @@ bool StridesInto(const std::vector<int64_t>& shape, const std::vector<int64_t>& 
   return true;
 }
 
+// Swaps axes -3 and -2 (a "BSHD" tensor's logical shape or strides); false when the rank is below 3.
+bool SwapHeadAxes(std::vector<int64_t>* v) {
+  const size_t r = v->size();
+  if (r < 3) return false;
+  std::swap((*v)[r - 3], (*v)[r - 2]);
+  return true;
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * shape[i];
+  return st;
+}
+
+// One operand as the kernel reads it: the logical shape and its element strides (physical layout applied).
+struct Operand {
+  std::vector<int64_t> shape, strides;
+};
+bool MakeOperand(const std::vector<int64_t>& physical, bool bshd, Operand* o) {
+  o->shape = physical;
+  o->strides = ContiguousStrides(physical);
+  if (!bshd) return true;
+  return SwapHeadAxes(&o->shape) && SwapHeadAxes(&o->strides);
+}
+
+// Per dim of `batch` (right-aligned): the operand's stride over its leading dims (0 where it broadcasts).
+std::vector<int64_t> BatchStrides(const Operand& o, const std::vector<int64_t>& batch) {
+  const size_t lead = o.shape.size() - 2, off = batch.size() - lead;
+  std::vector<int64_t> st(batch.size(), 0);
+  for (size_t i = 0; i < lead; ++i) st[off + i] = o.shape[i] == 1 ? 0 : o.strides[i];
+  return st;
+}
+
 class AttentionLayer : public Layer {
  public:
-  AttentionLayer(std::string where, AttentionAttrs attrs, bool mma)
-      : where_(std::move(where)), attrs_(attrs), mma_(mma) {}
+  AttentionLayer(std::string where, AttentionAttrs attrs, bool mma, int mma_warps)
+      : where_(std::move(where)), attrs_(attrs), mma_(mma), mma_warps_(mma_warps) {}
 
   Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& inputs,
                  std::vector<DeviceTensor>& outputs) const override {
@@ -86,7 +135,7 @@ class AttentionLayer : public Layer {
     if (outputs[0].numel() == 0) return Status::Ok();
     const int dtype = static_cast<int>(inputs[0].dtype);
     if (mma_ && AttentionMmaSupports(dtype, p.d, p.dv))
-      return KILN_CUDA_STATUS(LaunchAttentionMma(p, dtype, ctx.stream));
+      return KILN_CUDA_STATUS(LaunchAttentionMma(p, dtype, ctx.stream, mma_warps_));
     return KILN_CUDA_STATUS(LaunchAttentionSimt(p, dtype, ctx.stream));
   }
 
@@ -113,9 +162,14 @@ class AttentionLayer : public Layer {
       if (x->shape.size() < 2 || x->shape.size() > 2 + kAttnMaxBatchDims)
         return Err(StatusCode::kUnsupported, "{}: Q, K and V must have rank 2..{} (shapes {}, {}, {})", where_,
                    2 + kAttnMaxBatchDims, ShapeStr(q.shape), ShapeStr(k.shape), ShapeStr(v.shape));
-    const auto& qs = q.shape;
-    const auto& ks = k.shape;
-    const auto& vs = v.shape;
+    Operand qo, ko, vo;
+    if (!MakeOperand(q.shape, attrs_.q_bshd, &qo) || !MakeOperand(k.shape, attrs_.k_bshd, &ko) ||
+        !MakeOperand(v.shape, attrs_.v_bshd, &vo))
+      return Err(StatusCode::kInvalidArgument, "{}: a BSHD layout needs rank >= 3 (Q {}, K {}, V {})", where_,
+                 ShapeStr(q.shape), ShapeStr(k.shape), ShapeStr(v.shape));
+    const auto& qs = qo.shape;
+    const auto& ks = ko.shape;
+    const auto& vs = vo.shape;
     const size_t qr = qs.size(), kr = ks.size(), vr = vs.size();
     const int64_t sq = qs[qr - 2], d = qs[qr - 1];
     const int64_t sk = attrs_.k_transposed ? ks[kr - 1] : ks[kr - 2];
@@ -141,15 +195,21 @@ class AttentionLayer : public Layer {
     std::vector<int64_t> out_shape = batch;
     out_shape.push_back(sq);
     out_shape.push_back(dv);
-    if (out[0].shape != out_shape)
-      return Err(StatusCode::kInternal, "{}: the output is {} but Q, K, V give {}", where_, ShapeStr(out[0].shape),
+    Operand oo;
+    if (!MakeOperand(out_shape, attrs_.out_bshd, &oo))
+      return Err(StatusCode::kInvalidArgument, "{}: the BSHD output layout needs rank >= 3 (output {})", where_,
                  ShapeStr(out_shape));
+    // oo: the physical output shape (the swap is its own inverse) with the logical order's strides.
+    std::vector<int64_t> out_phys = oo.shape;
+    if (out[0].shape != out_phys)
+      return Err(StatusCode::kInternal, "{}: the output is {} but Q, K, V give {}", where_, ShapeStr(out[0].shape),
+                 ShapeStr(out_phys));
+    Operand yo;
+    MakeOperand(out_phys, attrs_.out_bshd, &yo);  // logical shape, strides into the physical output
 
-    // Batch strides: each operand's leading dims (a contiguous stack of matrices) read broadcast into `batch`.
-    std::vector<int64_t> sq_st, sk_st, sv_st;
-    StridesInto(bq, batch, &sq_st);
-    StridesInto(bk, batch, &sk_st);
-    StridesInto(bv, batch, &sv_st);
+    // Batch strides: each operand's leading dims read broadcast into `batch`.
+    const std::vector<int64_t> sq_st = BatchStrides(qo, batch), sk_st = BatchStrides(ko, batch),
+                               sv_st = BatchStrides(vo, batch), so_st = BatchStrides(yo, batch);
     std::vector<int64_t> scores = batch;
     scores.push_back(sq);
     scores.push_back(sk);
@@ -172,9 +232,10 @@ class AttentionLayer : public Layer {
     for (size_t i = 0; i < batch.size(); ++i) {
       p->batch_dims[i] = batch[i];
       p->batch *= batch[i];
-      p->q_bstride[i] = sq_st[i] * sq * d;  // a batch step of the leading dims skips whole matrices
-      p->k_bstride[i] = sk_st[i] * sk * d;
-      p->v_bstride[i] = sv_st[i] * sk * dv;
+      p->q_bstride[i] = sq_st[i];
+      p->k_bstride[i] = sk_st[i];
+      p->v_bstride[i] = sv_st[i];
+      p->out_bstride[i] = so_st[i];
       p->mask_bstride[i] = mask_st[i];
       p->keep_bstride[i] = keep_st[i];
     }
@@ -183,8 +244,14 @@ class AttentionLayer : public Layer {
     p->sk = sk;
     p->d = static_cast<int>(d);
     p->dv = static_cast<int>(dv);
-    p->k_row_stride = attrs_.k_transposed ? 1 : d;
-    p->k_dim_stride = attrs_.k_transposed ? sk : 1;
+    const size_t krk = ko.strides.size();
+    p->q_row_stride = qo.strides[qr - 2];
+    p->v_row_stride = vo.strides[vr - 2];
+    p->out_row_stride = yo.strides[yo.strides.size() - 2];
+    p->k_row_stride = attrs_.k_transposed ? ko.strides[krk - 1] : ko.strides[krk - 2];
+    p->k_dim_stride = attrs_.k_transposed ? ko.strides[krk - 2] : ko.strides[krk - 1];
+    if (qo.strides[qr - 1] != 1 || vo.strides[vr - 1] != 1)
+      return Err(StatusCode::kInternal, "{}: Q's and V's head dims must be contiguous", where_);
     p->mask_row = mask_st[nb];
     p->mask_col = mask_st[nb + 1];
     p->keep_row = keep_st[nb];
@@ -200,6 +267,7 @@ class AttentionLayer : public Layer {
   std::string where_;
   AttentionAttrs attrs_;
   bool mma_;
+  int mma_warps_;  // warps per block of the tensor-core kernel; 0: by the grid size
 };
 
 // Checks what can be checked at build time: input count and types, attributes, head sizes where known.
@@ -251,20 +319,24 @@ Result<std::unique_ptr<Layer>> CreateAttention(const LayerSpec& spec, const std:
   const Node& n = spec.node;
   const DataType t = n.input(0)->dtype;
   bool mma = false;
-  if (tactic == kTacticMma) {
+  int warps = 0;
+  for (int w : {1, 2, 4})
+    if (tactic == std::string(kTacticMma) + ".w" + std::to_string(w)) warps = w;
+  if (tactic == kTacticMma || warps != 0) {
     if (t != DataType::kFloat16 && t != DataType::kBFloat16)
       return Err(StatusCode::kInvalidArgument,
                  "{}: tactic {} runs float16/bfloat16 only, not {}; use tactic {}", n.Where(), tactic,
                  DataTypeName(t), kTacticSimt);
     mma = true;
   } else if (tactic != kTacticSimt && tactic != "default") {
-    return Err(StatusCode::kInvalidArgument, "{}: unknown Attention tactic '{}' (known: {}, {})", n.Where(), tactic,
-               kTacticMma, kTacticSimt);
+    return Err(StatusCode::kInvalidArgument, "{}: unknown Attention tactic '{}' (known: {}, {}.w1/.w2/.w4, {})",
+               n.Where(), tactic, kTacticMma, kTacticMma, kTacticSimt);
   }
   KILN_ASSIGN_OR_RETURN(AttentionAttrs attrs, ReadAttrs(n));
   // The SIMT kernel needs more than 48 KiB of shared memory for large heads (and the mma layer may fall back to it).
   KILN_CUDA_RETURN_IF_ERROR(PrepareAttentionSimt());
-  return std::unique_ptr<Layer>(std::make_unique<AttentionLayer>(n.Where(), attrs, mma));
+  if (mma) KILN_CUDA_RETURN_IF_ERROR(PrepareAttentionMma());
+  return std::unique_ptr<Layer>(std::make_unique<AttentionLayer>(n.Where(), attrs, mma, warps));
 }
 
 }  // namespace

@@ -1,17 +1,22 @@
 // The tensor-core fused attention kernel (float16/bfloat16, d == dv in {32, 64, 80, 96, 128}); see
 // attention_kernels.h.
 //
-// One thread block (4 warps) per (batch, block of 64 query rows); each warp owns 16 query rows. K and V stream
-// through shared memory 64 keys at a time (V stored transposed, [dim][key], so that both operands of the
-// mma.sync m16n8k16 B fragments are two consecutive 16-bit values). Per tile, a warp computes its 16 x 64 scores
-// S = Q K^T with the Q fragments held in registers, masks and scales them, updates the running max and sum of its
-// rows, converts P to the storage type in registers (the S accumulator layout is the A operand layout of the next
-// mma) and accumulates O += P V in float registers.
+// One thread block of NW warps (NW = 1, 2 or 4; the launcher picks it from the grid size so that small batches
+// still fill the GPU) per (batch, block of 16 * NW query rows); each warp owns 16 query rows. K and V stream through
+// shared memory 64 keys at a time, double-buffered: cp.async brings tile t + 1 while the warps work on tile t.
+// Fragments come from shared memory with ldmatrix (Q and K plain, V transposed with ldmatrix.trans, so V stays
+// [key][dim] as in global memory). Per tile, a warp computes its 16 x 64 scores S = Q K^T with the Q fragments held
+// in registers, scales and masks them, updates the running max and sum of its rows (base-2 exponentials), converts
+// P to the storage type in registers (the S accumulator layout is the A operand layout of the next mma) and
+// accumulates O += P V in float registers.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, c = (lane % 4) * 2):
 //   A (16x16, row):  reg0 = (g, c..c+1), reg1 = (g+8, c..c+1), reg2 = (g, c+8..c+9), reg3 = (g+8, c+8..c+9)
 //   B (16x8, col):   reg0 = (k = c..c+1, n = g), reg1 = (k = c+8..c+9, n = g)
 //   C (16x8, f32):   c0,c1 = (g, c..c+1), c2,c3 = (g+8, c..c+1)
+// ldmatrix.x4 gives lane l, register r the elements (l / 4, 2 (l % 4) ..+1) of the 8x8 matrix r whose rows lanes
+// 8r..8r+7 address (.trans: the transposed element), which is each of the layouts above for the right row choice.
+#include <atomic>
 #include <cstring>
 
 #include "backends/cuda/attention_common.cuh"
@@ -19,11 +24,13 @@
 namespace kiln::cuda {
 namespace {
 
-constexpr int kMmaWarps = 4;
-constexpr int kMmaThreads = kMmaWarps * 32;
-constexpr int kMmaRows = kMmaWarps * 16;  // query rows per block
-constexpr int kMmaKeys = 64;              // keys per tile
-constexpr int kVPitch = kMmaKeys + 8;     // halves per row of the transposed V tile (conflict-free reads)
+constexpr int kMmaKeys = 64;  // keys per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Flags of a launch (uniform over the grid).
+constexpr int kVecQV = 1;   // Q and V rows are 16-byte aligned: cp.async
+constexpr int kVecK = 2;    // K rows likewise (and K's head dim contiguous)
+constexpr int kVecOut = 4;  // output pairs are 4-byte aligned
 
 template <typename T>
 struct MmaOp;
@@ -61,12 +68,39 @@ struct MmaOp<__nv_bfloat16> {
   }
 };
 
-// Two consecutive 16-bit values of shared memory (even index) as one register.
-__device__ __forceinline__ uint32_t Ld32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddr(smem)), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void Ldsm4(uint32_t r[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p))
+               : "memory");
+}
+__device__ __forceinline__ void Ldsm4T(uint32_t r[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p))
+               : "memory");
+}
 
-// Eight 16-bit values src[0], src[stride], ..., src[7 * stride]; one 16-byte load when `vec` (stride 1, aligned).
-__device__ __forceinline__ uint4 Load8(const uint16_t* src, int64_t stride, bool vec) {
-  if (vec) return *reinterpret_cast<const uint4*>(src);
+// 2^x (ex2.approx: 2 ulp; 2^-inf = 0).
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Eight 16-bit values src[0], src[stride], ..., src[7 * stride] (the unaligned / strided fallback).
+__device__ __forceinline__ uint4 Load8(const uint16_t* src, int64_t stride) {
   uint16_t v[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) v[e] = src[e * stride];
@@ -75,89 +109,151 @@ __device__ __forceinline__ uint4 Load8(const uint16_t* src, int64_t stride, bool
   return r;
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kMmaThreads) AttentionMmaKernel(const AttentionParams p, const bool vec) {
-  static_assert(D % 16 == 0 && D <= 128, "head size");
-  constexpr int kPitch = D + 8;  // halves per row of the Q / K tiles (conflict-free fragment reads, 16-byte rows)
-  constexpr int kChunks = D / 8; // 16-byte chunks per row
-  __shared__ __align__(16) uint16_t qk_s[kMmaRows * kPitch];  // the Q tile, then each K tile [key][dim]
-  __shared__ __align__(16) uint16_t vt_s[D * kVPitch];        // each V tile transposed [dim][key]
+// ROWS rows of D 16-bit values into shared memory (row pitch D + 8: conflict-free ldmatrix): row r from
+// src + r * rs (element t at t * ds); rows at or past `nrows` are zero. Asynchronous (cp.async) when `vec`.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void LoadTile(uint16_t* dst, const uint16_t* src, int64_t nrows, int64_t rs, int64_t ds,
+                                         bool vec, int tid) {
+  constexpr int kChunks = D / 8;
+  constexpr int kPitch = D + 8;
+#pragma unroll 2
+  for (int idx = tid; idx < ROWS * kChunks; idx += NT) {
+    const int r = idx / kChunks, ch = idx - (idx / kChunks) * kChunks;
+    uint16_t* s = dst + r * kPitch + ch * 8;
+    if (r < nrows) {
+      const uint16_t* gp = src + r * rs + ch * 8 * ds;
+      if (vec) CpAsync16(s, gp);
+      else *reinterpret_cast<uint4*>(s) = Load8(gp, ds);
+    } else {
+      *reinterpret_cast<uint4*>(s) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
 
-  const int64_t row_blocks = (p.sq + kMmaRows - 1) / kMmaRows;
+template <int D, int NW>
+constexpr size_t MmaSmemBytes() {
+  return sizeof(uint16_t) * static_cast<size_t>(NW * 16 + 4 * kMmaKeys) * (D + 8);
+}
+
+template <typename T, int D, int NW>
+__global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionParams p, const int flags) {
+  static_assert(D % 16 == 0 && D <= 128, "head size");
+  constexpr int NT = NW * 32, kRows = NW * 16, kPitch = D + 8;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* q_s = smem;                        // [kRows][kPitch]
+  uint16_t* k_s = q_s + kRows * kPitch;        // [2][kMmaKeys][kPitch]
+  uint16_t* v_s = k_s + 2 * kMmaKeys * kPitch; // [2][kMmaKeys][kPitch]
+
+  const int64_t row_blocks = (p.sq + kRows - 1) / kRows;
   const int64_t b = static_cast<int64_t>(blockIdx.x) / row_blocks;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) % row_blocks) * kMmaRows;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - b * row_blocks) * kRows;
   const attn::BatchOffsets off = attn::OffsetsOf(p, b);
-  const uint16_t* Q = static_cast<const uint16_t*>(p.q) + off.q;
+  const uint16_t* Q = static_cast<const uint16_t*>(p.q) + off.q + row0 * p.q_row_stride;
   const uint16_t* K = static_cast<const uint16_t*>(p.k) + off.k;
   const uint16_t* V = static_cast<const uint16_t*>(p.v) + off.v;
   const T* M = p.mask ? static_cast<const T*>(p.mask) + off.mask : nullptr;
   const uint8_t* KP = p.keep ? p.keep + off.keep : nullptr;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
+  const int lm = lane >> 3, lr = lane & 7;  // ldmatrix: which matrix this lane addresses, and its row
+  const bool vec_qv = (flags & kVecQV) != 0, vec_k = (flags & kVecK) != 0;
+  const int64_t sk = p.sk;
+  const int ntiles = static_cast<int>((sk + kMmaKeys - 1) / kMmaKeys);
 
-  // Q tile -> shared -> A fragments in registers.
-  for (int idx = tid; idx < kMmaRows * kChunks; idx += kMmaThreads) {
-    const int r = idx / kChunks, ch = idx % kChunks;
-    const int64_t row = row0 + r;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (row < p.sq) val = Load8(Q + row * D + ch * 8, 1, vec);
-    *reinterpret_cast<uint4*>(&qk_s[r * kPitch + ch * 8]) = val;
+  // Group 0: Q and the first K/V tile.
+  LoadTile<kRows, D, NT>(q_s, Q, p.sq - row0, p.q_row_stride, 1, vec_qv, tid);
+  if (ntiles > 0) {
+    LoadTile<kMmaKeys, D, NT>(k_s, K, sk, p.k_row_stride, p.k_dim_stride, vec_k, tid);
+    LoadTile<kMmaKeys, D, NT>(v_s, V, sk, p.v_row_stride, 1, vec_qv, tid);
   }
-  __syncthreads();
-  uint32_t qf[D / 16][4];
-  {
-    const uint16_t* q0 = &qk_s[(warp * 16 + g) * kPitch + c2];
-    const uint16_t* q8 = q0 + 8 * kPitch;
+  CpAsyncCommit();
+
+  // Rows h = 0: row0 + warp * 16 + g; h = 1: that + 8. Rows past sq read the masks at row sq - 1 (never stored).
+  const int64_t my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
+  const T* mrow[2] = {nullptr, nullptr};
+  const uint8_t* krow[2] = {nullptr, nullptr};
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      qf[ks][0] = Ld32(q0 + ks * 16);
-      qf[ks][1] = Ld32(q8 + ks * 16);
-      qf[ks][2] = Ld32(q0 + ks * 16 + 8);
-      qf[ks][3] = Ld32(q8 + ks * 16 + 8);
-    }
+  for (int h = 0; h < 2; ++h) {
+    const int64_t r = my_row[h] < p.sq ? my_row[h] : p.sq - 1;
+    if (M) mrow[h] = M + r * p.mask_row;
+    if (KP) krow[h] = KP + r * p.keep_row;
   }
+  const bool masked = M != nullptr || KP != nullptr;
+  const float scale = p.scale;
 
-  // Row h = 0: query row0 + warp * 16 + g; h = 1: that + 8.
+  uint32_t qf[D / 16][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   float o[D / 8][4];
 #pragma unroll
   for (int nt = 0; nt < D / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
-  const int64_t my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
-  const bool k_vec = vec && p.k_dim_stride == 1;
 
-  for (int64_t key0 = 0; key0 < p.sk; key0 += kMmaKeys) {
-    __syncthreads();  // Q fragments read / previous tile consumed
-    for (int idx = tid; idx < kMmaKeys * kChunks; idx += kMmaThreads) {
-      const int j = idx / kChunks, ch = idx % kChunks;
-      const int64_t key = key0 + j;
-      uint4 kv = make_uint4(0, 0, 0, 0);
-      if (key < p.sk) kv = Load8(K + key * p.k_row_stride + ch * 8 * p.k_dim_stride, p.k_dim_stride, k_vec);
-      *reinterpret_cast<uint4*>(&qk_s[j * kPitch + ch * 8]) = kv;
+  for (int t = 0; t < ntiles; ++t) {
+    const int64_t key0 = static_cast<int64_t>(t) * kMmaKeys;
+    if (t + 1 < ntiles) {  // the other stage was released by the barrier that ended iteration t - 1
+      const int st = (t + 1) & 1;
+      const int64_t next = key0 + kMmaKeys;
+      LoadTile<kMmaKeys, D, NT>(k_s + st * kMmaKeys * kPitch, K + next * p.k_row_stride, sk - next, p.k_row_stride,
+                                p.k_dim_stride, vec_k, tid);
+      LoadTile<kMmaKeys, D, NT>(v_s + st * kMmaKeys * kPitch, V + next * p.v_row_stride, sk - next, p.v_row_stride,
+                                1, vec_qv, tid);
     }
-    // V: consecutive threads take consecutive keys so that the transposed stores hit consecutive halves.
-    for (int idx = tid; idx < kMmaKeys * kChunks; idx += kMmaThreads) {
-      const int j = idx % kMmaKeys, ch = idx / kMmaKeys;
-      const int64_t key = key0 + j;
-      uint4 vv = make_uint4(0, 0, 0, 0);
-      if (key < p.sk) vv = Load8(V + key * D + ch * 8, 1, vec);
-      uint16_t ve[8];
-      memcpy(ve, &vv, 16);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) vt_s[(ch * 8 + e) * kVPitch + j] = ve[e];
-    }
+    CpAsyncCommit();
+    CpAsyncWait<1>();  // everything but the group just issued
     __syncthreads();
+    if (t == 0) {
+      const uint16_t* qp = q_s + (warp * 16 + (lm & 1) * 8 + lr) * kPitch + (lm >> 1) * 8;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) Ldsm4(qf[ks], qp + ks * 16);
+    }
+    const uint16_t* kt = k_s + (t & 1) * kMmaKeys * kPitch;
+    const uint16_t* vt = v_s + (t & 1) * kMmaKeys * kPitch;
 
-    // S = Q K^T for this warp's 16 rows x 64 keys (8 tiles of 8 keys).
+    // This thread's mask elements of the tile, loaded before the mma work and without branches per element
+    // (key clamped to sk - 1 past the end; those scores become -inf below) so that the loads issue together and
+    // their latency hides behind S = Q K^T. A load per element under a branch serialized ~64 global latencies
+    // per tile (ncu: ~42k cycles per block at batch 1).
+    float madd[kMmaKeys / 8][4];
+    uint32_t drop_bits = 0;  // bit nt * 4 + e: the keep mask drops that score
+    if (M) {
+#pragma unroll
+      for (int nt = 0; nt < kMmaKeys / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t key = key0 + nt * 8 + c2 + (e & 1);
+          madd[nt][e] = ToF32(mrow[e >> 1][(key < sk ? key : sk - 1) * p.mask_col]);
+        }
+    }
+    if (KP) {
+#pragma unroll
+      for (int nt = 0; nt < kMmaKeys / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t key = key0 + nt * 8 + c2 + (e & 1);
+          const bool keep = krow[e >> 1][(key < sk ? key : sk - 1) * p.keep_col] != 0;
+          drop_bits |= static_cast<uint32_t>(keep != (p.keep_if_true != 0)) << (nt * 4 + e);
+        }
+    }
+
+    // S = Q K^T for this warp's 16 rows x 64 keys (8 tiles of 8 keys, two per ldmatrix.x4).
     float s[kMmaKeys / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-      const uint16_t* kr = &qk_s[(nt * 8 + g) * kPitch + c2];
+    for (int nt = 0; nt < kMmaKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    {
+      const uint16_t* kp = kt + ((lm >> 1) * 8 + lr) * kPitch + (lm & 1) * 8;
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) MmaOp<T>::Run(s[nt], qf[ks], Ld32(kr + ks * 16), Ld32(kr + ks * 16 + 8));
+      for (int np = 0; np < kMmaKeys / 16; ++np) {
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+          uint32_t kb[4];
+          Ldsm4(kb, kp + np * 16 * kPitch + ks * 16);
+          MmaOp<T>::Run(s[2 * np], qf[ks], kb[0], kb[1]);
+          MmaOp<T>::Run(s[2 * np + 1], qf[ks], kb[2], kb[3]);
+        }
+      }
     }
 
-    // Scale, masks, running max.
+    // Scale, masks (as attn::MaskScore), keys past the end; the tile's row max.
+    const bool full = key0 + kMmaKeys <= sk;
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
@@ -165,99 +261,171 @@ __global__ void __launch_bounds__(kMmaThreads) AttentionMmaKernel(const Attentio
       for (int e = 0; e < 4; ++e) {
         const int h = e >> 1;
         const int64_t key = key0 + nt * 8 + c2 + (e & 1);
-        float v = -INFINITY;
-        if (key < p.sk && my_row[h] < p.sq) v = attn::MaskScore<T>(p, M, KP, my_row[h], key, s[nt][e] * p.scale);
+        float v = s[nt][e] * scale;
+        if (!full && key >= sk) {
+          v = -INFINITY;
+        } else if (masked) {
+          const bool drop = ((drop_bits >> (nt * 4 + e)) & 1u) != 0;
+          if (p.where_first) {
+            if (drop) v = p.fill;
+            if (M) v += madd[nt][e];
+          } else {
+            if (M) v += madd[nt][e];
+            if (drop) v = p.fill;
+          }
+        }
         s[nt][e] = v;
         tile_max[h] = fmaxf(tile_max[h], v);
       }
     }
-    float alpha[2], m_use[2];
+    float m_scaled[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // the 4 lanes of a quad share a row
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
       const float m_new = fmaxf(m[h], tile_max[h]);
-      m_use[h] = attn::UsableMax(m_new);
-      alpha[h] = __expf(m[h] - m_use[h]);
+      const float m_use = attn::UsableMax(m_new);
+      const float alpha = Exp2((m[h] - m_use) * kLog2e);
       m[h] = m_new;
-      l[h] *= alpha[h];
-    }
-#pragma unroll
-    for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1;
-        s[nt][e] = __expf(s[nt][e] - m_use[h]);
-        l[h] += s[nt][e];  // this lane's part of the row sum (the quad is summed at the end)
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) {
-      o[nt][0] *= alpha[0];
-      o[nt][1] *= alpha[0];
-      o[nt][2] *= alpha[1];
-      o[nt][3] *= alpha[1];
-    }
-
-    // O += P V: P (16 x 64) as 4 A fragments of 16 keys; V^T tile rows give the B fragments.
-#pragma unroll
-    for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
-      uint32_t a[4];
-      a[0] = MmaOp<T>::Pack(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = MmaOp<T>::Pack(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = MmaOp<T>::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = MmaOp<T>::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      l[h] *= alpha;
+      m_scaled[h] = m_use * kLog2e;
 #pragma unroll
       for (int nt = 0; nt < D / 8; ++nt) {
-        const uint16_t* vr = &vt_s[(nt * 8 + g) * kVPitch + kk * 16 + c2];
-        MmaOp<T>::Run(o[nt], a, Ld32(vr), Ld32(vr + 8));
+        o[nt][2 * h] *= alpha;
+        o[nt][2 * h + 1] *= alpha;
       }
     }
+
+    // P = exp(S - max), packed to the storage type as A fragments (16 keys each); O += P V with V^T fragments
+    // from ldmatrix.trans (two 8-dim tiles per x4).
+    const uint16_t* vp = vt + ((lm & 1) * 8 + lr) * kPitch + (lm >> 1) * 8;
+#pragma unroll
+    for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
+      float pe[8];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        pe[e] = Exp2(fmaf(s[2 * kk][e], kLog2e, -m_scaled[e >> 1]));
+        pe[4 + e] = Exp2(fmaf(s[2 * kk + 1][e], kLog2e, -m_scaled[e >> 1]));
+      }
+      l[0] += pe[0] + pe[1] + pe[4] + pe[5];  // this lane's part of the row sums (the quad is summed at the end)
+      l[1] += pe[2] + pe[3] + pe[6] + pe[7];
+      uint32_t a[4];
+      a[0] = MmaOp<T>::Pack(pe[0], pe[1]);
+      a[1] = MmaOp<T>::Pack(pe[2], pe[3]);
+      a[2] = MmaOp<T>::Pack(pe[4], pe[5]);
+      a[3] = MmaOp<T>::Pack(pe[6], pe[7]);
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t vb[4];
+        Ldsm4T(vb, vp + kk * 16 * kPitch + np * 16);
+        MmaOp<T>::Run(o[2 * np], a, vb[0], vb[1]);
+        MmaOp<T>::Run(o[2 * np + 1], a, vb[2], vb[3]);
+      }
+    }
+    __syncthreads();  // this stage is consumed: the next iteration's loads may overwrite it
   }
+  CpAsyncWait<0>();
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
   }
-  T* Y = static_cast<T*>(p.out) + b * p.sq * D;
+  T* Y = static_cast<T*>(p.out) + off.out;
+  const bool vec_out = (flags & kVecOut) != 0;
 #pragma unroll
-  for (int nt = 0; nt < D / 8; ++nt) {
+  for (int h = 0; h < 2; ++h) {
+    if (my_row[h] >= p.sq) continue;
+    T* yr = Y + my_row[h] * p.out_row_stride + c2;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int h = e >> 1;
-      if (my_row[h] >= p.sq) continue;
-      Y[my_row[h] * D + nt * 8 + c2 + (e & 1)] = FromF32<T>(attn::FinishOutput(p, o[nt][e], m[h], l[h]));
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const T y0 = FromF32<T>(attn::FinishOutput(p, o[nt][2 * h], m[h], l[h]));
+      const T y1 = FromF32<T>(attn::FinishOutput(p, o[nt][2 * h + 1], m[h], l[h]));
+      if (vec_out) {
+        uint16_t pair[2];
+        memcpy(&pair[0], &y0, 2);
+        memcpy(&pair[1], &y1, 2);
+        uint32_t w;
+        memcpy(&w, pair, 4);
+        *reinterpret_cast<uint32_t*>(yr + nt * 8) = w;
+      } else {
+        yr[nt * 8] = y0;
+        yr[nt * 8 + 1] = y1;
+      }
     }
   }
 }
 
-bool Aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+bool Aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
 
-template <typename T, int D>
-cudaError_t LaunchMmaTyped(const AttentionParams& p, cudaStream_t stream) {
-  const int64_t row_blocks = (p.sq + kMmaRows - 1) / kMmaRows;
+int SmCount() {
+  static std::atomic<int> counts[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  int c = counts[dev].load(std::memory_order_relaxed);
+  if (c == 0) {
+    if (cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || c <= 0) c = 132;
+    counts[dev].store(c, std::memory_order_relaxed);
+  }
+  return c;
+}
+
+template <typename T, int D, int NW>
+cudaError_t SetSmem() {
+  return cudaFuncSetAttribute(AttentionMmaKernel<T, D, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(MmaSmemBytes<D, NW>()));
+}
+
+template <typename T, int D, int NW>
+cudaError_t LaunchMmaTyped(const AttentionParams& p, int flags, cudaStream_t stream) {
+  static const cudaError_t attr = SetSmem<T, D, NW>();  // once per process; PrepareAttentionMma per device
+  if (attr != cudaSuccess) return attr;
+  const int64_t row_blocks = (p.sq + NW * 16 - 1) / (NW * 16);
   const int64_t blocks = row_blocks * p.batch;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-  // 16-byte loads of Q/K/V rows: every row start must be 16-byte aligned (D % 8 == 0, so it is enough that the
-  // bases and the batch strides are).
-  bool vec = Aligned16(p.q) && Aligned16(p.k) && Aligned16(p.v);
-  for (int i = 0; i < p.nbd; ++i)
-    vec = vec && p.q_bstride[i] % 8 == 0 && p.k_bstride[i] % 8 == 0 && p.v_bstride[i] % 8 == 0;
-  AttentionMmaKernel<T, D><<<static_cast<unsigned>(blocks), kMmaThreads, 0, stream>>>(p, vec);
+  AttentionMmaKernel<T, D, NW>
+      <<<static_cast<unsigned>(blocks), NW * 32, MmaSmemBytes<D, NW>(), stream>>>(p, flags);
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t LaunchMmaHead(const AttentionParams& p, cudaStream_t stream) {
-  switch (p.d) {
-    case 32: return LaunchMmaTyped<T, 32>(p, stream);
-    case 64: return LaunchMmaTyped<T, 64>(p, stream);
-    case 80: return LaunchMmaTyped<T, 80>(p, stream);
-    case 96: return LaunchMmaTyped<T, 96>(p, stream);
-    case 128: return LaunchMmaTyped<T, 128>(p, stream);
+template <typename T, int D>
+cudaError_t LaunchMmaWarps(const AttentionParams& p, int flags, int warps, cudaStream_t stream) {
+  switch (warps) {
+    case 1: return LaunchMmaTyped<T, D, 1>(p, flags, stream);
+    case 2: return LaunchMmaTyped<T, D, 2>(p, flags, stream);
+    case 4: return LaunchMmaTyped<T, D, 4>(p, flags, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+template <typename T>
+cudaError_t LaunchMmaHead(const AttentionParams& p, int flags, int warps, cudaStream_t stream) {
+  switch (p.d) {
+    case 32: return LaunchMmaWarps<T, 32>(p, flags, warps, stream);
+    case 64: return LaunchMmaWarps<T, 64>(p, flags, warps, stream);
+    case 80: return LaunchMmaWarps<T, 80>(p, flags, warps, stream);
+    case 96: return LaunchMmaWarps<T, 96>(p, flags, warps, stream);
+    case 128: return LaunchMmaWarps<T, 128>(p, flags, warps, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T, int D>
+cudaError_t PrepareHead() {
+  cudaError_t e = SetSmem<T, D, 1>();
+  if (e == cudaSuccess) e = SetSmem<T, D, 2>();
+  if (e == cudaSuccess) e = SetSmem<T, D, 4>();
+  return e;
+}
+
+template <typename T>
+cudaError_t PrepareTyped() {
+  cudaError_t e = PrepareHead<T, 32>();
+  if (e == cudaSuccess) e = PrepareHead<T, 64>();
+  if (e == cudaSuccess) e = PrepareHead<T, 80>();
+  if (e == cudaSuccess) e = PrepareHead<T, 96>();
+  if (e == cudaSuccess) e = PrepareHead<T, 128>();
+  return e;
 }
 
 }  // namespace
@@ -266,10 +434,35 @@ bool AttentionMmaSupports(int dtype, int d, int dv) {
   return (dtype == kF16 || dtype == kBF16) && d == dv && (d == 32 || d == 64 || d == 80 || d == 96 || d == 128);
 }
 
-cudaError_t LaunchAttentionMma(const AttentionParams& p, int dtype, cudaStream_t stream) {
+cudaError_t PrepareAttentionMma() {
+  cudaError_t e = PrepareTyped<__half>();
+  if (e == cudaSuccess) e = PrepareTyped<__nv_bfloat16>();
+  return e;
+}
+
+cudaError_t LaunchAttentionMma(const AttentionParams& p, int dtype, cudaStream_t stream, int warps) {
   if (!AttentionMmaSupports(dtype, p.d, p.dv)) return cudaErrorInvalidValue;
   if (p.batch <= 0 || p.sq <= 0) return cudaSuccess;  // no output elements
-  return dtype == kF16 ? LaunchMmaHead<__half>(p, stream) : LaunchMmaHead<__nv_bfloat16>(p, stream);
+  // 16-byte (cp.async) loads of Q/K/V rows: bases, row strides and batch strides 16-byte aligned (D % 8 == 0).
+  bool vec_qv = Aligned(p.q, 16) && Aligned(p.v, 16) && p.q_row_stride % 8 == 0 && p.v_row_stride % 8 == 0;
+  bool vec_k = Aligned(p.k, 16) && p.k_dim_stride == 1 && p.k_row_stride % 8 == 0;
+  bool vec_out = Aligned(p.out, 4) && p.out_row_stride % 2 == 0;
+  for (int i = 0; i < p.nbd; ++i) {
+    vec_qv = vec_qv && p.q_bstride[i] % 8 == 0 && p.v_bstride[i] % 8 == 0;
+    vec_k = vec_k && p.k_bstride[i] % 8 == 0;
+    vec_out = vec_out && p.out_bstride[i] % 2 == 0;
+  }
+  const int flags = (vec_qv ? kVecQV : 0) | (vec_k ? kVecK : 0) | (vec_out ? kVecOut : 0);
+  if (warps == 0) {
+    // Big blocks share each K/V tile among more rows; small ones fill the GPU when there are few (batch, row
+    // block) pairs (BERT at batch 1: 12 heads x 128 rows).
+    const int64_t sms = SmCount();
+    const int64_t rows16 = (p.sq + 15) / 16;
+    const int64_t b4 = (rows16 + 3) / 4 * p.batch, b2 = (rows16 + 1) / 2 * p.batch;
+    warps = b4 >= 2 * sms ? 4 : (b2 >= sms ? 2 : 1);
+  }
+  return dtype == kF16 ? LaunchMmaHead<__half>(p, flags, warps, stream)
+                       : LaunchMmaHead<__nv_bfloat16>(p, flags, warps, stream);
 }
 
 }  // namespace kiln::cuda
