@@ -3,8 +3,15 @@
 //   FusedConv / FusedGemm   Conv / Gemm with an activation epilogue (attributes: the base op's, plus
 //                           kiln_activation, kiln_activation_alpha, kiln_activation_beta)
 //   FusedMatMul(A, B, bias[N])  MatMul + bias over the last axis + activation (same three attributes)
+//   Residual (both, optional input 3; FusedGemm's C at input 2 may then be empty): R of exactly the output's
+//                           shape and type, added after the activation, as the graph's Add did:
+//                           Y = act(A B (+ bias / beta C)) + R. fuse-residual-add creates it only with activation
+//                           None (the GPU runs it as cuBLASLt's beta * C, beta 1); FusedGemm's C is then a bias.
 //   FusedPointwise(inputs...)   a chain of elementwise ops run in one pass (program attributes below)
 //   Attention(Q, K, V, [mask], [keep])  softmax(Q K^T * scale (+ mask) (Where keep)) V
+//                           kiln_q_layout / kiln_k_layout / kiln_v_layout / kiln_out_layout = "BHSD" (default) or
+//                           "BSHD": that tensor is the logical one with axes -3 and -2 swapped (Q given as
+//                           [B, S, H, D] for [B, H, S, D]; the output written as [B, Sq, H, dv]); masks stay logical
 #pragma once
 
 #include <optional>

@@ -26,6 +26,31 @@ bool IsFloat(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat64;
 }
 
+// The optional residual of FusedGemm / FusedMatMul (input 3, see fused_ops.h): exactly the output's type and
+// shape (no broadcast); where the output's dims are unknown, the residual's fill them in.
+constexpr size_t kResidualInput = 3;
+
+Status CheckResidual(InferContext& ctx) {
+  if (!ctx.has_input(kResidualInput) || ctx.outputs.empty()) return Status::Ok();
+  const Node& n = ctx.node;
+  const TensorInfo& r = ctx.in(kResidualInput);
+  TensorInfo& y = ctx.out(0);
+  if (r.dtype != y.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: the residual is {} but the output is {}", n.Where(),
+               DataTypeName(r.dtype), DataTypeName(y.dtype));
+  if (!r.has_shape || !y.has_shape) return Status::Ok();
+  bool ok = r.rank() == static_cast<int64_t>(y.shape.size());
+  for (size_t d = 0; ok && d < y.shape.size(); ++d) {
+    const Dim &a = y.shape[d], &b = r.shape[d];
+    if (a.known() && b.known()) ok = a.value == b.value;
+    else if (!a.known() && b.known()) y.shape[d] = b;
+  }
+  if (!ok)
+    return Err(StatusCode::kInvalidModel, "{}: the residual {} must have exactly the output's shape {}", n.Where(),
+               ShapeToString(r.shape), ShapeToString(y.shape));
+  return Status::Ok();
+}
+
 // Runs the shape function of `base` on this node (the fused node carries the base op's attributes).
 Status Delegate(InferContext& ctx, const char* base) {
   const ShapeFn* fn = Shapes().Find(base);
@@ -35,7 +60,7 @@ Status Delegate(InferContext& ctx, const char* base) {
   if (!ctx.outputs.empty() && ctx.outputs[0].dtype != DataType::kUndefined && !IsFloat(ctx.outputs[0].dtype))
     return Err(StatusCode::kUnsupported, "{}: fused activations need a float type, not {}", ctx.node.Where(),
                DataTypeName(ctx.outputs[0].dtype));
-  return Status::Ok();
+  return CheckResidual(ctx);
 }
 
 Status FusedMatMulShape(InferContext& ctx) {
@@ -63,7 +88,7 @@ Status FusedMatMulShape(InferContext& ctx) {
                n.Where());
   if (y.has_shape) ctx.set_output(0, y.dtype, y.shape);
   else ctx.set_output_rank_unknown(0, y.dtype);
-  return Status::Ok();
+  return CheckResidual(ctx);
 }
 
 Status FusedPointwiseShape(InferContext& ctx) {
@@ -102,7 +127,23 @@ Status FusedPointwiseShape(InferContext& ctx) {
 
 // Attention(Q [..., Sq, d], K [..., Sk, d] (K^T [..., d, Sk] when kiln_k_transposed), V [..., Sk, dv],
 // mask [.., Sq, Sk] (additive, optional, may be empty-omitted), keep [.., Sq, Sk] (bool, optional))
-// -> [batch..., Sq, dv] with batch the broadcast of Q's, K's and V's leading dims.
+// -> [batch..., Sq, dv] with batch the broadcast of Q's, K's and V's leading dims. kiln_{q,k,v,out}_layout =
+// "BSHD": that tensor has its axes -3 and -2 swapped (see ApplyAttentionLayout).
+// A kiln_*_layout attribute of Attention: "BHSD" (default) leaves `shape` as is, "BSHD" swaps its axes -3 and -2
+// (the logical shape of a BSHD input, or the physical shape of a BSHD output).
+Status ApplyAttentionLayout(const Node& n, const char* name, Shape* shape) {
+  const Result<std::string> l = n.attr_string(name, "BHSD");
+  if (!l.ok()) return l.status();
+  if (*l == "BHSD") return Status::Ok();
+  if (*l != "BSHD")
+    return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD", n.Where(), name, *l);
+  if (shape->size() < 3)
+    return Err(StatusCode::kInvalidModel, "{}: {} = BSHD needs rank >= 3, not {}", n.Where(), name,
+               ShapeToString(*shape));
+  std::swap((*shape)[shape->size() - 3], (*shape)[shape->size() - 2]);
+  return Status::Ok();
+}
+
 Status AttentionShape(InferContext& ctx) {
   const Node& n = ctx.node;
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
@@ -134,22 +175,28 @@ Status AttentionShape(InferContext& ctx) {
     if (x->rank() < 2)
       return Err(StatusCode::kInvalidModel, "{}: Q, K and V must have rank >= 2 (shapes {}, {}, {})", n.Where(),
                  ShapeToString(q.shape), ShapeToString(k.shape), ShapeToString(v.shape));
-  const Dim d_q = q.shape.back();
-  const Dim d_k = kt ? k.shape[k.rank() - 2] : k.shape.back();
-  const Dim s_k = kt ? k.shape.back() : k.shape[k.rank() - 2];
-  const Dim s_v = v.shape[v.rank() - 2];
+  // kiln_{q,k,v}_layout = "BSHD": the input is the logical operand with axes -3 and -2 swapped ([B, S, H, D] for
+  // [B, H, S, D]); everything below works on the logical shapes.
+  Shape qsh = q.shape, ksh = k.shape, vsh = v.shape;
+  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, "kiln_q_layout", &qsh));
+  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, "kiln_k_layout", &ksh));
+  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, "kiln_v_layout", &vsh));
+  const Dim d_q = qsh.back();
+  const Dim d_k = kt ? ksh[ksh.size() - 2] : ksh.back();
+  const Dim s_k = kt ? ksh.back() : ksh[ksh.size() - 2];
+  const Dim s_v = vsh[vsh.size() - 2];
   auto clash = [](const Dim& a, const Dim& b) { return a.known() && b.known() && a.value != b.value; };
   if (clash(d_q, d_k) || clash(s_k, s_v))
     return Err(StatusCode::kInvalidModel,
                "{}: Q {}, K{} {} and V {} do not line up (head size {} vs {}, key length {} vs {})", n.Where(),
-               ShapeToString(q.shape), kt ? "^T" : "", ShapeToString(k.shape), ShapeToString(v.shape),
+               ShapeToString(qsh), kt ? "^T" : "", ShapeToString(ksh), ShapeToString(vsh),
                d_q.ToString(), d_k.ToString(), s_k.ToString(), s_v.ToString());
-  Shape bq(q.shape.begin(), q.shape.end() - 2), bk(k.shape.begin(), k.shape.end() - 2),
-      bv(v.shape.begin(), v.shape.end() - 2);
+  Shape bq(qsh.begin(), qsh.end() - 2), bk(ksh.begin(), ksh.end() - 2),
+      bv(vsh.begin(), vsh.end() - 2);
   KILN_ASSIGN_OR_RETURN(Shape batch, BroadcastShapes(n, bq, bk));
   KILN_ASSIGN_OR_RETURN(batch, BroadcastShapes(n, batch, bv));
   Shape scores = batch;
-  scores.push_back(q.shape[q.rank() - 2]);
+  scores.push_back(qsh[qsh.size() - 2]);
   scores.push_back(s_k);
   for (size_t i = 3; i < 5; ++i) {
     if (!ctx.has_input(i) || !ctx.in(i).has_shape) continue;
@@ -162,8 +209,9 @@ Status AttentionShape(InferContext& ctx) {
                  i == 3 ? "additive" : "keep", ShapeToString(ctx.in(i).shape), ShapeToString(scores));
   }
   Shape out = batch;
-  out.push_back(q.shape[q.rank() - 2]);
-  out.push_back(v.shape.back());
+  out.push_back(qsh[qsh.size() - 2]);
+  out.push_back(vsh.back());
+  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, "kiln_out_layout", &out));  // "BSHD": written as [.., Sq, H, dv]
   ctx.set_output(0, t, out);
   return Status::Ok();
 }
