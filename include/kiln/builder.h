@@ -98,7 +98,8 @@ struct BuildReport {
   size_t layers_before = 0, layers_after = 0;
   std::map<std::string, int> fusions;               // "batchnorm_folded", "bias_activation", "gelu", ...
   std::map<std::string, int> op_counts;             // layers of the built engine by op type
-  int reformats_eliminated = 0;
+  int reformats_eliminated = 0;  // layout planning: per-layer reformats avoided
+  int reformats_inserted = 0;    // layout planning: NCHW <-> NHWC Transposes in the engine
   int tactics_selected = 0;
   // cuda: tactic selection and precision planning.
   int layers_timed = 0, timing_cache_hits = 0, candidates_timed = 0;

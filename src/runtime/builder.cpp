@@ -1,12 +1,14 @@
 // The builder: clone the network, check profiles, optimize, plan memory at the largest shapes, choose kernels,
 // time the engine once at the opt shapes, and serialize.
 #include <chrono>
+#include <cstdlib>
 #include <random>
 
 #include "backends/cpu/executor.h"
 #include "core/error.h"
 #include "kiln/builder.h"
 #include "passes/pass.h"
+#include "plan/layout.h"
 #include "engine/engine_file.h"
 #include "runtime/builder_cuda.h"
 #include "runtime/engine_impl.h"
@@ -128,6 +130,7 @@ Result<bool> SpecializeStatic(Graph& g, const std::vector<ProfileShapes>& profil
 const char* FusionKey(const std::string& pass) {
   if (pass == "fold-batchnorm") return "batchnorm_folded";
   if (pass == "fuse-bias-activation") return "bias_activation";
+  if (pass == "fuse-residual-add") return "residual_add";
   if (pass == "fuse-pointwise") return "pointwise";
   if (pass == "recognize-gelu") return "gelu";
   if (pass == "recognize-layernorm") return "layernorm";
@@ -140,6 +143,23 @@ std::string TacticFor(const Node& n) {
   for (const char* op : kBlas)
     if (n.op_type == op) return "cpu.openblas";
   return "cpu.reference";
+}
+
+// Channels-last layout for 2-D convolutions (cuda backend, src/plan/layout.h). KILN_LAYOUT=nchw turns it off,
+// KILN_LAYOUT=nhwc-fp32 also moves float32 convolutions (TF32 engines) to NHWC; KILN_LAYOUT=nhwc-c8 keeps
+// convolutions whose input channels are not a multiple of 8 (an RGB stem) in NCHW.
+Status PlanLayout(Graph& g, BuildReport& rep, ILogger& logger) {
+  const char* env = std::getenv("KILN_LAYOUT");
+  const std::string mode = env ? env : "";
+  if (mode == "nchw") return Status::Ok();
+  LayoutOptions lo;
+  lo.float32 = mode == "nhwc-fp32";
+  if (mode == "nhwc-c8") lo.channel_multiple = 8;
+  KILN_ASSIGN_OR_RETURN(LayoutReport lr, AssignLayout(g, lo));
+  rep.reformats_inserted += lr.reformats_inserted;
+  rep.reformats_eliminated += lr.reformats_eliminated;
+  for (const auto& d : lr.details) logger.log(Severity::kInfo, ("layout: " + d).c_str());
+  return Status::Ok();
 }
 
 // Runs the engine once at the first profile's opt shapes on random data; returns milliseconds.
@@ -203,6 +223,11 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
     KILN_RETURN_IF_ERROR(PlanPrecision(g, cfg, rep, logger_));
     Status st = Reinfer(g);
     if (!st.ok()) return st.WithContext("re-inferring shapes after precision planning");
+    if (po.fuse) {
+      KILN_RETURN_IF_ERROR(PlanLayout(g, rep, logger_));
+      st = Reinfer(g);
+      if (!st.ok()) return st.WithContext("re-inferring shapes after layout planning");
+    }
   }
   rep.layers_after = g.nodes().size();
   auto missing = backend == "cuda" ? std::vector<std::string>{} : cpu::MissingKernels(g);

@@ -88,6 +88,7 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
         {"fusions", fusions},
         {"op_counts", op_counts},
         {"reformats_eliminated", reformats_eliminated},
+        {"reformats_inserted", reformats_inserted},
         {"tactics_selected", tactics_selected},
         {"layers_timed", layers_timed},
         {"timing_cache_hits", timing_cache_hits},

@@ -161,13 +161,35 @@ Status GlobalPool(InferContext& ctx) {
   return Status::Ok();
 }
 
+// kiln_layout = "NHWC" (layout planning, src/plan/layout.h): X and Y are [N,H,W,C]; the NCHW function runs on
+// X's permuted shape and Y's shapes are permuted back.
+ShapeFn ChannelsLast(ShapeFn fn) {
+  return [fn](InferContext& ctx) -> Status {
+    const std::string layout = ctx.node.gets("kiln_layout", "NCHW");
+    if (layout == "NCHW") return fn(ctx);
+    if (layout != "NHWC")
+      return Err(StatusCode::kInvalidModel, "{}: kiln_layout must be NCHW or NHWC, got '{}'", ctx.node.Where(),
+                 layout);
+    if (!ctx.has_input(0) || !ctx.in(0).has_shape || ctx.in(0).rank() != 4)
+      return Err(StatusCode::kInvalidModel, "{}: kiln_layout NHWC needs X of rank 4 ([N,H,W,C])", ctx.node.Where());
+    const Shape x = ctx.inputs[0]->shape;
+    ctx.inputs[0]->shape = {x[0], x[3], x[1], x[2]};
+    Status st = fn(ctx);
+    ctx.inputs[0]->shape = x;
+    KILN_RETURN_IF_ERROR(st);
+    for (TensorInfo& o : ctx.outputs)
+      if (o.has_shape && o.shape.size() == 4) o.shape = {o.shape[0], o.shape[2], o.shape[3], o.shape[1]};
+    return Status::Ok();
+  };
+}
+
 }  // namespace
 
 void RegisterConvShapes(ShapeRegistry& r) {
-  r.Add("Conv", [](InferContext& c) { return ConvLike(c, false); });
+  r.Add("Conv", ChannelsLast([](InferContext& c) { return ConvLike(c, false); }));
   r.Add("ConvTranspose", [](InferContext& c) { return ConvLike(c, true); });
-  r.Add("MaxPool", [](InferContext& c) { return Pool(c, true, true); });
-  r.Add("AveragePool", [](InferContext& c) { return Pool(c, false, false); });
+  r.Add("MaxPool", ChannelsLast([](InferContext& c) { return Pool(c, true, true); }));
+  r.Add("AveragePool", ChannelsLast([](InferContext& c) { return Pool(c, false, false); }));
   r.Add("LpPool", [](InferContext& c) { return Pool(c, false, false); });
   r.Add("GlobalAveragePool", GlobalPool);
   r.Add("GlobalMaxPool", GlobalPool);

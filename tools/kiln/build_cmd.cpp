@@ -146,6 +146,7 @@ void PrintBuildSummary(const BuildResult& b, const Options& o) {
   std::string fusions;
   for (const auto& [k, n] : r.fusions) fusions += (fusions.empty() ? "" : ", ") + k + " " + std::to_string(n);
   std::printf("[kiln] fusions: %s\n", fusions.empty() ? "none" : fusions.c_str());
+  std::printf("[kiln] reformats: %d inserted, %d eliminated\n", r.reformats_inserted, r.reformats_eliminated);
   if (o.verbose)
     for (const auto& d : r.pass_details) std::printf("[kiln]   %s\n", d.c_str());
   std::printf("[kiln] activation memory: %.2f MiB arena (naive sum %.2f MiB, %.1f%%)\n", r.arena_bytes / 1048576.0,

@@ -9,6 +9,7 @@
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/gemm_blas.h"
+#include "backends/cpu/layout_util.h"
 #include "shape/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -253,7 +254,9 @@ Status ConvKernel(KernelContext& ctx, bool transpose) {
 }  // namespace
 
 void RegisterConvKernels(KernelRegistry& r) {
-  r.Add("Conv", [](KernelContext& c) { return ConvKernel(c, false); });
+  r.Add("Conv", [](KernelContext& c) {
+    return RunChannelsLast(c, [](KernelContext& k) { return ConvKernel(k, false); });
+  });
   r.Add("ConvTranspose", [](KernelContext& c) { return ConvKernel(c, true); });
   RegisterPoolKernels(r);
 }

@@ -8,6 +8,7 @@
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/gemm_blas.h"
+#include "backends/cpu/layout_util.h"
 #include "shape/conv_geometry.h"
 
 namespace kiln::cpu {
@@ -161,8 +162,12 @@ Status PoolKernel(KernelContext& ctx, PoolKind kind, bool global) {
 }  // namespace
 
 void RegisterPoolKernels(KernelRegistry& r) {
-  r.Add("MaxPool", [](KernelContext& c) { return PoolKernel(c, PoolKind::kMax, false); });
-  r.Add("AveragePool", [](KernelContext& c) { return PoolKernel(c, PoolKind::kAvg, false); });
+  r.Add("MaxPool", [](KernelContext& c) {
+    return RunChannelsLast(c, [](KernelContext& k) { return PoolKernel(k, PoolKind::kMax, false); });
+  });
+  r.Add("AveragePool", [](KernelContext& c) {
+    return RunChannelsLast(c, [](KernelContext& k) { return PoolKernel(k, PoolKind::kAvg, false); });
+  });
   r.Add("LpPool", [](KernelContext& c) { return PoolKernel(c, PoolKind::kLp, false); });
   r.Add("GlobalMaxPool", [](KernelContext& c) { return PoolKernel(c, PoolKind::kMax, true); });
   r.Add("GlobalAveragePool", [](KernelContext& c) { return PoolKernel(c, PoolKind::kAvg, true); });

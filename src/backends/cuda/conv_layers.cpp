@@ -26,6 +26,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/families.h"
 #include "core/error.h"
+#include "plan/layout.h"
 #include "shape/fused_ops.h"
 
 namespace kiln::cuda {
@@ -96,6 +97,7 @@ struct ConvConfig {
   DataType dtype = DataType::kUndefined;
   bool has_bias = false;
   Epilogue epi;
+  bool nhwc = false;                        // kiln_layout = "NHWC": X, Y channels-last, W repacked to KRSC
   ConvGraphOptions graph;                   // alignment is set per plan
   std::optional<dnn::EngineChoice> choice;  // empty: heuristics' first acceptable engine
 };
@@ -118,6 +120,14 @@ Result<ConvConfig> ReadConfig(const LayerSpec& spec, ConvOp op) {
   }
   KILN_ASSIGN_OR_RETURN(c.epi, ReadEpilogue(n, op));
   c.graph.allow_tf32 = spec.allow_tf32;
+  const std::string layout = n.gets("kiln_layout", "NCHW");
+  if (layout != "NCHW" && layout != "NHWC")
+    return Err(StatusCode::kInvalidModel, "{}: kiln_layout must be NCHW or NHWC, got '{}'", n.Where(), layout);
+  c.nhwc = c.graph.nhwc = layout == "NHWC";
+  if (c.nhwc && (op == ConvOp::kConvTranspose || !n.input(1)->is_const() ||
+                 (n.input(0)->has_shape && n.input(0)->shape.size() != 4)))
+    return Err(StatusCode::kUnsupported,
+               "{}: the CUDA channels-last (NHWC) convolution needs a 2-D Conv with a constant W", n.Where());
   return c;
 }
 
@@ -168,12 +178,14 @@ class ConvLayer final : public Layer {
       if (!v->is_const()) continue;
       Tensor t = *v->const_value;
       if (t.dtype() != cfg_.dtype) t = CastTensor(t, cfg_.dtype);
+      const std::vector<int64_t> logical = t.shape();
+      if (i == 1 && cfg_.nhwc) t = PermuteTensor(t, {0, 2, 3, 1});  // KCRS -> KRSC, once
       Constant& k = i == 1 ? w_ : b_;
       KILN_ASSIGN_OR_RETURN(k.buf, DeviceBuffer::Allocate(t.nbytes()));
       if (t.nbytes() > 0)
         KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(k.buf.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
       k.present = true;
-      k.shape = t.shape();
+      k.shape = logical;
     }
     return Status::Ok();
   }
@@ -186,7 +198,12 @@ class ConvLayer final : public Layer {
     auto key = std::make_tuple(x, w, alignment);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
-    KILN_ASSIGN_OR_RETURN(ConvGeometry g, ComputeConvGeometry(node_, cfg_.op == ConvOp::kConvTranspose, x, w));
+    KILN_ASSIGN_OR_RETURN(ConvGeometry g, ComputeConvGeometry(node_, cfg_.op == ConvOp::kConvTranspose,
+                                                              cfg_.nhwc ? NhwcToNchw(x) : x, w));
+    if (cfg_.nhwc && g.window)
+      return Err(StatusCode::kUnsupported,
+                 "{}: asymmetric pads need a zero-padding copy, which the channels-last (NHWC) convolution lacks",
+                 node_.Where());
     std::shared_ptr<const ConvPlan> plan;
     if (g.degenerate || NumElements(g.y_node) == 0) {
       auto p = std::make_shared<ConvPlan>();
@@ -230,7 +247,7 @@ class ConvLayer final : public Layer {
         return Err(StatusCode::kInvalidArgument, "{}: the bias input B is missing", node_.Where());
       b = b_.present ? b_.buf.get() : inputs[2].data;
       const int64_t nb = b_.present ? NumElements(b_.shape) : inputs[2].numel();
-      const int64_t m = y.shape.size() > 1 ? y.shape[1] : -1;
+      const int64_t m = y.shape.size() > 1 ? y.shape[cfg_.nhwc ? y.shape.size() - 1 : 1] : -1;
       if (nb != m)
         return Err(StatusCode::kInvalidArgument, "{}: bias has {} elements, expected {} (output channels)",
                    node_.Where(), nb, m);
@@ -240,9 +257,10 @@ class ConvLayer final : public Layer {
     const bool all16 = aligned(x.data) && aligned(w) && aligned(y.data) && aligned(b) && aligned(ctx.workspace);
     KILN_ASSIGN_OR_RETURN(auto plan, PlanFor(x.shape, w_shape, all16 ? 16 : static_cast<int64_t>(elem), false));
     const ConvGeometry& g = plan->geo;
-    if (g.y_node != y.shape)
+    const std::vector<int64_t> y_expect = cfg_.nhwc ? NchwToNhwc(g.y_node) : g.y_node;
+    if (y_expect != y.shape)
       return Err(StatusCode::kInvalidArgument, "{}: Y has shape [{}] but the convolution gives [{}]", node_.Where(),
-                 fmt::join(y.shape, ","), fmt::join(g.y_node, ","));
+                 fmt::join(y.shape, ","), fmt::join(y_expect, ","));
     const bool cudnn_epilogue = plan->plan.get() && cfg_.graph.fused;
     if (g.degenerate) {
       KILN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(y.data, 0, y.nbytes(), ctx.stream));
@@ -281,7 +299,7 @@ class ConvLayer final : public Layer {
       ConvEpilogueParams p;
       p.numel = y.numel();
       p.channels = g.out_channels;
-      p.inner = g.out_inner;
+      p.inner = cfg_.nhwc ? 1 : g.out_inner;  // NHWC: the channel is the innermost index
       p.act = cfg_.epi.act;
       p.alpha = cfg_.epi.alpha;
       p.beta = cfg_.epi.beta;
@@ -309,7 +327,8 @@ Result<std::vector<std::string>> ListTactics(const LayerSpec& spec, ConvOp op) {
   KILN_ASSIGN_OR_RETURN(ConvConfig c, ReadConfig(spec, op));
   const auto [x, w] = SpecShapes(spec);
   if (x.empty() || w.empty()) return std::vector<std::string>{"cudnn:auto"};
-  KILN_ASSIGN_OR_RETURN(ConvGeometry g, ComputeConvGeometry(n, op == ConvOp::kConvTranspose, x, w));
+  KILN_ASSIGN_OR_RETURN(ConvGeometry g,
+                        ComputeConvGeometry(n, op == ConvOp::kConvTranspose, c.nhwc ? NhwcToNchw(x) : x, w));
   if (g.degenerate || NumElements(g.y_node) == 0) return std::vector<std::string>{"cudnn:auto"};
   std::vector<std::string> names;
   auto plain = ListConvEngines(g, c.graph, kMaxPlainTactics);

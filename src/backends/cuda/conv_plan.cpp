@@ -2,6 +2,7 @@
 #include "backends/cuda/conv_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -130,11 +131,18 @@ struct GraphParts {
 Result<GraphParts> BuildGraph(const ConvGeometry& g, const ConvGraphOptions& o, cudnnHandle_t handle) {
   GraphParts parts;
   auto keep = [&](dnn::Desc d) -> const dnn::Desc& { return parts.keep.emplace_back(std::move(d)); };
-  KILN_ASSIGN_OR_RETURN(dnn::Desc xd, dnn::MakeTensor(kUidConvX, o.dtype, g.conv_x, o.alignment, false));
+  // Channels-last (NHWC): X, Y and the virtual intermediates with NHWC strides, W in KRSC.
+  auto strides = [&](const std::vector<int64_t>& dims) {
+    return o.nhwc ? dnn::ChannelsLastStrides(dims) : std::vector<int64_t>{};
+  };
+  KILN_ASSIGN_OR_RETURN(dnn::Desc xd,
+                        dnn::MakeTensor(kUidConvX, o.dtype, g.conv_x, o.alignment, false, strides(g.conv_x)));
   const dnn::Desc& x = keep(std::move(xd));
-  KILN_ASSIGN_OR_RETURN(dnn::Desc wd, dnn::MakeTensor(kUidConvW, o.dtype, g.conv_w, o.alignment, false));
+  KILN_ASSIGN_OR_RETURN(dnn::Desc wd,
+                        dnn::MakeTensor(kUidConvW, o.dtype, g.conv_w, o.alignment, false, strides(g.conv_w)));
   const dnn::Desc& w = keep(std::move(wd));
-  KILN_ASSIGN_OR_RETURN(dnn::Desc yd, dnn::MakeTensor(kUidConvY, o.dtype, g.conv_y, o.alignment, false));
+  KILN_ASSIGN_OR_RETURN(dnn::Desc yd,
+                        dnn::MakeTensor(kUidConvY, o.dtype, g.conv_y, o.alignment, false, strides(g.conv_y)));
   const dnn::Desc& y = keep(std::move(yd));
   KILN_ASSIGN_OR_RETURN(dnn::Desc cd, dnn::MakeConvolution(g.pre_pads, g.post_pads, g.strides, g.dilations));
   const dnn::Desc& conv = keep(std::move(cd));
@@ -146,7 +154,7 @@ Result<GraphParts> BuildGraph(const ConvGeometry& g, const ConvGraphOptions& o, 
     KILN_ASSIGN_OR_RETURN(dnn::Desc op, dnn::MakeConvForward(x, w, y, conv));
     ops.push_back(&keep(std::move(op)));
   } else {
-    KILN_ASSIGN_OR_RETURN(dnn::Desc t0d, dnn::MakeTensor(kUidConvOut, CUDNN_DATA_FLOAT, g.conv_y, 16, true));
+    KILN_ASSIGN_OR_RETURN(dnn::Desc t0d, dnn::MakeTensor(kUidConvOut, CUDNN_DATA_FLOAT, g.conv_y, 16, true, strides(g.conv_y)));
     const dnn::Desc& t0 = keep(std::move(t0d));
     KILN_ASSIGN_OR_RETURN(dnn::Desc op, dnn::MakeConvForward(x, w, t0, conv));
     ops.push_back(&keep(std::move(op)));
@@ -154,11 +162,11 @@ Result<GraphParts> BuildGraph(const ConvGeometry& g, const ConvGraphOptions& o, 
     if (o.has_bias) {
       std::vector<int64_t> bdims(g.conv_y.size(), 1);
       bdims[1] = g.out_channels;
-      KILN_ASSIGN_OR_RETURN(dnn::Desc bd, dnn::MakeTensor(kUidBias, o.dtype, bdims, o.alignment, false));
+      KILN_ASSIGN_OR_RETURN(dnn::Desc bd, dnn::MakeTensor(kUidBias, o.dtype, bdims, o.alignment, false, strides(bdims)));
       const dnn::Desc& b = keep(std::move(bd));
       const dnn::Desc* out = &y;
       if (o.act) {
-        KILN_ASSIGN_OR_RETURN(dnn::Desc t1d, dnn::MakeTensor(kUidBiasOut, CUDNN_DATA_FLOAT, g.conv_y, 16, true));
+        KILN_ASSIGN_OR_RETURN(dnn::Desc t1d, dnn::MakeTensor(kUidBiasOut, CUDNN_DATA_FLOAT, g.conv_y, 16, true, strides(g.conv_y)));
         out = &keep(std::move(t1d));
       }
       KILN_ASSIGN_OR_RETURN(dnn::Desc add, dnn::MakePointwiseOp(CUDNN_POINTWISE_ADD, *cur, &b, *out));
@@ -206,16 +214,37 @@ Status ForEachHeuristicConfig(const GraphParts& parts, const ConvGraphOptions& o
 }
 
 std::string Describe(const ConvGeometry& g, const ConvGraphOptions& o) {
-  return fmt::format("{} x {} w {} y {} pads {}/{} strides {} dilations {}{}",
-                     g.transpose ? "backward-data" : "forward", Join(g.conv_x), Join(g.conv_w), Join(g.conv_y),
+  return fmt::format("{}{} x {} w {} y {} pads {}/{} strides {} dilations {}{}",
+                     g.transpose ? "backward-data" : "forward", o.nhwc ? " NHWC" : "", Join(g.conv_x), Join(g.conv_w), Join(g.conv_y),
                      Join(g.pre_pads), Join(g.post_pads), Join(g.strides), Join(g.dilations),
                      o.fused ? " fused with bias/activation" : "");
+}
+
+// Everything a plan depends on: the geometry (cuDNN's view and the window copy), the graph options, the engine.
+std::string PlanKey(const ConvGeometry& g, const ConvGraphOptions& o, const std::string& engine) {
+  return fmt::format("{}|y {}|M {} inner {} deg {} win {} {}|dt {} fused {} bias {} act {} align {} tf32 {}|{}",
+                     Describe(g, o), Join(g.y_node), g.out_channels, g.out_inner, g.degenerate, g.window,
+                     g.window_elements, static_cast<int>(o.dtype), o.fused, o.has_bias,
+                     o.act ? static_cast<int>(*o.act) : -1, o.alignment, o.allow_tf32, engine);
+}
+
+// Plans and engine lists already built in this process (finalizing a cuDNN plan costs milliseconds, and a
+// network repeats its convolution shapes; the builder lists, times and then recreates the same ones).
+std::map<std::string, std::shared_ptr<const ConvPlan>>& PlanCache() {
+  static std::map<std::string, std::shared_ptr<const ConvPlan>> cache;
+  return cache;
+}
+std::map<std::string, std::vector<std::string>>& EngineListCache() {
+  static std::map<std::string, std::vector<std::string>> cache;
+  return cache;
 }
 
 }  // namespace
 
 Result<std::vector<std::string>> ListConvEngines(const ConvGeometry& g, const ConvGraphOptions& o, size_t limit) {
   std::lock_guard<std::mutex> lock(dnn::BuildMutex());
+  const std::string key = PlanKey(g, o, fmt::format("list {}", limit));
+  if (auto it = EngineListCache().find(key); it != EngineListCache().end()) return it->second;
   KILN_ASSIGN_OR_RETURN(cudnnHandle_t handle, dnn::BuildHandle());
   KILN_ASSIGN_OR_RETURN(GraphParts parts, BuildGraph(g, o, handle));
   std::vector<std::string> names;
@@ -226,12 +255,15 @@ Result<std::vector<std::string>> ListConvEngines(const ConvGeometry& g, const Co
     if (dnn::MakePlan(handle, cfg).ok()) names.push_back(name);
     return names.size() >= limit;
   }));
+  EngineListCache()[key] = names;
   return names;
 }
 
 Result<std::shared_ptr<const ConvPlan>> BuildConvPlan(const ConvGeometry& g, const ConvGraphOptions& o,
                                                       const std::optional<dnn::EngineChoice>& choice) {
   std::lock_guard<std::mutex> lock(dnn::BuildMutex());
+  const std::string key = PlanKey(g, o, choice ? choice->Name() : std::string("auto"));
+  if (auto it = PlanCache().find(key); it != PlanCache().end()) return it->second;
   KILN_ASSIGN_OR_RETURN(cudnnHandle_t handle, dnn::BuildHandle());
   KILN_ASSIGN_OR_RETURN(GraphParts parts, BuildGraph(g, o, handle));
   auto p = std::make_shared<ConvPlan>();
@@ -276,7 +308,9 @@ Result<std::shared_ptr<const ConvPlan>> BuildConvPlan(const ConvGeometry& g, con
   KILN_ASSIGN_OR_RETURN(int64_t ws, dnn::PlanWorkspaceBytes(p->plan));
   p->cudnn_workspace = static_cast<size_t>(ws);
   for (auto& d : parts.keep) p->keep.push_back(std::move(d));
-  return std::shared_ptr<const ConvPlan>(std::move(p));
+  std::shared_ptr<const ConvPlan> plan(std::move(p));
+  PlanCache()[key] = plan;
+  return plan;
 }
 
 }  // namespace kiln::cuda

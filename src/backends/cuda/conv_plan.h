@@ -44,6 +44,7 @@ struct ConvGraphOptions {
   std::optional<cudnnPointwiseMode_t> act;   // fused only: activation after the bias
   int64_t alignment = 16;                    // byte alignment promised for every tensor pointer
   bool allow_tf32 = true;                    // float32: engines may use TF32 tensor cores
+  bool nhwc = false;                         // X, Y channels-last in memory, W in KRSC (kiln_layout = "NHWC")
 };
 
 // Tensor uids of the plans' variant packs.

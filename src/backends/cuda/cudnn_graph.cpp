@@ -69,10 +69,24 @@ Result<cudnnHandle_t> BuildHandle() {
   return h;
 }
 
+std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  if (dims.size() < 3) return strides;
+  int64_t s = dims[1];  // C is innermost, then the spatial dims from the last, then N
+  for (size_t i = dims.size(); i-- > 2;) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+  strides[1] = 1;
+  strides[0] = s;
+  return strides;
+}
+
 Result<Desc> MakeTensor(int64_t uid, cudnnDataType_t dtype, const std::vector<int64_t>& dims, int64_t alignment,
-                        bool is_virtual) {
+                        bool is_virtual, const std::vector<int64_t>& given_strides) {
   std::vector<int64_t> strides(dims.size(), 1);
   for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  if (!given_strides.empty()) strides = given_strides;
   KILN_ASSIGN_OR_RETURN(Desc t, Desc::Create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
   KILN_RETURN_IF_ERROR(t.SetDataType(CUDNN_ATTR_TENSOR_DATA_TYPE, dtype));
   KILN_RETURN_IF_ERROR(t.SetInt64s(CUDNN_ATTR_TENSOR_DIMENSIONS, dims));

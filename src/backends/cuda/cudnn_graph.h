@@ -66,9 +66,11 @@ Result<cudnnHandle_t> BuildHandle();
 std::mutex& BuildMutex();
 
 // ---- descriptor builders ----
-// A dense row-major tensor (strides computed from dims).
+// A tensor with these strides; dense row-major when `strides` is empty.
 Result<Desc> MakeTensor(int64_t uid, cudnnDataType_t dtype, const std::vector<int64_t>& dims, int64_t alignment,
-                        bool is_virtual);
+                        bool is_virtual, const std::vector<int64_t>& strides = {});
+// Channels-last strides of dims [N, C, spatial...] (NHWC / NDHWC memory; KRSC for a filter [K, C, R, S]).
+std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& dims);
 // Cross-correlation with float32 math; vectors have one entry per spatial dim.
 Result<Desc> MakeConvolution(const std::vector<int64_t>& pre_pads, const std::vector<int64_t>& post_pads,
                              const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations);

@@ -21,8 +21,21 @@ __global__ void WindowPoolKernel(PoolWindowArgs a) {
   const int64_t total = a.planes * a.out_size;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t pl = idx / a.out_size;
-    int64_t rem = idx - pl * a.out_size;
+    // NCHW: idx = plane * out_size + position. Channels-last: idx = (n * out_size + position) * C + c, and the
+    // taps of one plane are C elements apart (consecutive threads read consecutive channels).
+    const int64_t cl = a.channels_last;
+    int64_t pl, rem, base, step = 1;
+    if (cl > 0) {
+      const int64_t c = idx % cl, r = idx / cl, img = r / a.out_size;
+      rem = r - img * a.out_size;
+      pl = img * cl + c;
+      base = img * a.in_size * cl + c;
+      step = cl;
+    } else {
+      pl = idx / a.out_size;
+      rem = idx - pl * a.out_size;
+      base = pl * a.in_size;
+    }
     int64_t start[kPoolMaxSpatialDims], k[kPoolMaxSpatialDims];
 #pragma unroll
     for (int d = kPoolMaxSpatialDims - 1; d >= 0; --d) {
@@ -32,7 +45,7 @@ __global__ void WindowPoolKernel(PoolWindowArgs a) {
       start[d] = o * a.stride[d] - a.pad_begin[d];
       k[d] = 0;
     }
-    const T* xp = x + pl * a.in_size;
+    const T* xp = x + base;
     float acc = 0.f, best = 0.f;
     int64_t best_idx = -1, count = 0;
     for (int64_t t = 0; t < a.ksize; ++t) {
@@ -50,7 +63,7 @@ __global__ void WindowPoolKernel(PoolWindowArgs a) {
         }
       }
       if (valid) {
-        const float v = ToF32(xp[flat]);
+        const float v = ToF32(xp[flat * step]);
         ++count;
         if (kKind == kPoolMax) {
           if (best_idx < 0 || v > best) {

@@ -29,6 +29,7 @@ struct PoolWindowArgs {
   bool count_include_pad = false;  // average: divide by ksize instead of the number of taps inside the input
   int p = 2;                       // Lp: the norm order (>= 1)
   bool column_major_indices = false;  // MaxPool storage_order = 1
+  int64_t channels_last = 0;  // > 0: X and Y are [N, spatial..., C] with C = channels_last (no indices)
 };
 cudaError_t LaunchWindowPool(const PoolWindowArgs& a, cudaStream_t stream);
 

@@ -52,6 +52,7 @@ class WindowPoolLayer : public Layer {
   bool count_include_pad = false;
   int p = 2;
   bool column_major_indices = false;
+  bool nhwc = false;  // kiln_layout = "NHWC": X and Y are [N, H, W, C]
 
   Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& inputs,
                  std::vector<DeviceTensor>& outputs) const override {
@@ -67,14 +68,17 @@ class WindowPoolLayer : public Layer {
     a.dtype = static_cast<int>(x.dtype);
     a.kind = kind;
     a.nsp = static_cast<int>(nsp);
-    a.planes = x.shape[0] * x.shape[1];
+    const int64_t ch = nhwc ? x.shape.back() : x.shape[1];
+    const int64_t sp0 = nhwc ? 1 : 2;  // first spatial dim
+    a.planes = x.shape[0] * ch;
+    if (nhwc) a.channels_last = ch;
     a.in_size = a.out_size = a.ksize = 1;
     const bool same = w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER";
     for (int64_t d = 0; d < nsp; ++d) {
-      const int64_t in = x.shape[2 + d], s = w.strides[d];
+      const int64_t in = x.shape[sp0 + d], s = w.strides[d];
       const int64_t ek = (w.kernel[d] - 1) * w.dilations[d] + 1;
       a.in[d] = in;
-      a.out[d] = y.shape[2 + d];
+      a.out[d] = y.shape[sp0 + d];
       a.kernel[d] = w.kernel[d];
       a.stride[d] = s;
       a.dilation[d] = w.dilations[d];
@@ -96,6 +100,8 @@ class WindowPoolLayer : public Layer {
       if (outputs[1].dtype != DataType::kInt64)
         return Err(StatusCode::kInvalidArgument, "{}: Indices must be int64, not {}", where,
                    DataTypeName(outputs[1].dtype));
+      if (nhwc)
+        return Err(StatusCode::kUnsupported, "{}: the channels-last (NHWC) MaxPool has no Indices output", where);
       a.indices = static_cast<int64_t*>(outputs[1].data);
     }
     a.count_include_pad = count_include_pad;
@@ -125,6 +131,11 @@ Result<std::unique_ptr<Layer>> CreateWindowPool(const LayerSpec& spec, int kind)
   l->count_include_pad = n.geti("count_include_pad", 0) != 0;
   l->p = static_cast<int>(n.geti("p", 2));
   l->column_major_indices = kind == kPoolMax && n.geti("storage_order", 0) == 1;
+  const std::string layout = n.gets("kiln_layout", "NCHW");
+  if (layout != "NCHW" && (layout != "NHWC" || rank != 4 || kind == kPoolLp))
+    return Err(StatusCode::kUnsupported, "{}: kiln_layout '{}' is not supported here (NHWC: rank-4 Max/AveragePool)",
+               n.Where(), layout);
+  l->nhwc = layout == "NHWC";
   return std::unique_ptr<Layer>(std::move(l));
 }
 

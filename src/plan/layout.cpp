@@ -1,0 +1,275 @@
+// Layout planning (see layout.h).
+#include "plan/layout.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+
+namespace kiln {
+
+namespace {
+
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
+const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+
+bool IsElementwise(const Node& n) {
+  static const std::set<std::string> kOps = {
+      // unary
+      "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal", "Erf", "Floor", "Ceil",
+      "Softplus", "Softsign", "Sin", "Cos", "HardSwish", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Clip",
+      "Gelu", "Identity", "Cast", "Mish", "Round", "Sign", "ThresholdedRelu", "Celu",
+      // binary and variadic (numpy broadcasting)
+      "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Where"};
+  if (n.domain == "kiln") return n.op_type == "FusedPointwise";
+  return n.domain.empty() && kOps.count(n.op_type) != 0;
+}
+
+bool IsReducedFloat(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
+
+bool Rank4(const Value* v) { return v && v->has_shape && v->shape.size() == 4; }
+
+bool SameShape(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].known() != b[i].known()) return false;
+    if (a[i].known() ? a[i].value != b[i].value : (a[i].sym.empty() || a[i].sym != b[i].sym)) return false;
+  }
+  return true;
+}
+
+Shape Permuted(const Shape& s, const std::vector<int64_t>& perm) {
+  Shape r;
+  for (int64_t p : perm) r.push_back(s[p]);
+  return r;
+}
+
+// [N,C,1,1] with C known: NCHW and NHWC have the same memory order.
+bool IsUnitSpatial(const Value* v) {
+  return Rank4(v) && v->shape[1].known() && v->shape[2].known() && v->shape[2].value == 1 && v->shape[3].known() &&
+         v->shape[3].value == 1;
+}
+
+// Symmetric explicit pads (or none / VALID): the cuDNN NHWC path needs no zero-padding copy.
+bool SymmetricPads(const Node& n) {
+  const std::string ap = n.gets("auto_pad", "NOTSET");
+  if (ap == "VALID") return true;
+  if (ap != "NOTSET" && !ap.empty()) return false;
+  const std::vector<int64_t> pads = n.getints("pads", {0, 0, 0, 0});
+  if (pads.size() != 4) return false;
+  return pads[0] == pads[2] && pads[1] == pads[3];
+}
+
+bool IsConv2d(const Node& n, const LayoutOptions& o) {
+  const bool conv = (n.domain.empty() && n.op_type == "Conv") || (n.domain == "kiln" && n.op_type == "FusedConv");
+  if (!conv || n.has_attr("kiln_layout")) return false;
+  const Value* x = n.input(0);
+  const Value* w = n.input(1);
+  if (!Rank4(x) || !w || !w->is_const() || w->const_value->rank() != 4) return false;
+  if (!(IsReducedFloat(x->dtype) || (o.float32 && x->dtype == DataType::kFloat32))) return false;
+  if (n.input(2) && !n.input(2)->is_const()) return false;
+  if (o.channel_multiple > 1 && (!x->shape[1].known() || x->shape[1].value % o.channel_multiple != 0)) return false;
+  if (n.outputs.size() != 1 || !Rank4(n.output(0))) return false;
+  return SymmetricPads(n);
+}
+
+}  // namespace
+
+std::vector<int64_t> NchwToNhwc(const std::vector<int64_t>& s) {
+  return s.size() == 4 ? std::vector<int64_t>{s[0], s[2], s[3], s[1]} : s;
+}
+std::vector<int64_t> NhwcToNchw(const std::vector<int64_t>& s) {
+  return s.size() == 4 ? std::vector<int64_t>{s[0], s[3], s[1], s[2]} : s;
+}
+
+Tensor PermuteTensor(const Tensor& t, const std::vector<int64_t>& perm) {
+  const std::vector<int64_t>& in = t.shape();
+  const size_t rank = in.size();
+  std::vector<int64_t> out(rank), in_strides(rank, 1), src_strides(rank);
+  for (size_t i = rank; i-- > 1;) in_strides[i - 1] = in_strides[i] * in[i];
+  for (size_t i = 0; i < rank; ++i) {
+    out[i] = in[perm[i]];
+    src_strides[i] = in_strides[perm[i]];
+  }
+  Tensor r(t.dtype(), out);
+  const size_t es = DataTypeSize(t.dtype());
+  const int64_t total = r.numel();
+  if (total == 0) return r;
+  const char* src = static_cast<const char*>(t.raw());
+  char* dst = static_cast<char*>(r.raw());
+  std::vector<int64_t> idx(rank, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    std::memcpy(dst + i * es, src + off * es, es);
+    for (size_t d = rank; d-- > 0;) {  // odometer over the output dims
+      off += src_strides[d];
+      if (++idx[d] < out[d]) break;
+      off -= src_strides[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+  return r;
+}
+
+Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
+  LayoutReport rep;
+  std::vector<std::unique_ptr<Node>> old_nodes;
+  old_nodes.swap(g.mutable_nodes());
+  std::vector<std::unique_ptr<Node>>& out_nodes = g.mutable_nodes();
+  const int64_t opset = g.opsets.count("") ? g.opsets.at("") : 18;
+  int fresh = 0;
+
+  std::map<const Value*, Value*> nhwc;    // NCHW value -> its NHWC twin
+  std::set<const Value*> moved;           // NCHW values whose producer now writes only the twin
+  std::map<const Value*, Value*> consts;  // constant -> its permuted copy
+
+  auto add_node = [&](const std::string& op, const std::string& tag, Value* in, Value* out) -> Node* {
+    auto node = std::make_unique<Node>();
+    node->name = fmt::format("kiln_{}_{}_{}", tag, fresh++, in->name);
+    node->op_type = op;
+    node->opset = opset;
+    node->inputs = {in};
+    node->outputs = {out};
+    out->producer = node.get();
+    Node* raw = node.get();
+    out_nodes.push_back(std::move(node));
+    return raw;
+  };
+  // A Reshape of `in` to `target` (0 copies the input's dim).
+  auto add_reshape = [&](Value* in, Value* out, std::vector<int64_t> target) {
+    Node* r = add_node("Reshape", "view", in, out);
+    r->inputs.push_back(g.AddConstant(in->name + "_view_shape", Tensor::FromInt64(target)));
+    ++rep.views_inserted;
+  };
+  auto new_twin = [&](Value* v) {
+    Value* t = g.AddValue(v->name + "_nhwc");
+    t->dtype = v->dtype;
+    t->has_shape = v->has_shape;
+    if (Rank4(v)) t->shape = Permuted(v->shape, kToNhwc);
+    return t;
+  };
+  // The NHWC twin of v, inserting the reformat when there is none yet.
+  auto to_nhwc = [&](Value* v) -> Value* {
+    if (auto it = nhwc.find(v); it != nhwc.end()) return it->second;
+    Value* t = new_twin(v);
+    if (IsUnitSpatial(v)) {
+      add_reshape(v, t, {0, 1, 1, v->shape[1].value});
+    } else {
+      add_node("Transpose", "to_nhwc", v, t)->attrs["perm"] = Attribute::Ints(kToNhwc);
+      ++rep.reformats_inserted;
+    }
+    nhwc[v] = t;
+    return t;
+  };
+  // Makes v (moved to NHWC) available in NCHW again, once.
+  auto to_nchw = [&](Value* v) {
+    if (!v || !moved.count(v)) return;
+    moved.erase(v);
+    Value* t = nhwc.at(v);
+    if (IsUnitSpatial(v)) {
+      add_reshape(t, v, {0, v->shape[1].value, 1, 1});
+    } else {
+      add_node("Transpose", "to_nchw", t, v)->attrs["perm"] = Attribute::Ints(kToNchw);
+      ++rep.reformats_inserted;
+    }
+  };
+  // Output 0 of n now writes the NHWC twin of its old value.
+  auto move_output = [&](Node& n) {
+    Value* y = n.outputs[0];
+    Value* t = new_twin(y);
+    t->producer = &n;
+    n.outputs[0] = t;
+    y->producer = nullptr;
+    nhwc[y] = t;
+    moved.insert(y);
+  };
+  // Constant operand of an elementwise node in NHWC: scalars stay, others are lifted to rank 4 and permuted.
+  auto permuted_const = [&](Value* c) -> Value* {
+    const Tensor& t = *c->const_value;
+    if (t.numel() == 1) return c;
+    if (auto it = consts.find(c); it != consts.end()) return it->second;
+    std::vector<int64_t> lifted(4 - t.rank(), 1);
+    lifted.insert(lifted.end(), t.shape().begin(), t.shape().end());
+    Value* r = g.AddConstant(c->name + "_nhwc", PermuteTensor(t.Reshaped(lifted), kToNhwc));
+    consts[c] = r;
+    return r;
+  };
+
+  for (auto& np : old_nodes) {
+    Node& n = *np;
+    bool rewritten = false;
+    if (IsConv2d(n, opts)) {
+      n.inputs[0] = to_nhwc(n.inputs[0]);
+      n.attrs["kiln_layout"] = Attribute::String("NHWC");
+      move_output(n);
+      ++rep.convs_nhwc;
+      rewritten = true;
+    } else if (IsElementwise(n) && n.outputs.size() == 1 && Rank4(n.output(0))) {
+      const Shape& os = n.output(0)->shape;
+      bool ok = true, any = false;
+      for (Value* v : n.inputs) {
+        if (!v) continue;
+        if (v->is_const()) {
+          ok &= v->const_value->rank() <= 4;
+        } else if (nhwc.count(v) && SameShape(v->shape, os)) {
+          any = true;
+        } else {
+          ok = false;
+        }
+      }
+      if (ok && any) {
+        for (Value*& v : n.inputs) {
+          if (!v) continue;
+          v = v->is_const() ? permuted_const(v) : nhwc.at(v);
+        }
+        move_output(n);
+        ++rep.nodes_nhwc;
+        rewritten = true;
+      }
+    } else if (n.domain.empty() && (n.op_type == "MaxPool" || n.op_type == "AveragePool") &&
+               !n.has_attr("kiln_layout") && nhwc.count(n.input(0)) && Rank4(n.input(0)) &&
+               (n.outputs.size() == 1 || !n.output(1)) && Rank4(n.output(0))) {
+      n.inputs[0] = nhwc.at(n.inputs[0]);
+      n.attrs["kiln_layout"] = Attribute::String("NHWC");
+      move_output(n);
+      ++rep.nodes_nhwc;
+      rewritten = true;
+    } else if (n.domain.empty() && (n.op_type == "GlobalAveragePool" || n.op_type == "GlobalMaxPool") &&
+               nhwc.count(n.input(0)) && Rank4(n.input(0)) && Rank4(n.output(0))) {
+      n.op_type = n.op_type == "GlobalAveragePool" ? "ReduceMean" : "ReduceMax";
+      n.opset = std::max<int64_t>(opset, 18);
+      n.inputs = {nhwc.at(n.inputs[0]), g.AddConstant(n.name + "_axes", Tensor::FromInt64({1, 2}))};
+      n.attrs.clear();
+      n.attrs["keepdims"] = Attribute::Int(1);
+      move_output(n);
+      ++rep.nodes_nhwc;
+      rewritten = true;
+    } else if (n.domain.empty() && n.op_type == "Concat" && Rank4(n.output(0)) &&
+               (n.geti("axis", 0) == 1 || n.geti("axis", 0) == -3) && !n.inputs.empty()) {
+      bool ok = true;
+      for (Value* v : n.inputs) ok &= v && !v->is_const() && nhwc.count(v) && Rank4(v);
+      if (ok) {
+        for (Value*& v : n.inputs) v = nhwc.at(v);
+        n.attrs["axis"] = Attribute::Int(3);
+        move_output(n);
+        ++rep.nodes_nhwc;
+        rewritten = true;
+      }
+    }
+    if (!rewritten)
+      for (Value* v : n.inputs) to_nchw(v);
+    out_nodes.push_back(std::move(np));
+  }
+  for (Value* o : g.outputs) to_nchw(o);
+  // Converting each convolution on its own would put a reformat before and after every one.
+  rep.reformats_eliminated = std::max(0, 2 * rep.convs_nhwc - rep.reformats_inserted);
+  if (rep.convs_nhwc > 0)
+    rep.details.push_back(fmt::format("{} convolution(s) and {} other layer(s) in NHWC; {} reformat(s) and {} view(s) "
+                                      "inserted, {} per-layer reformat(s) avoided",
+                                      rep.convs_nhwc, rep.nodes_nhwc, rep.reformats_inserted, rep.views_inserted,
+                                      rep.reformats_eliminated));
+  return rep;
+}
+
+}  // namespace kiln

@@ -1,0 +1,236 @@
+// Channels-last (NHWC, kiln_layout = "NHWC") on the GPU: cuDNN convolutions (plain and fused tactics, FP16,
+// BF16, FP32/TF32) and Max/Average pooling against the CPU reference, and an FP16 engine of a small ResNet-like
+// net (whose build plans the layout) against a CPU engine within 1e-2 relative L2.
+#include <gtest/gtest.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/layer.h"
+#include "gpu_test_util.h"
+#include "kiln/kiln.h"
+
+namespace kiln {
+namespace {
+
+using gputest::OneNode;
+using gputest::Random;
+using Attrs = std::map<std::string, Attribute>;
+
+// A conv whose X is given channels-last [N,H,W,C]; W is [K, C/g, kh, kw].
+OneNode NhwcConv(DataType dt, std::vector<int64_t> x_nhwc, std::vector<int64_t> w, Attrs a, const std::string& act,
+                 uint32_t seed = 1) {
+  OneNode n(act.empty() ? "Conv" : "FusedConv", act.empty() ? "" : "kiln");
+  n.Input(Random(dt, x_nhwc, seed));
+  n.Const(Random(dt, w, seed + 1, -0.5, 0.5));
+  n.Const(Random(dt, {w[0]}, seed + 2));
+  for (const auto& [k, v] : a) n.Attr(k, v);
+  n.Attr("kiln_layout", Attribute::String("NHWC"));
+  if (!act.empty()) n.Attr("kiln_activation", Attribute::String(act));
+  if (dt != DataType::kFloat32) n.ReferenceInFloat32();
+  return n;
+}
+
+::testing::AssertionResult Matches(OneNode n, DataType dt) {
+  return dt == DataType::kFloat32 ? n.MatchesCpu(2e-2, 1e-2) : dt == DataType::kFloat16 ? n.MatchesCpu(2e-2, 1e-2)
+                                                                                         : n.MatchesCpu(6e-2, 2e-2);
+}
+
+TEST(GpuLayout, NhwcConvMatchesCpu) {
+  const Attrs pad1 = {{"pads", Attribute::Ints({1, 1, 1, 1})}};
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32}) {
+    SCOPED_TRACE(DataTypeName(dt));
+    EXPECT_TRUE(Matches(NhwcConv(dt, {2, 9, 11, 8}, {16, 8, 3, 3}, pad1, ""), dt));
+    EXPECT_TRUE(Matches(NhwcConv(dt, {2, 9, 11, 8}, {16, 8, 3, 3}, pad1, "Relu"), dt));
+    EXPECT_TRUE(Matches(NhwcConv(dt, {2, 14, 14, 16}, {32, 16, 1, 1}, {{"strides", Attribute::Ints({2, 2})}}, ""), dt));
+    EXPECT_TRUE(Matches(NhwcConv(dt, {1, 12, 12, 3}, {8, 3, 7, 7},
+                                 {{"pads", Attribute::Ints({3, 3, 3, 3})}, {"strides", Attribute::Ints({2, 2})}},
+                                 "Relu"),
+                        dt));  // a ResNet stem with 3 input channels
+    EXPECT_TRUE(Matches(NhwcConv(dt, {2, 7, 7, 16}, {16, 8, 3, 3},
+                                 {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"group", Attribute::Int(2)}}, "Sigmoid"),
+                        dt));
+  }
+}
+
+// Every listed tactic (plain and cuDNN-fused) of an NHWC FP16 conv.
+TEST(GpuLayout, EveryNhwcTacticMatches) {
+  for (const std::string& act : {std::string(), std::string("Relu")}) {
+    Graph g;
+    Node* n = g.AddNode(act.empty() ? "Conv" : "FusedConv", "probe");
+    n->domain = act.empty() ? "" : "kiln";
+    n->attrs = {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"kiln_layout", Attribute::String("NHWC")}};
+    if (!act.empty()) n->attrs["kiln_activation"] = Attribute::String(act);
+    Value* x = g.GetOrAddValue("x");
+    x->dtype = DataType::kFloat16;
+    x->shape = FromStatic({2, 12, 12, 32});
+    x->has_shape = true;
+    n->inputs = {x, g.AddConstant("w", Random(DataType::kFloat16, {32, 32, 3, 3}, 2)),
+                 g.AddConstant("b", Random(DataType::kFloat16, {32}, 3))};
+    cuda::LayerSpec spec{*n, {{2, 12, 12, 32}, {32, 32, 3, 3}, {32}}, {}, true};
+    auto tactics = cuda::TacticsFor(spec);
+    ASSERT_TRUE(tactics.ok()) << tactics.status().ToString();
+    EXPECT_FALSE(tactics->empty());
+    std::printf("NHWC %s: %zu tactics:", act.empty() ? "Conv" : "FusedConv", tactics->size());
+    for (const auto& t : *tactics) std::printf(" %s", t.c_str());
+    std::printf("\n");
+    for (const auto& t : *tactics) {
+      OneNode one = NhwcConv(DataType::kFloat16, {2, 12, 12, 32}, {32, 32, 3, 3},
+                             {{"pads", Attribute::Ints({1, 1, 1, 1})}}, act);
+      one.Tactic(t);
+      EXPECT_TRUE(one.MatchesCpu(2e-2, 1e-2)) << t;
+    }
+  }
+}
+
+TEST(GpuLayout, NhwcPoolsMatchCpu) {
+  for (DataType dt : {DataType::kFloat16, DataType::kFloat32}) {
+    for (const std::string op : {"MaxPool", "AveragePool"}) {
+      SCOPED_TRACE(op + " " + DataTypeName(dt));
+      OneNode a(op);
+      a.Input(Random(dt, {2, 13, 11, 24}, 4))
+          .Attr("kernel_shape", Attribute::Ints({3, 3}))
+          .Attr("strides", Attribute::Ints({2, 2}))
+          .Attr("pads", Attribute::Ints({1, 1, 1, 1}))
+          .Attr("kiln_layout", Attribute::String("NHWC"));
+      if (op == "AveragePool") a.Attr("count_include_pad", Attribute::Int(1));
+      if (dt != DataType::kFloat32) a.ReferenceInFloat32();
+      EXPECT_TRUE(a.MatchesCpu(1e-2, 1e-2));
+      OneNode b(op);
+      b.Input(Random(dt, {1, 8, 9, 5}, 5))
+          .Attr("kernel_shape", Attribute::Ints({2, 3}))
+          .Attr("ceil_mode", Attribute::Int(1))
+          .Attr("strides", Attribute::Ints({2, 2}))
+          .Attr("kiln_layout", Attribute::String("NHWC"));
+      if (dt != DataType::kFloat32) b.ReferenceInFloat32();
+      EXPECT_TRUE(b.MatchesCpu(1e-2, 1e-2));
+    }
+  }
+}
+
+// ---- an engine of a small ResNet-like net ----
+
+StderrLogger& Logger() {
+  static StderrLogger logger(Severity::kError);
+  return logger;
+}
+
+std::vector<float> RandomVec(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+// x[2,3,32,32] -> conv 7x7/2 (16) -> relu -> maxpool 3/2 -> bottleneck (1x1 8, 3x3 8, 1x1 16, + skip, relu)
+// -> bottleneck with a strided projection shortcut (32) -> GAP -> flatten -> gemm (10)
+std::unique_ptr<NetworkDefinition> ResNetLike(const Builder& b) {
+  auto net = b.createNetwork();
+  EXPECT_TRUE(net->addInput("x", DataType::kFloat32, {2, 3, 32, 32}).ok());
+  uint32_t seed = 1;
+  int id = 0;
+  auto conv = [&](const std::string& in, int64_t cin, int64_t cout, int64_t k, int64_t s, bool relu) {
+    const std::string n = "c" + std::to_string(id++);
+    auto w = RandomVec(cout * cin * k * k, seed++, 1.5f / std::sqrt(static_cast<float>(cin * k * k)));
+    auto bias = RandomVec(cout, seed++, 0.1f);
+    EXPECT_TRUE(net->addConstant(n + "_w", DataType::kFloat32, {cout, cin, k, k}, w.data()).ok());
+    EXPECT_TRUE(net->addConstant(n + "_b", DataType::kFloat32, {cout}, bias.data()).ok());
+    EXPECT_TRUE(net->addOp("Conv", n, {in, n + "_w", n + "_b"}, {n + "_y"},
+                           {{"pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2}},
+                            {"strides", std::vector<int64_t>{s, s}}})
+                    .ok());
+    if (!relu) return n + "_y";
+    EXPECT_TRUE(net->addOp("Relu", n + "_relu", {n + "_y"}, {n + "_r"}).ok());
+    return n + "_r";
+  };
+  std::string h = conv("x", 3, 16, 7, 2, true);
+  EXPECT_TRUE(net->addOp("MaxPool", "pool", {h}, {"p"},
+                         {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                          {"strides", std::vector<int64_t>{2, 2}},
+                          {"pads", std::vector<int64_t>{1, 1, 1, 1}}})
+                  .ok());
+  std::string a = conv(conv(conv("p", 16, 8, 1, 1, true), 8, 8, 3, 1, true), 8, 16, 1, 1, false);
+  EXPECT_TRUE(net->addOp("Add", "add1", {a, "p"}, {"s1"}).ok());
+  EXPECT_TRUE(net->addOp("Relu", "relu1", {"s1"}, {"r1"}).ok());
+  std::string b2 = conv(conv(conv("r1", 16, 8, 1, 1, true), 8, 8, 3, 2, true), 8, 32, 1, 1, false);
+  std::string sc = conv("r1", 16, 32, 1, 2, false);
+  EXPECT_TRUE(net->addOp("Add", "add2", {b2, sc}, {"s2"}).ok());
+  EXPECT_TRUE(net->addOp("Relu", "relu2", {"s2"}, {"r2"}).ok());
+  EXPECT_TRUE(net->addOp("GlobalAveragePool", "gap", {"r2"}, {"g"}).ok());
+  EXPECT_TRUE(net->addOp("Flatten", "flat", {"g"}, {"f"}).ok());
+  auto fw = RandomVec(10 * 32, seed++, 0.3f), fb = RandomVec(10, seed++, 0.1f);
+  EXPECT_TRUE(net->addConstant("fc_w", DataType::kFloat32, {10, 32}, fw.data()).ok());
+  EXPECT_TRUE(net->addConstant("fc_b", DataType::kFloat32, {10}, fb.data()).ok());
+  EXPECT_TRUE(net->addOp("Gemm", "fc", {"f", "fc_w", "fc_b"}, {"y"}, {{"transB", int64_t{1}}}).ok());
+  EXPECT_TRUE(net->markOutput("y").ok());
+  return net;
+}
+
+struct Built {
+  std::unique_ptr<Engine> engine;
+  BuildReport report;
+};
+
+Built Build(const std::string& backend, bool fp16) {
+  Builder b(Logger());
+  auto net = ResNetLike(b);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend(backend);
+  if (fp16) cfg->setFlag(BuilderFlag::kFP16);
+  Built r;
+  auto bytes = b.buildSerializedNetwork(*net, *cfg, &r.report);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  if (!bytes.ok()) return r;
+  Runtime rt(Logger());
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (e.ok()) r.engine = std::move(*e);
+  return r;
+}
+
+TEST(GpuLayout, ResNetLikeFp16EngineMatchesCpu) {
+  Built cpu = Build("cpu", false), gpu = Build("cuda", true);
+  ASSERT_TRUE(cpu.engine && gpu.engine);
+  std::printf("reformats: %d inserted, %d eliminated; Transpose layers %d, Reshape %d, ReduceMean %d\n",
+              gpu.report.reformats_inserted, gpu.report.reformats_eliminated, gpu.report.op_counts["Transpose"],
+              gpu.report.op_counts["Reshape"], gpu.report.op_counts["ReduceMean"]);
+  EXPECT_EQ(gpu.report.reformats_inserted, 1);  // the input; the GAP result reaches Flatten as a free Reshape
+  EXPECT_GT(gpu.report.reformats_eliminated, 10);
+  const auto x = RandomVec(2 * 3 * 32 * 32, 42, 1.f);
+  std::vector<float> want(20), got(20);
+  {
+    auto ctx = cpu.engine->createExecutionContext();
+    ASSERT_TRUE(ctx.ok());
+    ASSERT_TRUE((*ctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
+    ASSERT_TRUE((*ctx)->setTensorAddress("y", want.data()).ok());
+    ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+  }
+  auto ctx = gpu.engine->createExecutionContext();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  auto dx = cuda::DeviceBuffer::Allocate(x.size() * 4);
+  auto dy = cuda::DeviceBuffer::Allocate(got.size() * 4);
+  ASSERT_TRUE(dx.ok() && dy.ok());
+  ASSERT_EQ(cudaMemcpy(dx->get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE((*ctx)->setTensorAddress("x", dx->get()).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("y", dy->get()).ok());
+  Status st = (*ctx)->enqueue(nullptr);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), dy->get(), got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  const double rel = std::sqrt(num / std::max(den, 1e-30));
+  std::printf("ResNet-like FP16 NHWC engine vs CPU: relative L2 %.3g\n", rel);
+  EXPECT_LT(rel, 1e-2);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,234 @@
+// Layout planning (src/plan/layout.h): small conv nets are rewritten to channels-last (NHWC) as the cuda build
+// does after precision planning, then run on the CPU reference: outputs must equal the original graph's, and
+// the reformats (NCHW <-> NHWC Transposes) must be few: one at the input of a conv stack, one where a layer
+// that needs NCHW reads it. CPU only.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/executor.h"
+#include "ir/graph.h"
+#include "plan/layout.h"
+#include "shape/infer.h"
+
+namespace kiln {
+namespace {
+
+Tensor Random(std::vector<int64_t> shape, uint32_t seed, DataType dt, double lo = -1, double hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  Tensor t(dt, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
+  return t;
+}
+
+struct Net {
+  Graph g;
+  DataType dt;
+  std::map<std::string, Tensor> feeds;
+  uint32_t seed = 11;
+
+  explicit Net(DataType t) : dt(t) {}
+  Value* Input(const std::string& name, std::vector<int64_t> dims) {
+    Value* v = g.GetOrAddValue(name);
+    v->dtype = dt;
+    v->shape = FromStatic(dims);
+    v->has_shape = true;
+    v->is_graph_input = true;
+    g.inputs.push_back(v);
+    feeds[name] = Random(dims, seed++, dt);
+    return v;
+  }
+  Value* Const(std::vector<int64_t> dims, double scale = 0.5) {
+    return g.AddConstant("w", Random(dims, seed++, dt, -scale, scale));
+  }
+  Value* Op(const std::string& op, std::vector<Value*> ins, std::map<std::string, Attribute> attrs = {},
+            const std::string& domain = "") {
+    Node* n = g.AddNode(op, op + std::to_string(g.nodes().size()));
+    n->opset = 17;
+    n->domain = domain;
+    n->inputs = std::move(ins);
+    n->attrs = std::move(attrs);
+    n->outputs.push_back(g.AddValue(n->name + "_out"));
+    return n->outputs[0];
+  }
+  // Conv k x k (pads k/2), optional bias, optionally fused with Relu (kiln.FusedConv).
+  Value* Conv(Value* x, int64_t cin, int64_t cout, int64_t k, bool relu, int64_t stride = 1) {
+    std::map<std::string, Attribute> a = {{"kernel_shape", Attribute::Ints({k, k})},
+                                          {"pads", Attribute::Ints({k / 2, k / 2, k / 2, k / 2})},
+                                          {"strides", Attribute::Ints({stride, stride})}};
+    std::vector<Value*> ins = {x, Const({cout, cin, k, k}), Const({cout}, 0.1)};
+    if (!relu) return Op("Conv", ins, a);
+    a["kiln_activation"] = Attribute::String("Relu");
+    return Op("FusedConv", ins, a, "kiln");
+  }
+  void Output(Value* v) {
+    v->is_graph_output = true;
+    g.outputs.push_back(v);
+  }
+  void Infer() {
+    for (const auto& n : g.nodes())
+      for (Value* o : n->outputs)
+        if (o) o->producer = n.get();
+    ASSERT_TRUE(g.TopoSort().ok());
+    for (Value* v : g.values())
+      if (!v->is_const() && !v->is_graph_input) {
+        v->shape.clear();
+        v->has_shape = false;
+      }
+    InferOptions io;
+    io.evaluator = cpu::MakeConstEvaluator();
+    Status st = InferGraph(g, io);
+    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
+    st = VerifyGraph(g);
+    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
+  }
+  std::map<std::string, Tensor> Run() {
+    auto r = cpu::RunGraph(g, feeds);
+    EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << PrintGraph(g);
+    return r.ok() ? *r : std::map<std::string, Tensor>{};
+  }
+  int Count(const std::string& op) const {
+    int c = 0;
+    for (const auto& n : g.nodes()) c += n->op_type == op;
+    return c;
+  }
+  int CountNhwc() const {
+    int c = 0;
+    for (const auto& n : g.nodes()) c += n->gets("kiln_layout", "") == "NHWC";
+    return c;
+  }
+  // Runs, plans the layout, re-infers, runs again: outputs must match. Returns the report.
+  LayoutReport PlanAndCompare(const LayoutOptions& o, double tol) {
+    Infer();
+    const auto before = Run();
+    auto r = AssignLayout(g, o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return {};
+    Infer();
+    const auto after = Run();
+    EXPECT_EQ(before.size(), after.size());
+    for (const auto& [name, a] : before) {
+      auto it = after.find(name);
+      EXPECT_NE(it, after.end()) << name;
+      if (it == after.end()) continue;
+      const Tensor& b = it->second;
+      EXPECT_EQ(a.shape(), b.shape()) << name;
+      EXPECT_EQ(a.dtype(), b.dtype()) << name;
+      if (a.shape() != b.shape()) continue;
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        const double x = a.GetAsDouble(i), y = b.GetAsDouble(i);
+        if (std::fabs(x - y) <= tol * (1 + std::fabs(x))) continue;
+        ADD_FAILURE() << name << " at " << i << ": " << x << " vs " << y << "\n" << PrintGraph(g);
+        break;
+      }
+    }
+    return *r;
+  }
+};
+
+TEST(LayoutPlan, PermuteTensorMovesAxes) {
+  Tensor t = Tensor::FromFloat({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {1, 3, 2, 2});
+  Tensor p = PermuteTensor(t, {0, 2, 3, 1});
+  ASSERT_EQ(p.shape(), (std::vector<int64_t>{1, 2, 2, 3}));
+  const float want[] = {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(p.GetAsDouble(i), want[i]);
+  Tensor back = PermuteTensor(p, {0, 3, 1, 2});
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(back.GetAsDouble(i), i);
+}
+
+// conv-relu-conv-add-relu (a per-channel scale, a channel concat) -maxpool-gap-flatten-gemm: one reformat (the
+// input), the GAP result reaches Flatten through a free Reshape.
+TEST(LayoutPlan, ConvStackToGemmTailHasOneReformat) {
+  for (DataType dt : {DataType::kFloat16, DataType::kFloat32}) {
+    SCOPED_TRACE(DataTypeName(dt));
+    Net t(dt);
+    Value* x = t.Input("x", {2, 3, 9, 11});
+    Value* a = t.Conv(x, 3, 8, 3, true);
+    Value* b = t.Conv(a, 8, 8, 3, false);
+    Value* s = t.Op("Mul", {b, t.Const({8, 1, 1})});  // per-channel constant
+    Value* r = t.Op("Relu", {t.Op("Add", {s, a})});
+    Value* c = t.Op("Concat", {r, a}, {{"axis", Attribute::Int(1)}});
+    Value* p = t.Op("MaxPool", {c}, {{"kernel_shape", Attribute::Ints({3, 3})},
+                                     {"strides", Attribute::Ints({2, 2})},
+                                     {"pads", Attribute::Ints({1, 1, 1, 1})}});
+    Value* q = t.Op("AveragePool", {p}, {{"kernel_shape", Attribute::Ints({2, 2})}});
+    Value* gap = t.Op("GlobalAveragePool", {q});
+    Value* f = t.Op("Flatten", {gap}, {{"axis", Attribute::Int(1)}});
+    Value* y = t.Op("Gemm", {f, t.Const({5, 16}), t.Const({5})}, {{"transB", Attribute::Int(1)}});
+    t.Output(y);
+    LayoutOptions o;
+    o.float32 = dt == DataType::kFloat32;
+    const LayoutReport rep = t.PlanAndCompare(o, dt == DataType::kFloat16 ? 4e-3 : 1e-5);
+    EXPECT_EQ(rep.convs_nhwc, 2);
+    EXPECT_EQ(rep.reformats_inserted, 1);
+    EXPECT_EQ(rep.views_inserted, 1);
+    EXPECT_EQ(rep.reformats_eliminated, 2 * 2 - 1);
+    EXPECT_EQ(t.Count("Transpose"), 1);
+    EXPECT_EQ(t.Count("GlobalAveragePool"), 0);
+    EXPECT_EQ(t.Count("ReduceMean"), 1);
+    EXPECT_EQ(t.CountNhwc(), 4);  // 2 convs, 2 pools
+  }
+}
+
+// A ResNet bottleneck whose output is the graph's: one reformat in, one out.
+TEST(LayoutPlan, ResNetBottleneckHasTwoReformats) {
+  Net t(DataType::kFloat16);
+  Value* x = t.Input("x", {2, 16, 8, 8});
+  Value* stem = t.Conv(x, 16, 16, 3, true);
+  Value* a = t.Conv(stem, 16, 4, 1, true);
+  Value* b = t.Conv(a, 4, 4, 3, true);
+  Value* c = t.Conv(b, 4, 16, 1, false);
+  Value* y = t.Op("Relu", {t.Op("Add", {c, stem})});
+  Value* d = t.Conv(y, 16, 8, 3, true, 2);  // strided downsample
+  t.Output(d);
+  const LayoutReport rep = t.PlanAndCompare({}, 4e-3);
+  EXPECT_EQ(rep.convs_nhwc, 5);
+  EXPECT_EQ(rep.reformats_inserted, 2);
+  EXPECT_EQ(t.Count("Transpose"), 2);
+  EXPECT_EQ(rep.reformats_eliminated, 5 * 2 - 2);
+}
+
+// FP32 convolutions stay NCHW unless asked; so do convs with asymmetric pads.
+TEST(LayoutPlan, LeavesFloat32AndAsymmetricPadsAlone) {
+  Net t(DataType::kFloat32);
+  Value* x = t.Input("x", {1, 4, 6, 6});
+  t.Output(t.Conv(x, 4, 4, 3, true));
+  const LayoutReport rep = t.PlanAndCompare({}, 1e-6);
+  EXPECT_EQ(rep.convs_nhwc, 0);
+  EXPECT_EQ(t.Count("Transpose"), 0);
+
+  Net u(DataType::kFloat16);
+  Value* ux = u.Input("x", {1, 4, 6, 6});
+  u.Output(u.Op("Conv", {ux, u.Const({4, 4, 2, 2})},
+                {{"kernel_shape", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({0, 0, 1, 1})}}));
+  const LayoutReport r2 = u.PlanAndCompare({}, 1e-6);
+  EXPECT_EQ(r2.convs_nhwc, 0);
+  EXPECT_EQ(u.Count("Transpose"), 0);
+}
+
+// Layers that need NCHW get it back: a MaxPool whose Indices are read, a Resize, a Softmax over channels, and a
+// value read both by an NHWC conv and by such a layer.
+TEST(LayoutPlan, NchwConsumersGetATransposeBack) {
+  Net t(DataType::kFloat16);
+  Value* x = t.Input("x", {1, 4, 6, 6});
+  Value* a = t.Conv(x, 4, 6, 3, true);
+  Node* mp = t.g.AddNode("MaxPool", "mp");
+  mp->opset = 17;
+  mp->inputs = {a};
+  mp->attrs = {{"kernel_shape", Attribute::Ints({2, 2})}};
+  mp->outputs = {t.g.AddValue("mp_y"), t.g.AddValue("mp_i")};
+  t.Output(mp->outputs[0]);
+  t.Output(mp->outputs[1]);
+  Value* sm = t.Op("Softmax", {a}, {{"axis", Attribute::Int(1)}});
+  t.Output(t.Conv(sm, 6, 2, 1, false));
+  const LayoutReport rep = t.PlanAndCompare({}, 4e-3);
+  EXPECT_EQ(rep.convs_nhwc, 2);
+  // x -> NHWC, a -> NCHW (once, for MaxPool and Softmax), sm -> NHWC, the last conv's output -> NCHW.
+  EXPECT_EQ(rep.reformats_inserted, 4);
+  EXPECT_EQ(t.CountNhwc(), 2);
+}
+
+}  // namespace
+}  // namespace kiln
