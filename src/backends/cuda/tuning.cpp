@@ -94,11 +94,12 @@ Result<Bench> MakeBench(const Node& tn, const LayerSpec& spec, std::mt19937& rng
   return b;
 }
 
-// Median over `runs` samples of the milliseconds per enqueue of `layer`, after two warm-up runs. Each sample times
-// kBurst back-to-back enqueues between one pair of events, so the host's launch cost overlaps GPU work as it does
-// in a real run (and in CUDA-graph replay) instead of being counted for small kernels.
-constexpr int kBurst = 4;
-Result<double> TimeLayer(const Layer& layer, Bench& b, cudaStream_t stream, Handles& handles, int runs) {
+// Milliseconds per enqueue of `layer`: the median over up to `runs` samples after two warm-up runs. Small kernels
+// are timed in bursts of back-to-back enqueues between one pair of events, so the host's launch cost overlaps GPU
+// work as it does in a real run (and in CUDA-graph replay). The number of samples shrinks for slow candidates
+// (about 25 ms of GPU time per candidate at most), and a candidate whose first sample is over twice `best_ms` is
+// not timed further (it cannot win).
+Result<double> TimeLayer(const Layer& layer, Bench& b, cudaStream_t stream, Handles& handles, int runs, double best_ms) {
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // weights the layer uploaded when it was created
   const size_t ws = layer.WorkspaceBytes(b.inputs, b.outputs);
   DeviceBuffer workspace;
@@ -114,18 +115,30 @@ Result<double> TimeLayer(const Layer& layer, Bench& b, cudaStream_t stream, Hand
   KILN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e1));
   std::vector<double> ms;
   Status st = Status::Ok();
+  int burst = 1;
   for (int r = 0; r < runs && st.ok(); ++r) {
     cudaEventRecord(e0, stream);
-    for (int k = 0; k < kBurst && st.ok(); ++k) st = layer.Enqueue(lc, b.inputs, b.outputs);
+    for (int k = 0; k < burst && st.ok(); ++k) st = layer.Enqueue(lc, b.inputs, b.outputs);
     cudaEventRecord(e1, stream);
     if (st.ok()) st = KILN_CUDA_STATUS(cudaEventSynchronize(e1));
     float t = 0;
     cudaEventElapsedTime(&t, e0, e1);
-    ms.push_back(t / kBurst);
+    const double per = t / burst;
+    if (r == 0) {
+      if (best_ms > 0 && per > 2 * best_ms) {  // far behind the best so far: one sample decides
+        ms.push_back(per);
+        break;
+      }
+      burst = per < 0.05 ? 4 : 1;
+      runs = std::max(3, std::min(runs, static_cast<int>(25.0 / std::max(per * burst, 1e-3))));
+      continue;  // the first sample (single enqueue) only sizes the others
+    }
+    ms.push_back(per);
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   KILN_RETURN_IF_ERROR(st);
+  if (ms.empty()) return Err(StatusCode::kInternal, "no timing sample was taken");
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -170,7 +183,8 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     std::string line;
     for (const std::string& t : tactics) {
       auto layer = CreateLayer(spec, t);
-      Result<double> ms = layer.ok() ? TimeLayer(**layer, bench, stream.get(), handles, std::max(1, opts.avg_timing))
+      Result<double> ms = layer.ok() ? TimeLayer(**layer, bench, stream.get(), handles, std::max(1, opts.avg_timing) + 1,
+                                                 best.empty() ? 0.0 : best_ms)
                                      : Result<double>(layer.status());
       ++rep.candidates;
       if (!ms.ok()) {
