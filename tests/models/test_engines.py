@@ -68,10 +68,18 @@ def test_optimized_engine_matches_unoptimized_graph(kiln, model_dir, name):
         assert opt["fusions"]["bias_activation"] >= 33, opt["fusions"]
         assert ops.get("kiln.FusedConv", 0) >= 33, ops
         assert report["memory"]["arena_bytes"] <= 0.4 * report["memory"]["naive_activation_bytes"], report["memory"]
+    if name in ("bert", "vit", "gpt2"):
+        # Every residual Add (after the attention projection and after the MLP) moves into its GEMM's epilogue.
+        want = {"bert": 24, "vit": 8, "gpt2": 4}[name]
+        assert opt["fusions"]["residual_add"] == want, opt["fusions"]
+        assert ops.get("Add", 0) <= 1, ops  # only ViT's/GPT-2's position-embedding Add is left
     if name == "bert":
         assert opt["fusions"]["gelu"] == 12, opt["fusions"]
         assert opt["fusions"]["layernorm"] == 25, opt["fusions"]
-        assert opt["fusions"]["attention"] == 12, opt["fusions"]
+        # 12 attentions, each absorbing its 4 head split/merge Transposes (kiln_*_layout = BSHD): none is left.
+        assert ops.get("kiln.Attention", 0) == 12, ops
+        assert opt["fusions"]["attention"] == 12 * 5, opt["fusions"]
+        assert ops.get("Transpose", 0) == 0, ops
 
 
 def test_dynamic_profile_engine(kiln, model_dir):
