@@ -12,46 +12,12 @@
 #include "passes/pass.h"
 #include "passes/pass_list.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
-Tensor Random(std::vector<int64_t> shape, uint32_t seed, DataType dt = DataType::kFloat32) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  Tensor t(dt, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
-  return t;
-}
-
-struct TestGraph {
-  Graph g;
-  std::map<std::string, Tensor> feeds;
-  uint32_t seed = 11;
-  DataType dt = DataType::kFloat32;
-
-  Value* Input(const std::string& name, std::vector<int64_t> dims) {
-    Value* v = g.GetOrAddValue(name);
-    v->dtype = dt;
-    v->shape = FromStatic(dims);
-    v->has_shape = true;
-    v->is_graph_input = true;
-    g.inputs.push_back(v);
-    feeds[name] = Random(dims, seed++, dt);
-    return v;
-  }
-  Value* Const(const std::string& name, std::vector<int64_t> dims) {
-    return g.AddConstant(name, Random(std::move(dims), seed++, dt));
-  }
-  Value* Op(const std::string& op, const std::string& name, std::vector<Value*> ins,
-            std::map<std::string, Attribute> attrs = {}) {
-    Node* n = g.AddNode(op, name);
-    n->opset = 17;
-    n->inputs = std::move(ins);
-    n->attrs = std::move(attrs);
-    n->outputs.push_back(g.AddValue(name + "_out"));
-    return n->outputs[0];
-  }
+struct TestGraph : testing::TestGraph {
   // x W + b, as exporters write a Linear layer.
   Value* Dense(const std::string& scope, Value* x, int64_t k, int64_t n, bool bias_first = true) {
     Value* m = Op("MatMul", scope + "/MatMul", {x, Const(scope + ".weight", {k, n})});
@@ -61,28 +27,6 @@ struct TestGraph {
   Value* LayerNorm(const std::string& scope, Value* x, int64_t n) {
     return Op("LayerNormalization", scope + "/LayerNormalization", {x, Const(scope + ".g", {n}), Const(scope + ".b", {n})},
               {{"axis", Attribute::Int(-1)}, {"epsilon", Attribute::Float(1e-5f)}});
-  }
-  void Output(Value* v) {
-    v->is_graph_output = true;
-    g.outputs.push_back(v);
-  }
-  void Finish() {
-    ASSERT_TRUE(g.TopoSort().ok());
-    InferOptions io;
-    io.evaluator = cpu::MakeConstEvaluator();
-    Status st = InferGraph(g, io);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    ASSERT_TRUE(VerifyGraph(g).ok());
-  }
-  std::map<std::string, Tensor> Run() {
-    auto r = cpu::RunGraph(g, feeds);
-    EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << PrintGraph(g);
-    return r.ok() ? *r : std::map<std::string, Tensor>{};
-  }
-  int Count(const std::string& op, size_t n_inputs = SIZE_MAX) const {
-    int c = 0;
-    for (const auto& n : g.nodes()) c += n->op_type == op && (n_inputs == SIZE_MAX || n->inputs.size() == n_inputs);
-    return c;
   }
 };
 

@@ -11,47 +11,19 @@
 #include "ir/graph.h"
 #include "plan/layout.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
-Tensor Random(std::vector<int64_t> shape, uint32_t seed, DataType dt, double lo = -1, double hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t(dt, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
-  return t;
-}
-
-struct Net {
-  Graph g;
-  DataType dt;
-  std::map<std::string, Tensor> feeds;
-  uint32_t seed = 11;
-
-  explicit Net(DataType t) : dt(t) {}
-  Value* Input(const std::string& name, std::vector<int64_t> dims) {
-    Value* v = g.GetOrAddValue(name);
-    v->dtype = dt;
-    v->shape = FromStatic(dims);
-    v->has_shape = true;
-    v->is_graph_input = true;
-    g.inputs.push_back(v);
-    feeds[name] = Random(dims, seed++, dt);
-    return v;
-  }
+struct Net : testing::TestGraph {
+  explicit Net(DataType t) { dt = t; }
   Value* Const(std::vector<int64_t> dims, double scale = 0.5) {
-    return g.AddConstant("w", Random(dims, seed++, dt, -scale, scale));
+    return TestGraph::Const("w", std::move(dims), -scale, scale);
   }
   Value* Op(const std::string& op, std::vector<Value*> ins, std::map<std::string, Attribute> attrs = {},
             const std::string& domain = "") {
-    Node* n = g.AddNode(op, op + std::to_string(g.nodes().size()));
-    n->opset = 17;
-    n->domain = domain;
-    n->inputs = std::move(ins);
-    n->attrs = std::move(attrs);
-    n->outputs.push_back(g.AddValue(n->name + "_out"));
-    return n->outputs[0];
+    return OpNode(op, op + std::to_string(g.nodes().size()), std::move(ins), std::move(attrs), 1, domain)->outputs[0];
   }
   // Conv k x k (pads k/2), optional bias, optionally fused with Relu (kiln.FusedConv).
   Value* Conv(Value* x, int64_t cin, int64_t cout, int64_t k, bool relu, int64_t stride = 1) {
@@ -62,10 +34,6 @@ struct Net {
     if (!relu) return Op("Conv", ins, a);
     a["kiln_activation"] = Attribute::String("Relu");
     return Op("FusedConv", ins, a, "kiln");
-  }
-  void Output(Value* v) {
-    v->is_graph_output = true;
-    g.outputs.push_back(v);
   }
   void Infer() {
     for (const auto& n : g.nodes())
@@ -83,16 +51,6 @@ struct Net {
     ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
     st = VerifyGraph(g);
     ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
-  }
-  std::map<std::string, Tensor> Run() {
-    auto r = cpu::RunGraph(g, feeds);
-    EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << PrintGraph(g);
-    return r.ok() ? *r : std::map<std::string, Tensor>{};
-  }
-  int Count(const std::string& op) const {
-    int c = 0;
-    for (const auto& n : g.nodes()) c += n->op_type == op;
-    return c;
   }
   int CountNhwc() const {
     int c = 0;

@@ -12,99 +12,22 @@
 #include "passes/pass.h"
 #include "passes/pass_list.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
-Tensor Random(std::vector<int64_t> shape, uint32_t seed, double lo = -1, double hi = 1,
-              DataType dt = DataType::kFloat32) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t(dt, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
-  return t;
-}
+using testing::ExpectSameOutputs;
+using testing::Random;
 
-// A graph under construction plus random feeds for its inputs.
-struct TestGraph {
-  Graph g;
-  std::map<std::string, Tensor> feeds;
-  uint32_t seed = 11;
-
-  Value* Input(const std::string& name, std::vector<int64_t> dims, DataType dt = DataType::kFloat32) {
-    Value* v = g.GetOrAddValue(name);
-    v->dtype = dt;
-    v->shape = FromStatic(dims);
-    v->has_shape = true;
-    v->is_graph_input = true;
-    g.inputs.push_back(v);
-    feeds[name] = Random(dims, seed++, -1, 1, dt);
-    return v;
-  }
-  Value* Const(const std::string& name, Tensor t) { return g.AddConstant(name, std::move(t)); }
-  Value* Ints(const std::string& name, std::vector<int64_t> v) { return Const(name, Tensor::FromInt64(v)); }
+// A graph under construction plus random feeds (in [-1, 1)) for its inputs; Op returns the node.
+struct TestGraph : testing::TestGraph {
+  TestGraph() { drop_folded = true; }
   Node* Op(const std::string& op, const std::string& name, std::vector<Value*> ins, size_t outs = 1,
            int64_t opset = 17) {
-    Node* n = g.AddNode(op, name);
-    n->opset = opset;
-    n->inputs = std::move(ins);
-    for (size_t i = 0; i < outs; ++i) n->outputs.push_back(g.AddValue(name + (i ? "_out" + std::to_string(i) : "_out")));
-    return n;
-  }
-  Value* Out(Node* n, size_t i = 0) { return n->outputs[i]; }
-  void Output(Value* v) {
-    v->is_graph_output = true;
-    g.outputs.push_back(v);
-  }
-  // Sorts, infers (folding constants like the importer when `fold`), and verifies.
-  void Finish(bool fold = true) {
-    ASSERT_TRUE(g.TopoSort().ok());
-    InferOptions io;
-    if (fold) io.evaluator = cpu::MakeConstEvaluator();
-    Status st = InferGraph(g, io);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    std::erase_if(g.mutable_nodes(), [](const std::unique_ptr<Node>& n) {
-      for (Value* o : n->outputs)
-        if (o && !o->is_const()) return false;
-      for (Value* o : n->outputs)
-        if (o) o->producer = nullptr;
-      return true;
-    });
-    st = VerifyGraph(g);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-  }
-  std::map<std::string, Tensor> Run() {
-    auto r = cpu::RunGraph(g, feeds);
-    EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << PrintGraph(g);
-    return r.ok() ? *r : std::map<std::string, Tensor>{};
-  }
-  int Count(const std::string& op) const {
-    int c = 0;
-    for (const auto& n : g.nodes()) c += n->op_type == op;
-    return c;
-  }
-  bool Has(const std::string& node_name) const {
-    for (const auto& n : g.nodes())
-      if (n->name == node_name) return true;
-    return false;
+    return OpNode(op, name, std::move(ins), {}, outs, "", opset);
   }
 };
-
-void ExpectSameOutputs(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  for (const auto& [name, ta] : a) {
-    auto it = b.find(name);
-    ASSERT_NE(it, b.end()) << "output " << name << " missing after the pass";
-    const Tensor& tb = it->second;
-    ASSERT_EQ(ta.shape(), tb.shape()) << name;
-    ASSERT_EQ(ta.dtype(), tb.dtype()) << name;
-    for (int64_t i = 0; i < ta.numel(); ++i) {
-      const double x = ta.GetAsDouble(i), y = tb.GetAsDouble(i);
-      ASSERT_LE(std::fabs(x - y), 1e-4 * std::fabs(x) + 1e-5) << name << " at " << i << ": " << x << " vs " << y;
-    }
-  }
-}
 
 // Runs `pass` (then the verifier) and checks the outputs did not change. Returns the report.
 PassReport Apply(TestGraph& t, Result<PassReport> (*pass)(Graph&, const PassOptions&)) {

@@ -12,94 +12,21 @@
 #include "passes/pass.h"
 #include "passes/pass_list.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
-Tensor Random(std::vector<int64_t> shape, uint32_t seed, double lo = -1, double hi = 1,
-              DataType dt = DataType::kFloat32) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t(dt, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
-  return t;
-}
+using testing::ExpectSameOutputs;
+using testing::Random;
 
-Tensor Scalar(float v) { return Tensor::FromFloat({v}, {}); }
-
-struct TestGraph {
-  Graph g;
-  std::map<std::string, Tensor> feeds;
-  uint32_t seed = 5;
-
-  Value* Input(const std::string& name, std::vector<int64_t> dims, DataType dt = DataType::kFloat32,
-               double lo = -2, double hi = 2) {
-    Value* v = g.GetOrAddValue(name);
-    v->dtype = dt;
-    v->shape = FromStatic(dims);
-    v->has_shape = true;
-    v->is_graph_input = true;
-    g.inputs.push_back(v);
-    feeds[name] = Random(dims, seed++, lo, hi, dt);
-    return v;
-  }
-  Value* Const(const std::string& name, Tensor t) { return g.AddConstant(name, std::move(t)); }
-  Value* F(float v) { return g.AddConstant("c", Scalar(v)); }
-  Value* Ints(std::vector<int64_t> v) { return g.AddConstant("axes", Tensor::FromInt64(v)); }
-  Value* Op(const std::string& op, const std::string& name, std::vector<Value*> ins,
-            std::map<std::string, Attribute> attrs = {}) {
-    Node* n = g.AddNode(op, name);
-    n->opset = 17;
-    n->inputs = std::move(ins);
-    n->attrs = std::move(attrs);
-    n->outputs.push_back(g.AddValue(name + "_out"));
-    return n->outputs[0];
-  }
-  void Output(Value* v) {
-    v->is_graph_output = true;
-    g.outputs.push_back(v);
-  }
-  void Finish() {
-    ASSERT_TRUE(g.TopoSort().ok());
-    InferOptions io;
-    io.evaluator = cpu::MakeConstEvaluator();
-    Status st = InferGraph(g, io);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    ASSERT_TRUE(VerifyGraph(g).ok());
-  }
-  std::map<std::string, Tensor> Run() {
-    auto r = cpu::RunGraph(g, feeds);
-    EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << PrintGraph(g);
-    return r.ok() ? *r : std::map<std::string, Tensor>{};
-  }
-  int Count(const std::string& op) const {
-    int c = 0;
-    for (const auto& n : g.nodes()) c += n->op_type == op;
-    return c;
-  }
-  const Node* Find(const std::string& op) const {
-    for (const auto& n : g.nodes())
-      if (n->op_type == op) return n.get();
-    return nullptr;
+struct TestGraph : testing::TestGraph {
+  TestGraph() {
+    seed = 5;
+    lo = -2;
+    hi = 2;
   }
 };
-
-void ExpectSameOutputs(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
-                       double rtol = 1e-4, double atol = 1e-5) {
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  for (const auto& [name, ta] : a) {
-    auto it = b.find(name);
-    ASSERT_NE(it, b.end()) << "output " << name << " missing after the pass";
-    const Tensor& tb = it->second;
-    ASSERT_EQ(ta.shape(), tb.shape()) << name;
-    ASSERT_EQ(ta.dtype(), tb.dtype()) << name;
-    for (int64_t i = 0; i < ta.numel(); ++i) {
-      const double x = ta.GetAsDouble(i), y = tb.GetAsDouble(i);
-      ASSERT_LE(std::fabs(x - y), rtol * std::fabs(x) + atol) << name << " at " << i << ": " << x << " vs " << y;
-    }
-  }
-}
 
 using PassPtr = Result<PassReport> (*)(Graph&, const PassOptions&);
 
