@@ -166,17 +166,8 @@ bool TryMatMul(Graph& g, const Uses& u, Node* n, PassReport& report) {
 
 Result<PassReport> FuseBiasActivationPass(Graph& g, const PassOptions& o) {
   PassReport report;
-  for (bool found = true; found;) {
-    found = false;
-    Uses u(g);
-    for (const auto& node : g.nodes()) {
-      if (TryConvGemm(g, u, node.get(), report) || TryMatMul(g, u, node.get(), report)) {
-        ++report.rewrites;
-        found = true;
-        break;
-      }
-    }
-  }
+  report.rewrites = fusion::RewriteToFixpoint(
+      g, [&](const Uses& u, Node* n) { return TryConvGemm(g, u, n, report) || TryMatMul(g, u, n, report); });
   return report;
 }
 

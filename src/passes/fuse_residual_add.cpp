@@ -94,17 +94,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* add, PassReport& report) {
 Result<PassReport> FuseResidualAddPass(Graph& g, const PassOptions& o) {
   (void)o;
   PassReport report;
-  for (bool found = true; found;) {
-    found = false;
-    Uses u(g);
-    for (const auto& node : g.nodes()) {
-      if (TryFuse(g, u, node.get(), report)) {
-        ++report.rewrites;
-        found = true;
-        break;
-      }
-    }
-  }
+  report.rewrites = fusion::RewriteToFixpoint(g, [&](const fusion::Uses& u, Node* n) { return TryFuse(g, u, n, report); });
   return report;
 }
 

@@ -127,4 +127,19 @@ void UseKilnDomain(Graph& g) {
   if (!g.opsets.count("kiln")) g.opsets["kiln"] = 1;
 }
 
+int RewriteToFixpoint(Graph& g, const std::function<bool(const Uses& u, Node* n)>& rewrite) {
+  int rewrites = 0;
+  for (bool found = true; found;) {
+    found = false;
+    Uses u(g);
+    for (const auto& node : g.nodes())
+      if (rewrite(u, node.get())) {
+        ++rewrites;
+        found = true;
+        break;  // the node list changed: start over with a fresh index
+      }
+  }
+  return rewrites;
+}
+
 }  // namespace kiln::fusion

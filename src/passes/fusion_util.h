@@ -3,6 +3,7 @@
 // removal of the pattern nodes a rewrite left without readers.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -53,5 +54,10 @@ std::string Scope(const std::string& node_name);
 size_t RemoveUnread(Graph& g, const std::vector<Node*>& candidates);
 // Records that the graph now uses kiln's internal domain.
 void UseKilnDomain(Graph& g);
+
+// Applies `rewrite` until no node matches: each round builds a fresh Uses index and offers it every node in order;
+// the first call that returns true (it changed the graph) ends the round, so patterns never see a half-rewritten
+// graph or a stale index. Returns the number of rewrites.
+int RewriteToFixpoint(Graph& g, const std::function<bool(const Uses& u, Node* n)>& rewrite);
 
 }  // namespace kiln::fusion

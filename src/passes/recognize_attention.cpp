@@ -230,90 +230,80 @@ bool HasLayout(const Node* n, const char* name) {
   return it != n->attrs.end();
 }
 
-// One absorption of a head split / merge Transpose into a kiln.Attention node (see the top); false when none
-// is left.
-bool AbsorbOneHeadTranspose(Graph& g, PassReport& report) {
+// Absorbs one head split / merge Transpose into the kiln.Attention node `at` (see the top); false when it has
+// none left.
+bool AbsorbHeadTranspose(Graph& g, const Uses& u, Node* at, PassReport& report) {
   static const char* const kInputLayouts[3] = {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"};
-  Uses u(g);
-  for (const auto& node : g.nodes()) {
-    Node* at = node.get();
-    if (at->op_type != "Attention" || at->domain != "kiln") continue;
-    for (size_t i = 0; i < 3 && i < at->inputs.size(); ++i) {
-      Value* x = at->inputs[i];
-      Node* tp = x ? u.Producer(x) : nullptr;
-      if (HasLayout(at, kInputLayouts[i]) || !IsHeadSwap(tp) || !u.OnlyBy(x, at)) continue;
-      at->inputs[i] = tp->inputs[0];
-      at->attrs[kInputLayouts[i]] = Attribute::String("BSHD");
-      report.details.push_back(
-          fmt::format("attention: {} absorbed into '{}' ({} = BSHD)", tp->name, at->name, kInputLayouts[i]));
-      fusion::RemoveUnread(g, {tp});
-      return true;
-    }
-    if (at->outputs.empty() || !at->outputs[0] || HasLayout(at, "kiln_out_layout")) continue;
-    Value* y = at->outputs[0];
-    Node* tp = u.Single(y);
-    if (!IsHeadSwap(tp) || !u.OnlyBy(y, tp) || tp->outputs[0] == nullptr) continue;
-    Value* z = tp->outputs[0];
-    at->outputs[0] = z;  // the attention writes the Transpose's output (its name too) in the BSHD layout
-    z->producer = at;
-    tp->inputs.clear();
-    tp->outputs = {y};
-    y->producer = tp;
-    at->attrs["kiln_out_layout"] = Attribute::String("BSHD");
+  if (at->op_type != "Attention" || at->domain != "kiln") return false;
+  for (size_t i = 0; i < 3 && i < at->inputs.size(); ++i) {
+    Value* x = at->inputs[i];
+    Node* tp = x ? u.Producer(x) : nullptr;
+    if (HasLayout(at, kInputLayouts[i]) || !IsHeadSwap(tp) || !u.OnlyBy(x, at)) continue;
+    at->inputs[i] = tp->inputs[0];
+    at->attrs[kInputLayouts[i]] = Attribute::String("BSHD");
     report.details.push_back(
-        fmt::format("attention: {} absorbed into '{}' (kiln_out_layout = BSHD)", tp->name, at->name));
+        fmt::format("attention: {} absorbed into '{}' ({} = BSHD)", tp->name, at->name, kInputLayouts[i]));
     fusion::RemoveUnread(g, {tp});
     return true;
   }
-  return false;
+  if (at->outputs.empty() || !at->outputs[0] || HasLayout(at, "kiln_out_layout")) return false;
+  Value* y = at->outputs[0];
+  Node* tp = u.Single(y);
+  if (!IsHeadSwap(tp) || !u.OnlyBy(y, tp) || tp->outputs[0] == nullptr) return false;
+  Value* z = tp->outputs[0];
+  at->outputs[0] = z;  // the attention writes the Transpose's output (its name too) in the BSHD layout
+  z->producer = at;
+  tp->inputs.clear();
+  tp->outputs = {y};
+  y->producer = tp;
+  at->attrs["kiln_out_layout"] = Attribute::String("BSHD");
+  report.details.push_back(
+      fmt::format("attention: {} absorbed into '{}' (kiln_out_layout = BSHD)", tp->name, at->name));
+  fusion::RemoveUnread(g, {tp});
+  return true;
 }
 
 }  // namespace
 
 Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o) {
   PassReport report;
-  for (bool found = true; found;) {
-    found = false;
-    Uses u(g);
-    for (const auto& node : g.nodes()) {
-      Match m;
-      if (!MatchAttention(u, node.get(), m)) continue;
-      if (m.k_transpose) {
-        m.k_transpose->attrs["perm"] = Attribute::Ints(m.k_perm);
-        Value* kv = m.k_transpose->outputs[0];
-        const size_t r = kv->shape.size();
-        if (kv->has_shape && r >= 2) std::swap(kv->shape[r - 1], kv->shape[r - 2]);
-      }
-      Node* last = m.last;
-      const std::string old = last->name, first = m.mm1->name;
-      last->op_type = "Attention";
-      last->domain = "kiln";
-      last->opset = 1;
-      last->inputs = {m.q, m.k, m.v, m.mask, m.cond};
-      while (!last->inputs.empty() && !last->inputs.back()) last->inputs.pop_back();
-      last->attrs.clear();
-      last->attrs["scale"] = Attribute::Float(static_cast<float>(m.scale));
-      last->attrs["kiln_k_transposed"] = Attribute::Int(m.k_transposed ? 1 : 0);
-      if (m.nan_to_zero) last->attrs["kiln_nan_to_zero"] = Attribute::Int(1);
-      if (m.cond) {
-        last->attrs["kiln_mask_fill"] = Attribute::Float(static_cast<float>(m.fill));
-        last->attrs["kiln_keep_if_true"] = Attribute::Int(m.keep_if_true ? 1 : 0);
-        last->attrs["kiln_where_first"] = Attribute::Int(m.where_first ? 1 : 0);
-      }
-      last->name = fusion::Scope(old) + "/Attention";
-      fusion::UseKilnDomain(g);
-      fusion::RemoveUnread(g, m.inner);
-      report.details.push_back(fmt::format(
-          "attention: {} .. {} ({} nodes; scale {:.6g}{}{}{}{}) -> kiln.Attention '{}'", first, old, m.inner.size() + 1,
-          m.scale, m.mask ? ", additive mask" : "", m.cond ? ", Where mask" : "", m.nan_to_zero ? ", NaN guard" : "",
-          m.k_transposed ? ", K^T input" : (m.k_transpose ? ", K Transpose re-permuted" : ", K Transpose dropped"),
-          last->name));
-      ++report.rewrites;
-      found = true;
-      break;
+  report.rewrites = fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* node) {
+    Match m;
+    if (!MatchAttention(u, node, m)) return false;
+    if (m.k_transpose) {
+      m.k_transpose->attrs["perm"] = Attribute::Ints(m.k_perm);
+      Value* kv = m.k_transpose->outputs[0];
+      const size_t r = kv->shape.size();
+      if (kv->has_shape && r >= 2) std::swap(kv->shape[r - 1], kv->shape[r - 2]);
     }
-  }
-  while (AbsorbOneHeadTranspose(g, report)) ++report.rewrites;
+    Node* last = m.last;
+    const std::string old = last->name, first = m.mm1->name;
+    last->op_type = "Attention";
+    last->domain = "kiln";
+    last->opset = 1;
+    last->inputs = {m.q, m.k, m.v, m.mask, m.cond};
+    while (!last->inputs.empty() && !last->inputs.back()) last->inputs.pop_back();
+    last->attrs.clear();
+    last->attrs["scale"] = Attribute::Float(static_cast<float>(m.scale));
+    last->attrs["kiln_k_transposed"] = Attribute::Int(m.k_transposed ? 1 : 0);
+    if (m.nan_to_zero) last->attrs["kiln_nan_to_zero"] = Attribute::Int(1);
+    if (m.cond) {
+      last->attrs["kiln_mask_fill"] = Attribute::Float(static_cast<float>(m.fill));
+      last->attrs["kiln_keep_if_true"] = Attribute::Int(m.keep_if_true ? 1 : 0);
+      last->attrs["kiln_where_first"] = Attribute::Int(m.where_first ? 1 : 0);
+    }
+    last->name = fusion::Scope(old) + "/Attention";
+    fusion::UseKilnDomain(g);
+    fusion::RemoveUnread(g, m.inner);
+    report.details.push_back(fmt::format(
+        "attention: {} .. {} ({} nodes; scale {:.6g}{}{}{}{}) -> kiln.Attention '{}'", first, old, m.inner.size() + 1,
+        m.scale, m.mask ? ", additive mask" : "", m.cond ? ", Where mask" : "", m.nan_to_zero ? ", NaN guard" : "",
+        m.k_transposed ? ", K^T input" : (m.k_transpose ? ", K Transpose re-permuted" : ", K Transpose dropped"),
+        last->name));
+    return true;
+  });
+  report.rewrites += fusion::RewriteToFixpoint(
+      g, [&](const Uses& u, Node* node) { return AbsorbHeadTranspose(g, u, node, report); });
   return report;
 }
 

@@ -127,31 +127,24 @@ bool MatchTanh(const Uses& u, Node* t, Match& m) {
 
 Result<PassReport> RecognizeGeluPass(Graph& g, const PassOptions& o) {
   PassReport report;
-  // One rewrite at a time over a fresh index: patterns never see a half-rewritten graph.
-  for (bool found = true; found;) {
-    found = false;
-    Uses u(g);
-    for (const auto& node : g.nodes()) {
-      Match m;
-      if (!MatchErf(u, node.get(), m) && !MatchTanh(u, node.get(), m)) continue;
-      Node* last = m.last;
-      const std::string old = last->name, first = m.inner.front()->name;
-      last->op_type = "Gelu";
-      last->domain.clear();
-      last->opset = std::max<int64_t>(last->opset, 20);
-      last->inputs = {m.x};
-      last->attrs.clear();
-      last->attrs["approximate"] = Attribute::String(m.tanh ? "tanh" : "none");
-      const std::string scope = fusion::Scope(old);
-      last->name = scope + "/Gelu";
-      fusion::RemoveUnread(g, m.inner);
-      report.details.push_back(fmt::format("gelu ({} form): {} .. {} ({} nodes) -> Gelu '{}'",
-                                           m.tanh ? "tanh" : "erf", first, old, m.inner.size() + 1, last->name));
-      ++report.rewrites;
-      found = true;
-      break;
-    }
-  }
+  report.rewrites = fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* node) {
+    Match m;
+    if (!MatchErf(u, node, m) && !MatchTanh(u, node, m)) return false;
+    Node* last = m.last;
+    const std::string old = last->name, first = m.inner.front()->name;
+    last->op_type = "Gelu";
+    last->domain.clear();
+    last->opset = std::max<int64_t>(last->opset, 20);
+    last->inputs = {m.x};
+    last->attrs.clear();
+    last->attrs["approximate"] = Attribute::String(m.tanh ? "tanh" : "none");
+    const std::string scope = fusion::Scope(old);
+    last->name = scope + "/Gelu";
+    fusion::RemoveUnread(g, m.inner);
+    report.details.push_back(fmt::format("gelu ({} form): {} .. {} ({} nodes) -> Gelu '{}'",
+                                         m.tanh ? "tanh" : "erf", first, old, m.inner.size() + 1, last->name));
+    return true;
+  });
   return report;
 }
 

@@ -142,35 +142,29 @@ Value* VectorConstant(Graph& g, Value* v, const Value* x, int64_t c, double fill
 
 Result<PassReport> RecognizeLayerNormPass(Graph& g, const PassOptions& o) {
   PassReport report;
-  for (bool found = true; found;) {
-    found = false;
-    Uses u(g);
-    for (const auto& node : g.nodes()) {
-      Match m;
-      if (!MatchLayerNorm(u, node.get(), m)) continue;
-      const int64_t c = m.x->shape.back().value;
-      const std::string scope = fusion::Scope(m.last->name);
-      Value* gamma = VectorConstant(g, m.gamma, m.x, c, 1.0, scope + "/LayerNormalization.scale");
-      Value* beta = VectorConstant(g, m.beta, m.x, c, 0.0, scope + "/LayerNormalization.bias");
-      Node* last = m.last;
-      const std::string old = last->name, first = m.inner.front()->name;
-      last->op_type = "LayerNormalization";
-      last->domain.clear();
-      last->opset = std::max<int64_t>(last->opset, 17);
-      last->inputs = {m.x, gamma, beta};
-      last->attrs.clear();
-      last->attrs["axis"] = Attribute::Int(-1);
-      last->attrs["epsilon"] = Attribute::Float(static_cast<float>(m.eps));
-      last->name = scope + "/LayerNormalization";
-      fusion::RemoveUnread(g, m.inner);
-      report.details.push_back(fmt::format("layernorm: {} .. {} ({} nodes{}{}) -> LayerNormalization '{}' (eps {})",
-                                           first, old, m.inner.size() + 1, m.gamma ? ", scale" : "",
-                                           m.beta ? ", bias" : "", last->name, m.eps));
-      ++report.rewrites;
-      found = true;
-      break;
-    }
-  }
+  report.rewrites = fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* node) {
+    Match m;
+    if (!MatchLayerNorm(u, node, m)) return false;
+    const int64_t c = m.x->shape.back().value;
+    const std::string scope = fusion::Scope(m.last->name);
+    Value* gamma = VectorConstant(g, m.gamma, m.x, c, 1.0, scope + "/LayerNormalization.scale");
+    Value* beta = VectorConstant(g, m.beta, m.x, c, 0.0, scope + "/LayerNormalization.bias");
+    Node* last = m.last;
+    const std::string old = last->name, first = m.inner.front()->name;
+    last->op_type = "LayerNormalization";
+    last->domain.clear();
+    last->opset = std::max<int64_t>(last->opset, 17);
+    last->inputs = {m.x, gamma, beta};
+    last->attrs.clear();
+    last->attrs["axis"] = Attribute::Int(-1);
+    last->attrs["epsilon"] = Attribute::Float(static_cast<float>(m.eps));
+    last->name = scope + "/LayerNormalization";
+    fusion::RemoveUnread(g, m.inner);
+    report.details.push_back(fmt::format("layernorm: {} .. {} ({} nodes{}{}) -> LayerNormalization '{}' (eps {})",
+                                         first, old, m.inner.size() + 1, m.gamma ? ", scale" : "",
+                                         m.beta ? ", bias" : "", last->name, m.eps));
+    return true;
+  });
   return report;
 }
 
