@@ -2,12 +2,14 @@
 // reference run of an ONNX model on the CPU backend.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/tensor.h"
 #include "kiln/kiln.h"
 #include "kiln/options.h"  // tools/kiln/options.h
 
@@ -26,6 +28,10 @@ void PrintBuildSummary(const BuildResult& b, const Options& o);
 // Times inference like trtexec (warm-up, iterations, duration, streams) and prints the performance summary.
 // Fills `report` (for --json).
 Status RunInference(const Engine& engine, const Options& o, nlohmann::json* report);
+
+// The inputs an engine runs on: --loadInputs files (their types and shapes checked), random data elsewhere
+// (--seed); run shapes from --shapes, the loaded file, or the first profile's opt shapes. Keyed by input name.
+Result<std::map<std::string, Tensor>> MakeEngineInputs(const Engine& e, const Options& o);
 
 // `kiln run --onnx`: the model's graph as imported, unoptimized, on the CPU reference backend (the oracle).
 Status RunReference(const Options& o, nlohmann::json* report);

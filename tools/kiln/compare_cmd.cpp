@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <unistd.h>
 
 #include "backends/cpu/executor.h"
@@ -60,40 +59,6 @@ Diff Measure(const Tensor& engine, const Tensor& ref, double atol, double rtol) 
   }
   d.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   return d;
-}
-
-Result<std::map<std::string, Tensor>> MakeInputs(const Engine& e, const Options& o) {
-  KILN_ASSIGN_OR_RETURN(auto run_shapes, ParseShapeList(o.shapes, "--shapes"));
-  std::map<std::string, Tensor> inputs;
-  if (!o.load_inputs.empty()) {
-    KILN_ASSIGN_OR_RETURN(auto files, ParseNameValueList(o.load_inputs, "--loadInputs"));
-    for (const auto& [name, file] : files) {
-      if (e.getTensorIOMode(name) != TensorIOMode::kInput)
-        return Err(StatusCode::kInvalidArgument, "--loadInputs: the engine has no input named '{}'", name);
-      auto t = ReadNpy(file);
-      if (!t.ok()) return t.status().WithContext("--loadInputs '" + name + "'");
-      if (t->dtype() != e.getTensorDataType(name))
-        return Err(StatusCode::kInvalidArgument, "--loadInputs: input '{}' must be {} but {} holds {}", name,
-                   DataTypeName(e.getTensorDataType(name)), file, DataTypeName(t->dtype()));
-      inputs[name] = *t;
-    }
-  }
-  std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
-  std::uniform_real_distribution<double> real(-1.0, 1.0);
-  for (int i = 0; i < e.getNbIOTensors(); ++i) {
-    const std::string n = e.getIOTensorName(i);
-    if (e.getTensorIOMode(n) != TensorIOMode::kInput || inputs.count(n)) continue;
-    Dims d = e.getTensorShape(n);
-    if (auto it = run_shapes.find(n); it != run_shapes.end()) d = it->second;
-    else if (std::any_of(d.begin(), d.end(), [](int64_t x) { return x < 0; }))
-      d = e.getProfileShape(n, 0, ProfileSelector::kOpt);
-    const DataType t = e.getTensorDataType(n);
-    Tensor x(t, d);
-    for (int64_t k = 0; k < x.numel(); ++k)
-      x.SetFromDouble(k, IsFloatType(t) ? real(rng) : static_cast<double>(rng() % 2));
-    inputs[n] = x;
-  }
-  return inputs;
 }
 
 Result<std::map<std::string, Tensor>> RunEngine(const Engine& e, const std::map<std::string, Tensor>& inputs) {
@@ -202,7 +167,7 @@ Status Compare(const Options& o, ILogger& logger, nlohmann::json* report) {
     PrintBuildSummary(b, o);
     KILN_ASSIGN_OR_RETURN(engine, runtime.deserializeEngine(b.engine.data(), b.engine.size()));
   }
-  KILN_ASSIGN_OR_RETURN(auto inputs, MakeInputs(*engine, o));
+  KILN_ASSIGN_OR_RETURN(auto inputs, MakeEngineInputs(*engine, o));
   KILN_ASSIGN_OR_RETURN(auto got, RunEngine(*engine, inputs));
 
   // The reference: the model as imported, at the inputs' shapes.

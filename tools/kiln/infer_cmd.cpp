@@ -6,14 +6,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kiln/commands.h"
 #include "kiln/infer_cuda.h"
-#include "kiln/npy.h"
 
 namespace kiln::cli {
 
@@ -57,25 +55,6 @@ struct Stream {
   std::vector<Timing> times;
   std::shared_ptr<CudaRun> cuda;  // cuda engines: device buffers, stream, events
 };
-
-Result<Tensor> InputFor(const Engine& e, const std::string& name, const Dims& shape, const std::map<std::string, Tensor>& loaded,
-                        std::mt19937_64& rng) {
-  auto it = loaded.find(name);
-  if (it != loaded.end()) {
-    if (it->second.dtype() != e.getTensorDataType(name))
-      return Err(StatusCode::kInvalidArgument, "--loadInputs: input '{}' must be {} but the file holds {}", name,
-                 DataTypeName(e.getTensorDataType(name)), DataTypeName(it->second.dtype()));
-    if (it->second.shape() != shape)
-      return Err(StatusCode::kInvalidArgument, "--loadInputs: input '{}' runs at shape {} but the file holds {}", name,
-                 ShapeToString(shape), ShapeToString(it->second.shape()));
-    return it->second;
-  }
-  const DataType t = e.getTensorDataType(name);
-  Tensor r(t, shape);
-  std::uniform_real_distribution<double> real(-1.0, 1.0);
-  for (int64_t i = 0; i < r.numel(); ++i) r.SetFromDouble(i, IsFloatType(t) ? real(rng) : static_cast<double>(rng() % 2));
-  return r;
-}
 
 Status RunOnce(Stream& s, const Engine& e, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
                bool transfers, Clock::time_point origin) {
@@ -174,44 +153,15 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
   const bool cuda = e.getBackend() == "cuda";
   if (o.use_spin_wait && !cuda) std::printf("[kiln] note: --useSpinWait has no effect on the cpu backend (it computes inside enqueue)\n");
   if (o.use_cuda_graph && !cuda) std::printf("[kiln] note: --useCudaGraph has no effect on the cpu backend\n");
-  KILN_ASSIGN_OR_RETURN(auto run_shapes, ParseShapeList(o.shapes, "--shapes"));
-  std::map<std::string, Tensor> loaded;
-  if (!o.load_inputs.empty()) {
-    KILN_ASSIGN_OR_RETURN(auto files, ParseNameValueList(o.load_inputs, "--loadInputs"));
-    for (const auto& [name, file] : files) {
-      if (e.getTensorIOMode(name) != TensorIOMode::kInput)
-        return Err(StatusCode::kInvalidArgument, "--loadInputs: the engine has no input named '{}'", name);
-      auto t = ReadNpy(file);
-      if (!t.ok()) return t.status().WithContext("--loadInputs '" + name + "'");
-      loaded[name] = *t;
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(auto input_tensors, MakeEngineInputs(e, o));
   std::vector<std::string> inputs, outputs;
   for (int i = 0; i < e.getNbIOTensors(); ++i) {
     const std::string n = e.getIOTensorName(i);
     (e.getTensorIOMode(n) == TensorIOMode::kInput ? inputs : outputs).push_back(n);
   }
-  // The run shape of each input: --shapes, else the loaded file's, else the profile's opt shape.
   std::map<std::string, Dims> shapes;
-  for (const auto& n : inputs) {
-    Dims d = e.getTensorShape(n);
-    bool dynamic = std::any_of(d.begin(), d.end(), [](int64_t x) { return x < 0; });
-    if (auto it = run_shapes.find(n); it != run_shapes.end()) d = it->second;
-    else if (auto l = loaded.find(n); l != loaded.end() && dynamic) d = l->second.shape();
-    else if (dynamic) d = e.getProfileShape(n, 0, ProfileSelector::kOpt);
-    shapes[n] = d;
-  }
-  for (const auto& [n, _] : run_shapes)
-    if (e.getTensorIOMode(n) != TensorIOMode::kInput)
-      return Err(StatusCode::kInvalidArgument, "--shapes names '{}', which is not an input of the engine", n);
-
-  std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
+  for (const auto& [n, t] : input_tensors) shapes[n] = t.shape();
   std::vector<Stream> streams(static_cast<size_t>(o.inf_streams));
-  std::map<std::string, Tensor> input_tensors;
-  for (const auto& n : inputs) {
-    KILN_ASSIGN_OR_RETURN(Tensor t, InputFor(e, n, shapes[n], loaded, rng));
-    input_tensors[n] = t;
-  }
   for (auto& s : streams) {
     KILN_ASSIGN_OR_RETURN(s.ctx, e.createExecutionContext());
     for (const auto& n : inputs) {
