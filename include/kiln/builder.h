@@ -61,6 +61,10 @@ class BuilderConfig {
   // 0..5 (default 3): how hard the builder searches; 0 skips fusion.
   void setBuilderOptimizationLevel(int level) { opt_level_ = level; }
   int builderOptimizationLevel() const { return opt_level_; }
+  // Optimizer passes to skip, by name (kiln build --disablePasses; for A/B measurements). Unknown names fail the
+  // build with the list of pass names.
+  void setDisabledPasses(std::vector<std::string> names) { disabled_passes_ = std::move(names); }
+  const std::vector<std::string>& disabledPasses() const { return disabled_passes_; }
   void setProfilingVerbosity(ProfilingVerbosity v) { profiling_ = v; }
   ProfilingVerbosity profilingVerbosity() const { return profiling_; }
   // Per-layer precision and output type (layer = node name).
@@ -84,6 +88,7 @@ class BuilderConfig {
   std::vector<OptimizationProfile> profiles_;
   std::string timing_cache_;
   int opt_level_ = 3;
+  std::vector<std::string> disabled_passes_;
   ProfilingVerbosity profiling_ = ProfilingVerbosity::kLayerNamesOnly;
   std::map<std::string, DataType> layer_precision_, layer_output_type_;
   std::string backend_;

@@ -1,16 +1,20 @@
-// Pass fuse-residual-add: folds a residual Add that follows a GEMM into the GEMM's epilogue, so the sum is
-// written once instead of the GEMM output being written, read back and written again (BERT's post-LN blocks:
-// y = LayerNorm(x + (h W + b)); GPT-2's and ViT's pre-LN blocks: x + proj(...)).
+// Pass fuse-residual-add: folds a residual Add that follows a GEMM or a convolution into its epilogue, so the sum
+// is written once instead of the product being written, read back and written again (BERT's post-LN blocks:
+// y = LayerNorm(x + (h W + b)); GPT-2's and ViT's pre-LN blocks: x + proj(...); ResNet's bottleneck:
+// relu(conv3(...) + identity)).
 //   kiln.FusedMatMul(a, b, bias; activation None) -> Add(., r)  =>  kiln.FusedMatMul(a, b, bias, r)
 //   Gemm(a, b, [c]) / kiln.FusedGemm(...; None)   -> Add(., r)  =>  kiln.FusedGemm(a, b, [c], r; None)
 //     (c only when it is a bias: beta 1 and shape [N] or [1, N])
-// Fused only when the GEMM applies no activation (so act(A B + bias) + R == A B + bias + R exactly, and the
-// GPU runs it as cuBLASLt's beta * C with C = R), the Add's other operand has exactly the output's shape and
-// dtype (no broadcast), and the GEMM output is read by the Add alone (and is no graph output). The Add node is
-// rewritten in place (its output value and name stay; the node takes the GEMM's name), so the residual, which
-// is computed before the Add, stays computed before its new reader. The residual is input 3 (see fused_ops.h).
+//   Conv(x, w, [b]) / kiln.FusedConv(...; None)   -> Add(., r) [-> act]  =>  kiln.FusedConv(x, w, [b], r; act)
+// Fused only when the base applies no activation of its own, the Add's other operand has exactly the output's
+// shape and dtype (no broadcast), and the base's output is read by the Add alone (and is no graph output).
+// GEMMs take no activation after the Add (the GPU runs R as cuBLASLt's beta * C, beta 1); convolutions take the
+// one that alone reads the sum (Y = act(conv + b + R), one cuDNN graph on the GPU; see fused_ops.h). The last
+// node is rewritten in place (its output value and name stay; the node takes the base's name), so the residual,
+// computed before the Add, stays computed before its new reader. The residual is input 3.
 #include "core/error.h"
 #include "passes/fusion_util.h"
+#include "passes/match_activation.h"
 #include "passes/pass_list.h"
 
 namespace kiln {
@@ -53,6 +57,38 @@ bool IsResidualCandidate(const Node* g) {
   return false;
 }
 
+// A convolution whose epilogue can take a residual: Conv, or kiln.FusedConv with activation None and no residual.
+bool IsConvCandidate(const Node* c) {
+  if (!c || c->outputs.size() != 1 || !c->outputs[0] || c->inputs.size() < 2 || c->inputs.size() > 3) return false;
+  if (c->domain.empty() && c->op_type == "Conv") return true;
+  return c->domain == "kiln" && c->op_type == "FusedConv" && ActivationIsNone(c);
+}
+
+// conv -> Add(., r) [-> act]: rewrites the activation (or the Add) in place into kiln.FusedConv(x, w, [b], r; act).
+void FuseConv(Graph& g, const Uses& u, Node* conv, Node* add, Value* r, PassReport& report) {
+  const fusion::Activation act = fusion::MatchActivation(u, add->outputs[0]);
+  Node* last = act.kind.empty() ? add : act.last;
+  const std::string conv_name = conv->name, add_name = add->name, last_name = last->name;
+  std::vector<Value*> inputs = conv->inputs;
+  inputs.resize(kResidualInput, nullptr);  // Conv without B: input 2 stays empty
+  inputs.push_back(r);
+  last->op_type = "FusedConv";
+  last->domain = "kiln";
+  last->opset = 1;
+  last->inputs = std::move(inputs);
+  last->attrs = conv->attrs;
+  fusion::SetActivationAttrs(last, act);
+  last->name = conv_name;
+  std::vector<Node*> dead = act.inner;
+  if (last != add) dead.push_back(add);
+  dead.push_back(conv);
+  fusion::UseKilnDomain(g);
+  fusion::RemoveUnread(g, dead);
+  report.details.push_back(fmt::format("fused {} + {}{} -> FusedConv '{}' (residual {}, activation {})", conv_name,
+                                       add_name, last == add ? "" : " + " + last_name, conv_name, r->name,
+                                       act.kind.empty() ? "none" : act.kind));
+}
+
 bool TryFuse(Graph& g, const Uses& u, Node* add, PassReport& report) {
   if (!fusion::Is(add, "Add", 2) || add->outputs.size() != 1 || !add->outputs[0]) return false;
   for (int side = 0; side < 2; ++side) {
@@ -60,9 +96,14 @@ bool TryFuse(Graph& g, const Uses& u, Node* add, PassReport& report) {
     Value* r = add->inputs[1 - side];
     if (!y || !r || y == r) continue;
     Node* gemm = u.Producer(y);
-    if (!IsResidualCandidate(gemm) || !u.OnlyBy(y, add)) continue;
+    const bool conv = IsConvCandidate(gemm);
+    if ((!conv && !IsResidualCandidate(gemm)) || !u.OnlyBy(y, add)) continue;
     if (!fusion::IsFloatType(y->dtype) || r->dtype != y->dtype || add->outputs[0]->dtype != y->dtype) continue;
     if (!fusion::SameShape(r, y) || !fusion::SameShape(add->outputs[0], y)) continue;
+    if (conv) {
+      FuseConv(g, u, gemm, add, r, report);
+      return true;
+    }
     // A residual that is the GEMM's own operand is fine (it is computed before the GEMM); one computed from the
     // GEMM's output cannot be (y is read by the Add alone).
     const std::string gemm_name = gemm->name, add_name = add->name;

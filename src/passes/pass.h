@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct PassOptions {
   ConstEvaluator evaluator;  // for folding constants (normally the CPU reference backend)
   bool verify = true;        // run VerifyGraph after each pass
   bool fuse = true;          // run the fusion passes (off: only cleanup passes, for A/B comparisons)
+  std::set<std::string> disabled;  // passes skipped by name (A/B comparisons of one pass); unknown names fail
 };
 
 struct PassReport {

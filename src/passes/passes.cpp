@@ -37,8 +37,19 @@ int OptimizeReport::Count(const std::string& pass_name) const {
 Result<OptimizeReport> OptimizeGraph(Graph& g, const PassOptions& opts) {
   OptimizeReport report;
   report.nodes_before = g.nodes().size();
+  for (const std::string& name : opts.disabled) {
+    bool known = false;
+    std::string names;
+    for (const Pass& pass : AllPasses()) {
+      known |= name == pass.name;
+      names += names.empty() ? pass.name : std::string(", ") + pass.name;
+    }
+    if (!known)
+      return Err(StatusCode::kInvalidArgument, "cannot disable optimizer pass '{}': no such pass (passes: {})", name,
+                 names);
+  }
   for (const Pass& pass : AllPasses()) {
-    if (pass.is_fusion && !opts.fuse) continue;
+    if ((pass.is_fusion && !opts.fuse) || opts.disabled.count(pass.name)) continue;
     auto r = pass.run(g, opts);
     if (!r.ok()) return r.status().WithContext(std::string("optimizer pass '") + pass.name + "'");
     r->name = pass.name;

@@ -69,6 +69,7 @@ bool IsConv2d(const Node& n, const LayoutOptions& o) {
   if (!Rank4(x) || !w || !w->is_const() || w->const_value->rank() != 4) return false;
   if (!(IsReducedFloat(x->dtype) || (o.float32 && x->dtype == DataType::kFloat32))) return false;
   if (n.input(2) && !n.input(2)->is_const()) return false;
+  if (n.input(3) && (n.input(3)->is_const() || !Rank4(n.input(3)))) return false;  // FusedConv's residual
   if (o.channel_multiple > 1 && (!x->shape[1].known() || x->shape[1].value % o.channel_multiple != 0)) return false;
   if (n.outputs.size() != 1 || !Rank4(n.output(0))) return false;
   return SymmetricPads(n);
@@ -201,6 +202,7 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
     bool rewritten = false;
     if (IsConv2d(n, opts)) {
       n.inputs[0] = to_nhwc(n.inputs[0]);
+      if (n.input(3)) n.inputs[3] = to_nhwc(n.inputs[3]);  // the residual has Y's layout
       n.attrs["kiln_layout"] = Attribute::String("NHWC");
       move_output(n);
       ++rep.convs_nhwc;

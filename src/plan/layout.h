@@ -3,7 +3,8 @@
 // cuDNN's fast tensor-core convolutions read and write channels-last tensors. This step rewrites every eligible
 // 2-D Conv / kiln.FusedConv (float16/bfloat16 input, float32 too when asked; constant W; symmetric or VALID
 // pads) to take and produce NHWC: the node gets the attribute kiln_layout = "NHWC", meaning X is [N,H,W,C] and
-// Y is [N,H',W',K] in the IR shapes and in memory (W stays [K,C/g,kh,kw]; the GPU layer repacks it once).
+// Y is [N,H',W',K] in the IR shapes and in memory (W stays [K,C/g,kh,kw]; the GPU layer repacks it once); a
+// FusedConv's residual (input 3) is read in Y's layout, NHWC too.
 // NHWC then flows through the layout-agnostic consumers, so that reformats appear only at the borders:
 //   - elementwise ops and kiln.FusedPointwise whose activation inputs are all NHWC of the node's output shape
 //     (constants are permuted: a per-channel [C,1,1] or [1,C,1,1] becomes [1,1,1,C]; scalars stay);

@@ -211,6 +211,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   PassOptions po;
   po.evaluator = cpu::MakeConstEvaluator();
   po.fuse = cfg.builderOptimizationLevel() > 0;
+  po.disabled.insert(cfg.disabledPasses().begin(), cfg.disabledPasses().end());
   KILN_ASSIGN_OR_RETURN(OptimizeReport opt, OptimizeGraph(g, po));
   for (const auto& p : opt.passes) {
     rep.passes.emplace_back(p.name, p.rewrites);

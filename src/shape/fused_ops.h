@@ -3,10 +3,12 @@
 //   FusedConv / FusedGemm   Conv / Gemm with an activation epilogue (attributes: the base op's, plus
 //                           kiln_activation, kiln_activation_alpha, kiln_activation_beta)
 //   FusedMatMul(A, B, bias[N])  MatMul + bias over the last axis + activation (same three attributes)
-//   Residual (both, optional input 3; FusedGemm's C at input 2 may then be empty): R of exactly the output's
-//                           shape and type, added after the activation, as the graph's Add did:
-//                           Y = act(A B (+ bias / beta C)) + R. fuse-residual-add creates it only with activation
-//                           None (the GPU runs it as cuBLASLt's beta * C, beta 1); FusedGemm's C is then a bias.
+//   Residual (all three, optional input 3; FusedGemm's C / FusedConv's B at input 2 may then be empty): R of
+//                           exactly the output's shape, type and layout, added before the activation, as the
+//                           graph's Add -> act did: Y = act(base (+ bias / beta C) + R). fuse-residual-add creates
+//                           it for GEMMs only with activation None (the GPU runs it as cuBLASLt's beta * C, beta
+//                           1; FusedGemm's C is then a bias) and for convolutions with any activation (ResNet's
+//                           conv -> Add(identity) -> Relu; cuDNN adds R in the fused graph).
 //   FusedPointwise(inputs...)   a chain of elementwise ops run in one pass (program attributes below)
 //   Attention(Q, K, V, [mask], [keep])  softmax(Q K^T * scale (+ mask) (Where keep)) V
 //                           kiln_q_layout / kiln_k_layout / kiln_v_layout / kiln_out_layout = "BHSD" (default) or

@@ -28,6 +28,7 @@ struct ConvCase {
   Shape x, w;
   bool bias = true;
   bool runtime_weights = false;
+  Shape residual;  // FusedConv's input 3 (Y's shape) when not empty
   Attrs attrs;
   uint32_t seed = 1;
 
@@ -47,6 +48,10 @@ struct ConvCase {
       Tensor bt = Random(dtype, {OutChannels()}, seed + 2);
       if (runtime_weights) n.Input(bt);
       else n.Const(bt);
+    }
+    if (!residual.empty()) {
+      if (!bias) n.Omitted();
+      n.Input(Random(dtype, residual, seed + 3));
     }
     for (const auto& [k, v] : attrs) n.Attr(k, v);
     if (dtype != DataType::kFloat32) n.ReferenceInFloat32();
@@ -108,6 +113,15 @@ std::vector<std::string> TacticsOf(const ConvCase& c, bool tf32) {
   if (c.bias) {
     n->inputs.push_back(g.AddConstant("b", Random(c.dtype, {c.OutChannels()}, 3)));
     spec.input_shapes.push_back({c.OutChannels()});
+  }
+  if (!c.residual.empty()) {
+    EXPECT_TRUE(c.bias);  // the slots of the spec's shapes follow the inputs
+    Value* r = g.GetOrAddValue("r");
+    r->dtype = c.dtype;
+    r->shape = FromStatic(c.residual);
+    r->has_shape = true;
+    n->inputs.push_back(r);
+    spec.input_shapes.push_back(c.residual);
   }
   auto t = cuda::TacticsFor(spec);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -220,6 +234,36 @@ TEST(GpuConv, FusedConvActivations) {
   }
 }
 
+// FusedConv with a residual (input 3): Y = act(conv + B + R), as fuse-residual-add makes of ResNet's
+// conv -> Add -> Relu; SiLU has no cuDNN pointwise mode, so only the conv-then-epilogue tactics run it.
+TEST(GpuConv, FusedConvResidual) {
+  for (const char* act : {"Relu", "None", "SiLU"}) {
+    for (bool bias : {true, false}) {
+      ConvCase c = Fused({2, 6, 9, 7}, {5, 6, 3, 3}, act, 0.f, 0.f, bias);
+      c.residual = {2, 5, 9, 7};
+      EXPECT_TRUE(Check(c)) << act << " bias " << bias;
+      ConvCase h = Fused({1, 16, 10, 10}, {16, 16, 3, 3}, act, 0.f, 0.f, bias);
+      h.residual = {1, 16, 10, 10};
+      for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+        h.dtype = dt;
+        EXPECT_TRUE(Check(h)) << act << " bias " << bias << " " << DataTypeName(dt);
+      }
+    }
+  }
+  // Strided 1x1 (a ResNet downsampling branch with the main branch as the residual) and 1-D.
+  ConvCase d = Conv({2, 8, 14, 14}, {16, 8, 1, 1}, {{"strides", Ints({2, 2})}});
+  d.op = "FusedConv";
+  d.attrs["kiln_activation"] = Attribute::String("Relu");
+  d.residual = {2, 16, 7, 7};
+  d.dtype = DataType::kFloat16;
+  EXPECT_TRUE(Check(d));
+  ConvCase one = Conv({2, 4, 19}, {6, 4, 3}, {{"pads", Ints({1, 1})}});
+  one.op = "FusedConv";
+  one.attrs["kiln_activation"] = Attribute::String("Relu");
+  one.residual = {2, 6, 19};
+  EXPECT_TRUE(Check(one));
+}
+
 // ---- ConvTranspose ----
 
 TEST(GpuConv, ConvTransposeVariants) {
@@ -275,6 +319,8 @@ TEST(GpuConv, EveryTacticMatches) {
   };
   ConvCase half = Fused({2, 16, 12, 12}, {16, 16, 3, 3}, "Relu");
   half.dtype = DataType::kFloat16;
+  cases.push_back(half);
+  half.residual = {2, 16, 12, 12};  // cuDNN-fused graphs with the residual add too
   cases.push_back(half);
   for (const ConvCase& c : cases) {
     for (bool tf32 : {false, true}) {

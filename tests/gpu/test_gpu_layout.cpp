@@ -57,6 +57,37 @@ TEST(GpuLayout, NhwcConvMatchesCpu) {
   }
 }
 
+// NHWC FusedConv with a residual in Y's (NHWC) layout, every listed tactic: ResNet's conv3 + Add + Relu.
+TEST(GpuLayout, NhwcResidualConvEveryTactic) {
+  Graph g;
+  Node* n = g.AddNode("FusedConv", "probe");
+  n->domain = "kiln";
+  n->attrs = {{"kiln_layout", Attribute::String("NHWC")}, {"kiln_activation", Attribute::String("Relu")}};
+  Value* x = g.GetOrAddValue("x");
+  x->dtype = DataType::kFloat16;
+  x->shape = FromStatic({2, 10, 10, 16});
+  x->has_shape = true;
+  Value* r = g.GetOrAddValue("r");
+  r->dtype = DataType::kFloat16;
+  r->shape = FromStatic({2, 10, 10, 64});
+  r->has_shape = true;
+  n->inputs = {x, g.AddConstant("w", Random(DataType::kFloat16, {64, 16, 1, 1}, 2)),
+               g.AddConstant("b", Random(DataType::kFloat16, {64}, 3)), r};
+  cuda::LayerSpec spec{*n, {{2, 10, 10, 16}, {64, 16, 1, 1}, {64}, {2, 10, 10, 64}}, {}, true};
+  auto tactics = cuda::TacticsFor(spec);
+  ASSERT_TRUE(tactics.ok()) << tactics.status().ToString();
+  EXPECT_FALSE(tactics->empty());
+  std::printf("NHWC FusedConv + residual: %zu tactics:", tactics->size());
+  for (const auto& t : *tactics) std::printf(" %s", t.c_str());
+  std::printf("\n");
+  for (const auto& t : *tactics) {
+    OneNode one = NhwcConv(DataType::kFloat16, {2, 10, 10, 16}, {64, 16, 1, 1}, {}, "Relu");
+    one.Input(Random(DataType::kFloat16, {2, 10, 10, 64}, 9));
+    one.Tactic(t);
+    EXPECT_TRUE(one.MatchesCpu(2e-2, 1e-2)) << t;
+  }
+}
+
 // Every listed tactic (plain and cuDNN-fused) of an NHWC FP16 conv.
 TEST(GpuLayout, EveryNhwcTacticMatches) {
   for (const std::string& act : {std::string(), std::string("Relu")}) {
@@ -200,6 +231,7 @@ TEST(GpuLayout, ResNetLikeFp16EngineMatchesCpu) {
               gpu.report.reformats_inserted, gpu.report.reformats_eliminated, gpu.report.op_counts["Transpose"],
               gpu.report.op_counts["Reshape"], gpu.report.op_counts["ReduceMean"]);
   EXPECT_EQ(gpu.report.reformats_inserted, 1);  // the input; the GAP result reaches Flatten as a free Reshape
+  EXPECT_EQ(gpu.report.fusions["residual_add"], 2);  // both Add + Relu went into their convolutions
   EXPECT_GT(gpu.report.reformats_eliminated, 10);
   const auto x = RandomVec(2 * 3 * 32 * 32, 42, 1.f);
   std::vector<float> want(20), got(20);

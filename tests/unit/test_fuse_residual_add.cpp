@@ -1,6 +1,6 @@
-// Pass fuse-residual-add and the residual input of kiln.FusedMatMul / kiln.FusedGemm on the CPU reference: the
-// pass fires on BERT-like post-LN blocks (and Gemm heads) exactly where the Add can move into the GEMM's
-// epilogue, leaves it alone where it cannot (GEMM output read elsewhere, an activation, broadcast or a Gemm C
+// Pass fuse-residual-add and the residual input of kiln.FusedMatMul / kiln.FusedGemm / kiln.FusedConv on the CPU
+// reference: the pass fires on BERT-like post-LN blocks (and Gemm heads) and ResNet-like conv blocks exactly where
+// the Add can move into the epilogue, leaves it alone where it cannot (GEMM output read elsewhere, an activation, broadcast or a Gemm C
 // that is no bias), and the optimized graph gives the original's outputs on the CPU reference.
 #include <gtest/gtest.h>
 
@@ -120,6 +120,24 @@ TEST(FuseResidualAdd, RunsInTheOptimizerAfterBiasActivation) {
       ASSERT_NEAR(a.GetAsDouble(i), after.at(name).GetAsDouble(i), 1e-5) << name << " " << i;
 }
 
+TEST(FuseResidualAdd, DisabledByNameInTheOptimizer) {
+  TestGraph t;
+  BertBlock(t, t.Input("hidden", {2, 4, 8}), 8, 0);
+  t.Finish();
+  PassOptions o;
+  o.evaluator = cpu::MakeConstEvaluator();
+  o.disabled = {"fuse-residual-add"};
+  auto r = OptimizeGraph(t.g, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->Count("fuse-residual-add"), 0);
+  EXPECT_EQ(t.Count("Add"), 2);
+  o.disabled = {"fuse-residual-adds"};
+  auto bad = OptimizeGraph(t.g, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("fuse-residual-adds"), std::string::npos) << bad.status().ToString();
+  EXPECT_NE(bad.status().ToString().find("fuse-residual-add,"), std::string::npos) << bad.status().ToString();
+}
+
 TEST(FuseResidualAdd, NotWhenTheGemmOutputHasAnotherReader) {
   TestGraph t;
   Value* x = t.Input("x", {3, 8});
@@ -206,6 +224,67 @@ TEST(FuseResidualAdd, ShapeFunctionAndKernelRejectAMismatchedResidual) {
   Status st = InferGraph(t.g, io);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.ToString().find("residual"), std::string::npos) << st.ToString();
+}
+
+// ResNet's bottleneck tail: conv -> Add(identity) -> Relu, and the downsampling block whose two branches are both
+// convolutions. Each Add and its Relu go into the convolution: FusedConv(x, w, b, r; Relu).
+TEST(FuseResidualAdd, ConvAddReluBecomesOneFusedConv) {
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat16}) {
+    SCOPED_TRACE(DataTypeName(dt));
+    TestGraph t;
+    t.dt = dt;
+    Value* x = t.Input("x", {2, 8, 6, 6});
+    const std::map<std::string, Attribute> pad1 = {{"pads", Attribute::Ints({1, 1, 1, 1})}};
+    Value* c1 = t.Op("Relu", "/b0/relu1", {t.Op("Conv", "/b0/conv1", {x, t.Const("w1", {8, 8, 1, 1}), t.Const("b1", {8})})});
+    Value* c2 = t.Op("Conv", "/b0/conv2", {c1, t.Const("w2", {8, 8, 3, 3}), t.Const("b2", {8})}, pad1);
+    Value* y0 = t.Op("Relu", "/b0/relu2", {t.Op("Add", "/b0/add", {c2, x})});
+    // Downsampling block: both operands of the Add are convolutions (one without a bias).
+    const std::map<std::string, Attribute> s2 = {{"strides", Attribute::Ints({2, 2})}};
+    Value* main = t.Op("Conv", "/b1/conv", {y0, t.Const("w3", {16, 8, 1, 1}), t.Const("b3", {16})}, s2);
+    Value* down = t.Op("Conv", "/b1/down", {y0, t.Const("w4", {16, 8, 1, 1})}, s2);
+    t.Output(t.Op("Relu", "/b1/relu", {t.Op("Add", "/b1/add", {down, main})}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, dt == DataType::kFloat16 ? 2e-3 : 1e-5), 2);
+    EXPECT_EQ(t.Count("Add"), 0);
+    EXPECT_EQ(t.Count("Relu"), 0);
+    EXPECT_EQ(t.Count("FusedConv", 4), 2);
+    EXPECT_EQ(t.Count("FusedConv", 3), 1);  // conv1 + Relu, no residual
+    EXPECT_EQ(t.Count("Conv"), 1);          // one branch of the downsampling block is the residual
+    for (const auto& n : t.g.nodes()) {
+      if (n->op_type != "FusedConv" || n->inputs.size() != 4) continue;
+      EXPECT_EQ(n->gets("kiln_activation", ""), "Relu");
+      EXPECT_TRUE(n->name == "/b0/conv2" || n->name == "/b1/down" || n->name == "/b1/conv") << n->name;
+    }
+  }
+}
+
+TEST(FuseResidualAdd, ConvWithoutActivationAfterTheAdd) {
+  TestGraph t;
+  Value* x = t.Input("x", {1, 4, 5, 7});
+  Value* c = t.Op("Conv", "/conv", {x, t.Const("w", {4, 4, 1, 3})}, {{"pads", Attribute::Ints({0, 1, 0, 1})}});
+  Value* sum = t.Op("Add", "/add", {x, c});
+  t.Output(t.Op("Relu", "/relu", {sum}));
+  t.Output(t.Op("Sigmoid", "/sig", {sum}));  // the sum has two readers: it stays a value of its own
+  t.Finish();
+  EXPECT_EQ(Apply(t), 1);
+  ASSERT_EQ(t.Count("FusedConv", 4), 1);
+  for (const auto& n : t.g.nodes())
+    if (n->op_type == "FusedConv") {
+      EXPECT_EQ(n->input(2), nullptr);  // no bias
+      EXPECT_EQ(n->gets("kiln_activation", ""), "None");
+    }
+  EXPECT_EQ(t.Count("Relu"), 1);
+}
+
+TEST(FuseResidualAdd, NotAfterAConvActivation) {
+  TestGraph t;
+  Value* x = t.Input("x", {1, 4, 5, 5});
+  Value* c = t.Op("Relu", "/relu", {t.Op("Conv", "/conv", {x, t.Const("w", {4, 4, 1, 1}), t.Const("b", {4})})});
+  t.Output(t.Op("Add", "/add", {c, x}));  // relu(conv) + x: the activation comes first
+  t.Finish();
+  EXPECT_EQ(Apply(t), 0);
+  EXPECT_EQ(t.Count("FusedConv", 3), 1);
+  EXPECT_EQ(t.Count("Add"), 1);
 }
 
 }  // namespace

@@ -148,6 +148,28 @@ TEST(LayoutPlan, ResNetBottleneckHasTwoReformats) {
   EXPECT_EQ(rep.reformats_eliminated, 5 * 2 - 2);
 }
 
+// The same bottleneck after fuse-residual-add: conv3 takes the block input as its residual (input 3), which is
+// read in NHWC like Y, so the plan needs no reformat more.
+TEST(LayoutPlan, ResidualOfAFusedConvIsReadInNhwc) {
+  Net t(DataType::kFloat16);
+  Value* x = t.Input("x", {2, 16, 8, 8});
+  Value* stem = t.Conv(x, 16, 16, 3, true);
+  Value* b = t.Conv(t.Conv(stem, 16, 4, 1, true), 4, 4, 3, true);
+  std::map<std::string, Attribute> a = {{"kernel_shape", Attribute::Ints({1, 1})},
+                                        {"kiln_activation", Attribute::String("Relu")}};
+  Value* y = t.Op("FusedConv", {b, t.Const({16, 4, 1, 1}), t.Const({16}, 0.1), stem}, a, "kiln");
+  t.Output(t.Conv(y, 16, 8, 3, true, 2));
+  const LayoutReport rep = t.PlanAndCompare({}, 4e-3);
+  EXPECT_EQ(rep.convs_nhwc, 5);
+  EXPECT_EQ(rep.reformats_inserted, 2);
+  for (const auto& n : t.g.nodes())
+    if (n->op_type == "FusedConv" && n->inputs.size() == 4) {
+      EXPECT_EQ(n->gets("kiln_layout", ""), "NHWC");
+      EXPECT_EQ(n->input(3)->shape.size(), 4u);
+      EXPECT_TRUE(n->input(3)->name.ends_with("_nhwc")) << n->input(3)->name;
+    }
+}
+
 // FP32 convolutions stay NCHW unless asked; so do convs with asymmetric pads.
 TEST(LayoutPlan, LeavesFloat32AndAsymmetricPadsAlone) {
   Net t(DataType::kFloat32);

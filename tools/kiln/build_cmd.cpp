@@ -61,6 +61,7 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   if (o.strongly_typed) cfg->setFlag(BuilderFlag::kSTRONGLY_TYPED);
   if (o.precision_constraints == "obey") cfg->setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
   cfg->setBuilderOptimizationLevel(o.builder_optimization_level);
+  cfg->setDisabledPasses(o.disable_passes);
   if (o.profiling_verbosity == "detailed") cfg->setProfilingVerbosity(ProfilingVerbosity::kDetailed);
   if (o.profiling_verbosity == "none") cfg->setProfilingVerbosity(ProfilingVerbosity::kNone);
   cfg->setBackend(o.backend);  // empty: cuda where a GPU is found, else cpu

@@ -33,6 +33,8 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_option("--memPoolSize", o.mem_pool_size, "Memory pool limits in MiB: workspace:1024[,...]");
     app.add_option("--timingCacheFile", o.timing_cache_file, "Timing cache file");
     app.add_option("--builderOptimizationLevel", o.builder_optimization_level, "0..5 (0: no fusion)")->check(CLI::Range(0, 5));
+    app.add_option("--disablePasses", o.disable_passes, "Optimizer passes to skip, e.g. fuse-residual-add[,...]")
+        ->delimiter(',');
     app.add_option("--profilingVerbosity", o.profiling_verbosity, "layer_names_only|detailed|none");
     app.add_option("--avgTiming", o.avg_timing, "Iterations averaged when timing tactics");
     app.add_option("--backend", o.backend, "cpu (the reference backend) or cuda");

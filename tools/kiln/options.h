@@ -23,6 +23,7 @@ struct Options {
   // Build.
   std::string mem_pool_size, timing_cache_file, backend;
   int builder_optimization_level = 3;
+  std::vector<std::string> disable_passes;
   std::string profiling_verbosity;
   int avg_timing = -1;
   // Inference.

@@ -29,8 +29,8 @@ Result<ActParams> ReadActivation(const Node& n) {
   return ActParams{*act, n.getf("kiln_activation_alpha", 0.f), n.getf("kiln_activation_beta", 0.f)};
 }
 
-// y[i] = act(y[i] + bias[i % nb]) (+ res[i]) over the whole tensor (bias and res may be null), threaded. The
-// activated value is rounded to T before the residual is added, as the graph's separate Add would do.
+// y[i] = act(y[i] + bias[i % nb] + res[i]) over the whole tensor (bias and res may be null), threaded. The sum
+// before the residual is rounded to T, as the graph's separate Add would have read it.
 template <typename T, typename F>
 void Apply(T* y, int64_t n, const T* bias, int64_t nb, const T* res, F f) {
   using C = ComputeT<T>;
@@ -42,8 +42,12 @@ void Apply(T* y, int64_t n, const T* bias, int64_t nb, const T* res, F f) {
         v += Load(bias, j);
         if (++j == nb) j = 0;
       }
+      if (res) {
+        T rounded[1];
+        Store(rounded, 0, v);
+        v = Load(rounded, 0) + Load(res, i);
+      }
       Store(y, i, f(v));
-      if (res) Store(y, i, static_cast<C>(Load(y, i)) + static_cast<C>(Load(res, i)));
     }
   }, 16384);
 }
@@ -85,7 +89,7 @@ const T* Data(const Tensor* t) {
   return t ? t->data<T>() : nullptr;
 }
 
-// The residual of FusedGemm / FusedMatMul (input 3, optional; see shape/fused_ops.h), or nullptr.
+// The residual of FusedConv / FusedGemm / FusedMatMul (input 3, optional; see shape/fused_ops.h), or nullptr.
 const Tensor* Residual(const KernelContext& ctx) { return ctx.num_inputs() > 3 ? ctx.input(3) : nullptr; }
 
 // Bias (optional, numel nb), activation and residual (optional, the output's shape) over output 0.

@@ -48,11 +48,13 @@ __device__ __forceinline__ float Activate(float x, const ConvEpilogueParams& p) 
 }
 
 template <typename T>
-__global__ void ConvEpilogueKernel(T* __restrict__ y, const T* __restrict__ bias, ConvEpilogueParams p) {
+__global__ void ConvEpilogueKernel(T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ residual,
+                                   ConvEpilogueParams p) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.numel; i += step) {
     float v = ToF32(y[i]);
     if (bias) v += ToF32(bias[(i / p.inner) % p.channels]);
+    if (residual) v += ToF32(residual[i]);
     y[i] = FromF32<T>(Activate(v, p));
   }
 }
@@ -78,13 +80,14 @@ cudaError_t LaunchWindowCopy(const void* in, void* out, int elem_bytes, const Wi
   return cudaGetLastError();
 }
 
-cudaError_t LaunchConvEpilogue(void* y, const void* bias, int dtype, const ConvEpilogueParams& p,
-                               cudaStream_t stream) {
+cudaError_t LaunchConvEpilogue(void* y, const void* bias, const void* residual, int dtype,
+                               const ConvEpilogueParams& p, cudaStream_t stream) {
   if (p.numel == 0) return cudaSuccess;
   if (p.channels <= 0 || p.inner <= 0) return cudaErrorInvalidValue;
   const unsigned grid = GridFor(p.numel);
   const bool ok = KILN_DISPATCH_FLOAT(dtype, T, ConvEpilogueKernel<T><<<grid, 256, 0, stream>>>(
-                                                    static_cast<T*>(y), static_cast<const T*>(bias), p));
+                                                    static_cast<T*>(y), static_cast<const T*>(bias),
+                                                    static_cast<const T*>(residual), p));
   if (!ok) return cudaErrorInvalidValue;
   return cudaGetLastError();
 }

@@ -31,8 +31,9 @@ struct ConvEpilogueParams {
   ConvAct act = ConvAct::kNone;
   float alpha = 0.f, beta = 0.f;
 };
-// In place: y = act(y + bias[channel]) (bias may be null), computed in float32. dtype: kF32, kF16 or kBF16.
-cudaError_t LaunchConvEpilogue(void* y, const void* bias, int dtype, const ConvEpilogueParams& p,
-                               cudaStream_t stream);
+// In place: y = act(y + bias[channel] + residual) (bias and residual may be null; the residual has y's shape and
+// layout), computed in float32. dtype: kF32, kF16 or kBF16.
+cudaError_t LaunchConvEpilogue(void* y, const void* bias, const void* residual, int dtype,
+                               const ConvEpilogueParams& p, cudaStream_t stream);
 
 }  // namespace kiln::cuda

@@ -1,10 +1,10 @@
-// CUDA layers of the conv family: Conv, FusedConv (kiln domain: Conv + activation) and ConvTranspose on cuDNN 9
-// through the backend graph API (cudnn_graph.h, conv_plan.h).
+// CUDA layers of the conv family: Conv, FusedConv (kiln domain: Conv + residual + activation) and ConvTranspose
+// on cuDNN 9 through the backend graph API (cudnn_graph.h, conv_plan.h).
 //
 // Tactics: "cudnn:eng=<global index>;knobs=<type>=<value>,..." runs the convolution alone in cuDNN and applies
-// bias and activation with one small kernel after it (conv_kernels.cu); "cudnn-fused:eng=..." runs
-// conv -> add bias -> activation as one cuDNN operation graph (listed only where cuDNN finalizes such a plan
-// for the node's dtype and shapes; Conv/FusedConv only). "cudnn:auto" (also "default") takes the heuristics'
+// bias, residual and activation with one small kernel after it (conv_kernels.cu); "cudnn-fused:eng=..." runs
+// conv -> add bias -> add residual -> activation as one cuDNN operation graph (listed only where cuDNN finalizes
+// such a plan for the node's dtype and shapes; Conv/FusedConv only). "cudnn:auto" (also "default") takes the heuristics'
 // first acceptable engine at every shape.
 //
 // Plans: create() builds the plan for the spec's shapes. A layer met with other input shapes (dynamic shapes)
@@ -96,6 +96,7 @@ struct ConvConfig {
   ConvOp op = ConvOp::kConv;
   DataType dtype = DataType::kUndefined;
   bool has_bias = false;
+  bool has_residual = false;                // FusedConv input 3: Y = act(conv + B + R)
   Epilogue epi;
   bool nhwc = false;                        // kiln_layout = "NHWC": X, Y channels-last, W repacked to KRSC
   ConvGraphOptions graph;                   // alignment is set per plan
@@ -112,9 +113,11 @@ Result<ConvConfig> ReadConfig(const LayerSpec& spec, ConvOp op) {
   c.dtype = n.input(0)->dtype;
   KILN_ASSIGN_OR_RETURN(c.graph.dtype, CudnnType(n, c.dtype));
   c.has_bias = n.input(2) != nullptr;
-  for (size_t i = 1; i < (c.has_bias ? 3u : 2u); ++i) {
+  c.has_residual = op == ConvOp::kFusedConv && n.input(3) != nullptr;
+  for (size_t i = 1; i < 4; ++i) {
     const Value* v = n.input(i);
-    if (v->dtype != c.dtype && !v->is_const())
+    if (!v || (i == 3 && !c.has_residual)) continue;
+    if (v->dtype != c.dtype && (i == 3 || !v->is_const()))
       return Err(StatusCode::kUnsupported, "{}: input {} is {} but X is {}; cast it to {} first", n.Where(), i,
                  DataTypeName(v->dtype), DataTypeName(c.dtype), DataTypeName(c.dtype));
   }
@@ -132,7 +135,7 @@ Result<ConvConfig> ReadConfig(const LayerSpec& spec, ConvOp op) {
 }
 
 bool CanFuse(const ConvConfig& c) {
-  return c.op != ConvOp::kConvTranspose && c.epi.fusable && (c.has_bias || c.epi.mode.has_value());
+  return c.op != ConvOp::kConvTranspose && c.epi.fusable && (c.has_bias || c.has_residual || c.epi.mode.has_value());
 }
 
 // Sets c.graph.fused and c.choice from a tactic name.
@@ -146,13 +149,14 @@ Status ApplyTactic(const Node& n, const std::string& tactic, ConvConfig& c) {
                n.Where(), tactic);
   if (fused && !CanFuse(c))
     return Err(StatusCode::kInvalidArgument,
-               "{}: tactic '{}' fuses bias/activation into cuDNN, but this node has no bias or an activation "
-               "cuDNN cannot fuse; use a 'cudnn:' tactic",
+               "{}: tactic '{}' fuses bias/residual/activation into cuDNN, but this node has none of them or an "
+               "activation cuDNN cannot fuse; use a 'cudnn:' tactic",
                n.Where(), tactic);
   auto choice = dnn::EngineChoice::Parse(std::string(t.substr(fused ? kFusedPrefix.size() : kPlainPrefix.size())));
   if (!choice.ok()) return choice.status().WithContext(n.Where());
   c.graph.fused = fused;
   c.graph.has_bias = fused && c.has_bias;
+  c.graph.residual = fused && c.has_residual;
   if (fused) c.graph.act = c.epi.mode;
   c.choice = std::move(*choice);
   return Status::Ok();
@@ -252,9 +256,20 @@ class ConvLayer final : public Layer {
         return Err(StatusCode::kInvalidArgument, "{}: bias has {} elements, expected {} (output channels)",
                    node_.Where(), nb, m);
     }
+    const void* r = nullptr;
+    if (cfg_.has_residual) {
+      if (inputs.size() < 4 || !inputs[3].present())
+        return Err(StatusCode::kInvalidArgument, "{}: the residual input R is missing", node_.Where());
+      const DeviceTensor& rt = inputs[3];
+      if (rt.dtype != cfg_.dtype || rt.shape != y.shape)
+        return Err(StatusCode::kInvalidArgument, "{}: the residual is {} [{}] but Y is {} [{}]", node_.Where(),
+                   DataTypeName(rt.dtype), fmt::join(rt.shape, ","), DataTypeName(y.dtype), fmt::join(y.shape, ","));
+      r = rt.data;
+    }
     const size_t elem = DataTypeSize(cfg_.dtype);
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    const bool all16 = aligned(x.data) && aligned(w) && aligned(y.data) && aligned(b) && aligned(ctx.workspace);
+    const bool all16 = aligned(x.data) && aligned(w) && aligned(y.data) && aligned(b) && aligned(r) &&
+                       aligned(ctx.workspace);
     KILN_ASSIGN_OR_RETURN(auto plan, PlanFor(x.shape, w_shape, all16 ? 16 : static_cast<int64_t>(elem), false));
     const ConvGeometry& g = plan->geo;
     const std::vector<int64_t> y_expect = cfg_.nhwc ? NchwToNhwc(g.y_node) : g.y_node;
@@ -287,6 +302,10 @@ class ConvLayer final : public Layer {
           uids.push_back(kUidBias);
           ptrs.push_back(const_cast<void*>(b));
         }
+        if (cfg_.graph.fused && cfg_.graph.residual) {
+          uids.push_back(kUidResidual);
+          ptrs.push_back(const_cast<void*>(r));
+        }
       } else {
         ptrs = {g.window ? window : y.data, const_cast<void*>(w), x.data};
       }
@@ -295,7 +314,7 @@ class ConvLayer final : public Layer {
       if (g.transpose && g.window)
         KILN_CUDA_RETURN_IF_ERROR(LaunchWindowCopy(window, y.data, static_cast<int>(elem), g.copy, ctx.stream));
     }
-    if (!cudnn_epilogue && (b || cfg_.epi.act != ConvAct::kNone)) {
+    if (!cudnn_epilogue && (b || r || cfg_.epi.act != ConvAct::kNone)) {
       ConvEpilogueParams p;
       p.numel = y.numel();
       p.channels = g.out_channels;
@@ -303,7 +322,7 @@ class ConvLayer final : public Layer {
       p.act = cfg_.epi.act;
       p.alpha = cfg_.epi.alpha;
       p.beta = cfg_.epi.beta;
-      KILN_CUDA_RETURN_IF_ERROR(LaunchConvEpilogue(y.data, b, static_cast<int>(cfg_.dtype), p, ctx.stream));
+      KILN_CUDA_RETURN_IF_ERROR(LaunchConvEpilogue(y.data, b, r, static_cast<int>(cfg_.dtype), p, ctx.stream));
     }
     return Status::Ok();
   }
@@ -338,6 +357,7 @@ Result<std::vector<std::string>> ListTactics(const LayerSpec& spec, ConvOp op) {
     ConvGraphOptions o = c.graph;
     o.fused = true;
     o.has_bias = c.has_bias;
+    o.residual = c.has_residual;
     o.act = c.epi.mode;
     auto fused = ListConvEngines(g, o, kMaxFusedTactics);  // fused graphs that cuDNN rejects just add nothing
     if (fused.ok())

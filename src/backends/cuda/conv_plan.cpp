@@ -120,14 +120,15 @@ Result<ConvGeometry> ComputeConvGeometry(const Node& n, bool transpose, const st
 
 namespace {
 
-constexpr int64_t kUidConvOut = 10, kUidBiasOut = 11;  // virtual tensors of the fused graph
+constexpr int64_t kUidFirstVirtual = 10;  // virtual tensors of the fused graph: 10, 11, ...
 
 struct GraphParts {
   std::deque<dnn::Desc> keep;
   const dnn::Desc* graph = nullptr;
 };
 
-// conv alone (forward or backward data), or conv -> (+ bias) -> (activation) with float32 intermediates.
+// conv alone (forward or backward data), or conv -> (+ bias) -> (+ residual) -> (activation) with float32
+// intermediates.
 Result<GraphParts> BuildGraph(const ConvGeometry& g, const ConvGraphOptions& o, cudnnHandle_t handle) {
   GraphParts parts;
   auto keep = [&](dnn::Desc d) -> const dnn::Desc& { return parts.keep.emplace_back(std::move(d)); };
@@ -147,34 +148,47 @@ Result<GraphParts> BuildGraph(const ConvGeometry& g, const ConvGraphOptions& o, 
   KILN_ASSIGN_OR_RETURN(dnn::Desc cd, dnn::MakeConvolution(g.pre_pads, g.post_pads, g.strides, g.dilations));
   const dnn::Desc& conv = keep(std::move(cd));
   std::vector<const dnn::Desc*> ops;
+  int steps = o.fused ? (o.has_bias ? 1 : 0) + (o.residual ? 1 : 0) + (o.act ? 1 : 0) : 0;
   if (g.transpose) {
     KILN_ASSIGN_OR_RETURN(dnn::Desc op, dnn::MakeConvBackwardData(x, w, y, conv));
     ops.push_back(&keep(std::move(op)));
-  } else if (!o.fused || (!o.has_bias && !o.act)) {
+  } else if (steps == 0) {
     KILN_ASSIGN_OR_RETURN(dnn::Desc op, dnn::MakeConvForward(x, w, y, conv));
     ops.push_back(&keep(std::move(op)));
   } else {
-    KILN_ASSIGN_OR_RETURN(dnn::Desc t0d, dnn::MakeTensor(kUidConvOut, CUDNN_DATA_FLOAT, g.conv_y, 16, true, strides(g.conv_y)));
-    const dnn::Desc& t0 = keep(std::move(t0d));
-    KILN_ASSIGN_OR_RETURN(dnn::Desc op, dnn::MakeConvForward(x, w, t0, conv));
+    int64_t uid = kUidFirstVirtual;
+    // The output of the next step: Y for the last one, else a new float32 virtual tensor.
+    auto step_out = [&]() -> Result<const dnn::Desc*> {
+      if (--steps == 0) return &y;
+      KILN_ASSIGN_OR_RETURN(dnn::Desc t, dnn::MakeTensor(uid++, CUDNN_DATA_FLOAT, g.conv_y, 16, true, strides(g.conv_y)));
+      return &keep(std::move(t));
+    };
+    ++steps;  // the convolution itself writes a virtual tensor
+    KILN_ASSIGN_OR_RETURN(const dnn::Desc* cur, step_out());
+    KILN_ASSIGN_OR_RETURN(dnn::Desc op, dnn::MakeConvForward(x, w, *cur, conv));
     ops.push_back(&keep(std::move(op)));
-    const dnn::Desc* cur = &t0;
     if (o.has_bias) {
       std::vector<int64_t> bdims(g.conv_y.size(), 1);
       bdims[1] = g.out_channels;
       KILN_ASSIGN_OR_RETURN(dnn::Desc bd, dnn::MakeTensor(kUidBias, o.dtype, bdims, o.alignment, false, strides(bdims)));
       const dnn::Desc& b = keep(std::move(bd));
-      const dnn::Desc* out = &y;
-      if (o.act) {
-        KILN_ASSIGN_OR_RETURN(dnn::Desc t1d, dnn::MakeTensor(kUidBiasOut, CUDNN_DATA_FLOAT, g.conv_y, 16, true, strides(g.conv_y)));
-        out = &keep(std::move(t1d));
-      }
+      KILN_ASSIGN_OR_RETURN(const dnn::Desc* out, step_out());
       KILN_ASSIGN_OR_RETURN(dnn::Desc add, dnn::MakePointwiseOp(CUDNN_POINTWISE_ADD, *cur, &b, *out));
       ops.push_back(&keep(std::move(add)));
       cur = out;
     }
+    if (o.residual) {
+      KILN_ASSIGN_OR_RETURN(dnn::Desc rd,
+                            dnn::MakeTensor(kUidResidual, o.dtype, g.conv_y, o.alignment, false, strides(g.conv_y)));
+      const dnn::Desc& r = keep(std::move(rd));
+      KILN_ASSIGN_OR_RETURN(const dnn::Desc* out, step_out());
+      KILN_ASSIGN_OR_RETURN(dnn::Desc add, dnn::MakePointwiseOp(CUDNN_POINTWISE_ADD, *cur, &r, *out));
+      ops.push_back(&keep(std::move(add)));
+      cur = out;
+    }
     if (o.act) {
-      KILN_ASSIGN_OR_RETURN(dnn::Desc act, dnn::MakePointwiseOp(*o.act, *cur, nullptr, y));
+      KILN_ASSIGN_OR_RETURN(const dnn::Desc* out, step_out());
+      KILN_ASSIGN_OR_RETURN(dnn::Desc act, dnn::MakePointwiseOp(*o.act, *cur, nullptr, *out));
       ops.push_back(&keep(std::move(act)));
     }
   }
@@ -217,14 +231,15 @@ std::string Describe(const ConvGeometry& g, const ConvGraphOptions& o) {
   return fmt::format("{}{} x {} w {} y {} pads {}/{} strides {} dilations {}{}",
                      g.transpose ? "backward-data" : "forward", o.nhwc ? " NHWC" : "", Join(g.conv_x), Join(g.conv_w), Join(g.conv_y),
                      Join(g.pre_pads), Join(g.post_pads), Join(g.strides), Join(g.dilations),
-                     o.fused ? " fused with bias/activation" : "");
+                     o.fused ? (o.residual ? " fused with bias/residual/activation" : " fused with bias/activation")
+                             : "");
 }
 
 // Everything a plan depends on: the geometry (cuDNN's view and the window copy), the graph options, the engine.
 std::string PlanKey(const ConvGeometry& g, const ConvGraphOptions& o, const std::string& engine) {
-  return fmt::format("{}|y {}|M {} inner {} deg {} win {} {}|dt {} fused {} bias {} act {} align {} tf32 {}|{}",
+  return fmt::format("{}|y {}|M {} inner {} deg {} win {} {}|dt {} fused {} bias {} res {} act {} align {} tf32 {}|{}",
                      Describe(g, o), Join(g.y_node), g.out_channels, g.out_inner, g.degenerate, g.window,
-                     g.window_elements, static_cast<int>(o.dtype), o.fused, o.has_bias,
+                     g.window_elements, static_cast<int>(o.dtype), o.fused, o.has_bias, o.residual,
                      o.act ? static_cast<int>(*o.act) : -1, o.alignment, o.allow_tf32, engine);
 }
 

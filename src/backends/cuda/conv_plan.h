@@ -1,7 +1,8 @@
 // cuDNN plans of Conv / FusedConv / ConvTranspose for one set of shapes (conv_plan.cpp): the geometry in cuDNN's
 // terms (1-D convolutions gain a unit H dim; asymmetric pads of Conv become an explicit zero-padding copy;
 // ConvTranspose pads that cuDNN's backward-data op cannot express become a crop of the unpadded result), the
-// operation graph (conv alone, or conv -> add bias -> activation when fused), engine listing and plan building.
+// operation graph (conv alone, or conv -> add bias -> add residual -> activation when fused), engine listing and
+// plan building.
 #pragma once
 
 #include <cstdint>
@@ -41,14 +42,15 @@ struct ConvGraphOptions {
   cudnnDataType_t dtype = CUDNN_DATA_FLOAT;  // storage type of X, W, B, Y
   bool fused = false;                        // bias (and activation) inside the cuDNN graph
   bool has_bias = false;                     // fused only: add B [1, M, 1, 1...]
-  std::optional<cudnnPointwiseMode_t> act;   // fused only: activation after the bias
+  bool residual = false;                     // fused only: add R (Y's shape and layout) after the bias
+  std::optional<cudnnPointwiseMode_t> act;   // fused only: activation after the bias and residual
   int64_t alignment = 16;                    // byte alignment promised for every tensor pointer
   bool allow_tf32 = true;                    // float32: engines may use TF32 tensor cores
   bool nhwc = false;                         // X, Y channels-last in memory, W in KRSC (kiln_layout = "NHWC")
 };
 
 // Tensor uids of the plans' variant packs.
-constexpr int64_t kUidConvX = 1, kUidConvW = 2, kUidConvY = 3, kUidBias = 4;
+constexpr int64_t kUidConvX = 1, kUidConvW = 2, kUidConvY = 3, kUidBias = 4, kUidResidual = 5;
 
 struct ConvPlan {
   ConvGeometry geo;
