@@ -176,6 +176,23 @@ TEST(GpuLayout, NhwcPoolChannelPacks) {
   }
 }
 
+// The NHWC conv epilogue ("cudnn:auto": conv, then the bias/activation kernel) on 16-byte packs of channels
+// (16 output channels), and with 12 channels (packs of 4 floats; float16 stays on the scalar kernel).
+TEST(GpuLayout, NhwcEpiloguePacks) {
+  const Attrs pad1 = {{"pads", Attribute::Ints({1, 1, 1, 1})}};
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32}) {
+    for (const std::string act : {"", "Relu", "Sigmoid", "Gelu", "GeluTanh", "SiLU"}) {
+      for (int64_t k : {16, 12}) {
+        SCOPED_TRACE(std::string(DataTypeName(dt)) + " " + act + " K " + std::to_string(k));
+        OneNode n = NhwcConv(dt, {2, 6, 5, 8}, {k, 8, 3, 3}, pad1, act);
+        n.Tactic("cudnn:auto");
+        if (dt == DataType::kFloat32) n.NoTF32();
+        EXPECT_TRUE(dt == DataType::kFloat32 ? n.MatchesCpu(1e-4, 1e-4) : Matches(n, dt));
+      }
+    }
+  }
+}
+
 // ---- an engine of a small ResNet-like net ----
 
 StderrLogger& Logger() {
