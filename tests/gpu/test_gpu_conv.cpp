@@ -309,6 +309,29 @@ TEST(GpuConv, ConvTransposeRuntimeWeights) {
   EXPECT_TRUE(Check(c));
 }
 
+// ---- the epilogue kernel on 16-byte packs ----
+
+// Conv then the bias/activation kernel ("cudnn:auto") where H*W is a multiple of the pack (8 halves, 4 floats):
+// one bias value per pack; without a bias, any element count that is a multiple of the pack.
+TEST(GpuConv, EpiloguePacksMatchCpu) {
+  const char* acts[] = {"None", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "SiLU", "Gelu",
+                        "GeluTanh"};
+  for (const char* act : acts) {
+    for (bool bias : {true, false}) {
+      for (DataType dt : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+        ConvCase c = Fused({2, 8, 8, 8}, {16, 8, 3, 3}, act, 0.1f, 0.6f, bias);  // Y [2, 16, 8, 8]
+        c.dtype = dt;
+        EXPECT_TRUE(Check(c, false, "cudnn:auto")) << act << " bias " << bias << " " << DataTypeName(dt);
+        ConvCase one = Conv({2, 4, 16}, {8, 4, 3}, {{"pads", Ints({1, 1})}}, bias);  // Y [2, 8, 16]
+        one.op = "FusedConv";
+        one.attrs["kiln_activation"] = Attribute::String(act);
+        one.dtype = dt;
+        EXPECT_TRUE(Check(one, false, "cudnn:auto")) << act << " 1-D bias " << bias << " " << DataTypeName(dt);
+      }
+    }
+  }
+}
+
 // ---- every tactic ----
 
 TEST(GpuConv, EveryTacticMatches) {

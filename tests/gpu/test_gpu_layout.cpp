@@ -143,6 +143,87 @@ TEST(GpuLayout, NhwcPoolsMatchCpu) {
   }
 }
 
+// Channels-last pools over channel counts that take the 16-byte path (C a multiple of the pack: 8 halves, 4
+// floats, 16 int8) and the one-channel-per-thread path, with padding, dilation, ceil_mode and SAME padding.
+TEST(GpuLayout, NhwcPoolChannelPacks) {
+  using Ints = std::vector<int64_t>;
+  struct Case {
+    Ints shape;
+    Attrs attrs;
+  };
+  const Attrs resnet = {{"kernel_shape", Attribute::Ints({3, 3})},
+                        {"strides", Attribute::Ints({2, 2})},
+                        {"pads", Attribute::Ints({1, 1, 1, 1})}};
+  const std::vector<Case> cases = {
+      {{2, 16, 14, 64}, resnet},
+      {{1, 9, 7, 12}, resnet},
+      {{2, 6, 5, 40}, {{"kernel_shape", Attribute::Ints({2, 2})}}},
+      {{1, 11, 9, 16},
+       {{"kernel_shape", Attribute::Ints({3, 2})},
+        {"dilations", Attribute::Ints({2, 2})},
+        {"pads", Attribute::Ints({0, 1, 2, 0})}}},
+      {{2, 7, 8, 8},
+       {{"kernel_shape", Attribute::Ints({3, 3})},
+        {"strides", Attribute::Ints({2, 3})},
+        {"ceil_mode", Attribute::Int(1)}}},
+      {{1, 7, 10, 32},
+       {{"kernel_shape", Attribute::Ints({4, 3})},
+        {"strides", Attribute::Ints({2, 2})},
+        {"auto_pad", Attribute::String("SAME_LOWER")}}},
+      {{3, 4, 4, 3}, {{"kernel_shape", Attribute::Ints({5, 5})}, {"pads", Attribute::Ints({2, 2, 2, 2})}}},
+  };
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32}) {
+    for (const Case& c : cases) {
+      for (const std::string op : {"MaxPool", "AveragePool"}) {
+        for (int64_t count_pad : {0, 1}) {
+          if (op == "MaxPool" && count_pad) continue;
+          SCOPED_TRACE(op + " " + DataTypeName(dt) + ShapeToString(c.shape) + " count_include_pad " +
+                       std::to_string(count_pad));
+          OneNode n(op);
+          n.Input(Random(dt, c.shape, 6));
+          for (const auto& [k, v] : c.attrs) n.Attr(k, v);
+          n.Attr("kiln_layout", Attribute::String("NHWC"));
+          if (op == "AveragePool") n.Attr("count_include_pad", Attribute::Int(count_pad));
+          if (dt != DataType::kFloat32) n.ReferenceInFloat32();
+          const double tol = op == "MaxPool"               ? 0
+                             : dt == DataType::kBFloat16 ? 2e-2
+                             : dt == DataType::kFloat16  ? 5e-3
+                                                         : 1e-5;
+          EXPECT_TRUE(n.MatchesCpu(tol, tol));
+        }
+      }
+    }
+  }
+  for (DataType dt : {DataType::kInt8, DataType::kUInt8}) {
+    for (const Ints& shape : {Ints{2, 9, 8, 32}, Ints{1, 9, 8, 8}}) {
+      SCOPED_TRACE(std::string("MaxPool ") + DataTypeName(dt) + ShapeToString(shape));
+      const double lo = dt == DataType::kInt8 ? -128 : 0, hi = dt == DataType::kInt8 ? 127 : 255;
+      OneNode n("MaxPool");
+      n.Input(Random(dt, shape, 7, lo, hi));
+      for (const auto& [k, v] : resnet) n.Attr(k, v);
+      n.Attr("kiln_layout", Attribute::String("NHWC"));
+      EXPECT_TRUE(n.MatchesCpu(0, 0));
+    }
+  }
+}
+
+// The NHWC conv epilogue ("cudnn:auto": conv, then the bias/activation kernel) on 16-byte packs of channels
+// (16 output channels), and with 12 channels (packs of 4 floats; float16 stays on the scalar kernel).
+TEST(GpuLayout, NhwcEpiloguePacks) {
+  const Attrs pad1 = {{"pads", Attribute::Ints({1, 1, 1, 1})}};
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32}) {
+    for (const std::string act : {"", "Relu", "Sigmoid", "Gelu", "GeluTanh", "SiLU"}) {
+      for (int64_t k : {16, 12}) {
+        SCOPED_TRACE(std::string(DataTypeName(dt)) + " " + act + " K " + std::to_string(k));
+        OneNode n = NhwcConv(dt, {2, 6, 5, 8}, {k, 8, 3, 3}, pad1, act);
+        n.Tactic("cudnn:auto");
+        if (dt == DataType::kFloat32) n.NoTF32();
+        EXPECT_TRUE(dt == DataType::kFloat32 ? n.MatchesCpu(1e-4, 1e-4) : Matches(n, dt));
+      }
+    }
+  }
+}
+
 // ---- an engine of a small ResNet-like net ----
 
 StderrLogger& Logger() {

@@ -240,6 +240,40 @@ TEST(GpuFusedMatMul, ActivationsAndBatchesMatchCpu) {
     }
 }
 
+// Post-ops on 16-byte packs: the bias (when the post-op adds it) needs N a multiple of the pack (8 halves, 4
+// floats); an activation alone needs the element count to be. N = 12 keeps float16 with a bias on the scalar
+// kernel; the FusedGemm without C runs the activation alone.
+TEST(GpuFusedMatMul, PackedPostOpsMatchCpu) {
+  const std::vector<MatMulCase> cases = {
+      {{7, 33}, {33, 64}}, {{2, 5, 16}, {16, 24}}, {{9, 12}, {12, 12}}, {{3, 40}, {40, 8}}, {{1, 8}, {8, 1000}}};
+  uint32_t seed = 1500;
+  for (const auto& c : cases)
+    for (const auto& a : kActs) {
+      const int64_t n = c.b.back();
+      auto make = [&](DataType t) {
+        OneNode node("FusedMatMul", "kiln");
+        node.Input(Random(t, c.a, seed++)).Const(Random(t, c.b, seed++)).Const(Random(t, {n}, seed++));
+        WithAct(node, a);
+        return node;
+      };
+      const std::string what = std::string(a.name) + " " + ShapeToString(c.a) + " x " + ShapeToString(c.b);
+      for (const char* tactic : {"", "postop/cublaslt:heuristic"}) {  // "": the first listed tactic
+        EXPECT_TRUE(make(kF32).NoTF32().Tactic(tactic).MatchesCpu(kTightAtol, kTightRtol)) << tactic << " " << what;
+        EXPECT_TRUE(make(kF16).ReferenceInFloat32().Tactic(tactic).MatchesCpu(kF16Atol, kF16Rtol))
+            << tactic << " float16 " << what;
+        EXPECT_TRUE(make(kBF16).ReferenceInFloat32().Tactic(tactic).MatchesCpu(kBF16Atol, kBF16Rtol))
+            << tactic << " bfloat16 " << what;
+      }
+    }
+  const GemmCase no_c = {8, 12, 16, 0, 0, 1.f, 1.f, {}, false};
+  for (const auto& a : kActs) {
+    OneNode n32 = GemmNode("FusedGemm", no_c, kF32, seed += 3);
+    EXPECT_TRUE(WithAct(n32, a).NoTF32().MatchesCpu(kTightAtol, kTightRtol)) << a.name;
+    OneNode n16 = GemmNode("FusedGemm", no_c, kF16, seed += 3);
+    EXPECT_TRUE(WithAct(n16, a).ReferenceInFloat32().MatchesCpu(kF16Atol, kF16Rtol)) << "float16 " << a.name;
+  }
+}
+
 // ---- residual input (kiln.FusedMatMul / kiln.FusedGemm input 3: cuBLASLt's C with beta 1, C != D) ----
 
 // The row-major product shape of a MatMul (numpy rules).

@@ -62,6 +62,34 @@ TEST(GpuNorm, LayerNormShapesAndDtypes) {
   }
 }
 
+TEST(GpuNorm, LayerNormRowsInRegisters) {
+  // Rows of cols % 8 == 0 take the register kernel: one warp per row (several rows per block, a partial last
+  // block), 64..512 threads per row combining warps through shared memory, and packs that do not fill the last
+  // thread. Beyond 16384 columns (and for odd columns) the block-per-row kernel runs.
+  const std::vector<Shape> cases = {{1000, 8},  {37, 16},   {33, 768},  {5, 800},    {6, 1032},  {4, 2048},
+                                    {3, 4096},  {3, 4104},  {2, 8192},  {2, 16384},  {2, 16392}, {2, 40000},
+                                    {9, 3, 24}, {130, 256}, {3, 1, 64}};
+  for (DataType t : kFloatTypes) {
+    for (const Shape& shape : cases) {
+      SCOPED_TRACE(std::string(DataTypeName(t)) + ShapeToString(shape));
+      const Shape norm{shape.back()};
+      const Tol tol = NormTol(t);
+      EXPECT_TRUE(Ref(OneNode("LayerNormalization"), t)
+                      .Input(Random(t, shape, 21, -2, 3))
+                      .Const(Random(t, norm, 22, 0.5, 1.5))
+                      .Const(Random(t, norm, 23))
+                      .MatchesCpu(tol.atol, tol.rtol));
+      // Runtime Scale without B, and the Mean / InvStdDev outputs.
+      EXPECT_TRUE(Ref(OneNode("LayerNormalization"), t)
+                      .Input(Random(t, shape, 24, 1, 2))
+                      .Input(Random(t, norm, 25, 0.5, 1.5))
+                      .Omitted()
+                      .Outputs(3)
+                      .MatchesCpu(tol.atol, tol.rtol));
+    }
+  }
+}
+
 TEST(GpuNorm, LayerNormNoBiasEpsilonAndStatsOutputs) {
   for (DataType t : kFloatTypes) {
     SCOPED_TRACE(DataTypeName(t));

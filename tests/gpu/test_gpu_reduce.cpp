@@ -122,6 +122,50 @@ TEST(GpuReduce, HalfAndBFloat16) {
   }
 }
 
+// Columns whose innermost kept dim holds whole 16-byte packs (8 halves, 4 floats) and whose reduced dims merge
+// into one: the GAP of an NHWC tensor, narrow outputs with long reductions, an empty reduction; and shapes next
+// to them that keep the one-output-per-thread kernel (odd inner dim, two separate reduced dims).
+TEST(GpuReduce, ColumnPacks) {
+  const std::vector<ReduceCase> cases = {
+      {{4, 7, 7, 64}, {1, 2}}, {{3, 50, 16}, {1}},  {{2, 5, 3, 8}, {1, 2}}, {{1000, 8}, {0}},
+      {{9, 24}, {0}},          {{5, 12}, {0}},      {{2, 3, 4, 40}, {0, 2}}, {{4, 0, 16}, {1}},
+      {{130, 2, 32}, {0}},     {{3, 1, 4, 1, 16}, {1, 2, 3}}};
+  uint32_t seed = 150;
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+    for (const char* op : kReduceOps) {
+      for (const ReduceCase& c : cases) {
+        SCOPED_TRACE(std::string(op) + " " + DataTypeName(t) + " " + ShapeToString(c.shape));
+        OneNode n(op);
+        n.Input(ReduceInput(op, t, c.shape, seed++)).Const(Axes(c.axes)).Attr("keepdims", Attribute::Int(1));
+        if (t != DataType::kFloat32) n.ReferenceInFloat32();
+        const bool prod = std::string(op) == "ReduceProd";
+        EXPECT_TRUE(t == DataType::kFloat32 ? n.MatchesCpu(1e-4, prod ? 1e-4 : 1e-5) : n.MatchesCpu(2e-2, 1e-2));
+      }
+    }
+  }
+  // NaN propagates through Max/Min/Sum of a column; ArgMax/ArgMin over the leading axis with many ties.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> v(6 * 8, 1.0);
+  v[2 * 8 + 3] = nan;
+  const Tensor x = FromValues(DataType::kFloat32, {6, 8}, v);
+  for (const char* op : {"ReduceMax", "ReduceMin", "ReduceSum"}) {
+    SCOPED_TRACE(op);
+    EXPECT_TRUE(OneNode(op).Input(x).Const(Axes({0})).MatchesCpu(0, 0));
+  }
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16}) {
+    for (const char* op : {"ArgMax", "ArgMin"}) {
+      for (int last : {0, 1}) {
+        SCOPED_TRACE(std::string(op) + " " + DataTypeName(t) + " select_last_index " + std::to_string(last));
+        EXPECT_TRUE(OneNode(op)
+                        .Input(Ints(t, {37, 3, 16}, seed++, 0, 5))
+                        .Attr("axis", Attribute::Int(0))
+                        .Attr("select_last_index", Attribute::Int(last))
+                        .MatchesCpu());
+      }
+    }
+  }
+}
+
 TEST(GpuReduce, IntegerTypesExact) {
   uint32_t seed = 200;
   for (DataType t : {DataType::kInt32, DataType::kInt64, DataType::kInt8, DataType::kUInt8}) {

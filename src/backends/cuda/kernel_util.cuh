@@ -1,5 +1,5 @@
 // Device-side helpers shared by the CUDA kernels (*.cu, C++17): dtype codes as launchers take them, float
-// conversion of every storage type, grid sizing, and a dispatch over the floating types.
+// conversion of every storage type, 16-byte packs, grid sizing, and a dispatch over the floating types.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -29,6 +29,18 @@ template <>
 __device__ __forceinline__ __half FromF32<__half>(float v) { return __float2half_rn(v); }
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromF32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// 16 bytes of T (4 floats, 8 halves...), for vectorized loads and stores of 16-byte-aligned data.
+template <typename T>
+struct alignas(16) Pack16 {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+
+template <typename T>
+__host__ __device__ inline bool Aligned16(const T* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 // Blocks for a grid-stride loop over n elements.
 inline unsigned GridFor(int64_t n, int block = 256) {

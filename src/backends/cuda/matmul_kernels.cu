@@ -1,6 +1,7 @@
 // Device kernels of the matmul family (see matmul_kernels.h): GEMM post-op, broadcast fill, generic contraction.
 #include <type_traits>
 
+#include "backends/cuda/epilogue_pack.cuh"
 #include "backends/cuda/kernel_util.cuh"
 #include "backends/cuda/matmul_kernels.h"
 
@@ -198,6 +199,11 @@ cudaError_t LaunchGemmPostOp(int dtype, void* y, int64_t numel, int64_t n, const
   if (n <= 0) return cudaErrorInvalidValue;
   auto launch = [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
+    if constexpr (!std::is_same_v<T, double>) {  // 16-byte packs where n (with a bias) and the pointers allow
+      if (epilogue::LaunchBiasActPacks(static_cast<T*>(y), static_cast<const T*>(bias), static_cast<const T*>(nullptr),
+                                       numel, 1, n, op.act, op.alpha, op.beta, stream))
+        return;
+    }
     GemmPostOpKernel<T><<<GridFor(numel, kBlock), kBlock, 0, stream>>>(static_cast<T*>(y), numel, n,
                                                                        static_cast<const T*>(bias), op);
   };

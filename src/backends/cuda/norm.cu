@@ -1,5 +1,7 @@
-// Normalization kernels (see norm_kernels.h). One block per row (LayerNorm) or per (n, group) (Group/Instance
-// norm); statistics are two-pass in float32 (mean, then the mean of squared deviations), like the CPU reference.
+// Normalization kernels (see norm_kernels.h). LayerNorm rows that fit in registers: a group of 32..512
+// threads per row (several rows per block when the group is small); other rows: one block per row. Group/Instance
+// norm: one block per (n, group). Statistics are two-pass in float32 (mean, then the mean of squared deviations),
+// like the CPU reference.
 #include "backends/cuda/norm_kernels.h"
 #include "backends/cuda/norm_pool_util.cuh"
 
@@ -94,8 +96,133 @@ __global__ void LayerNormKernel(LayerNormArgs a) {
   }
 }
 
+// Rows held in registers. blockDim = (tpr, rows per block): threadIdx.x walks the row's 16-byte packs
+// tx, tx + tpr, ... (kPacks of them at most), read once and kept as float. tpr is 32 (shuffles only) or a
+// power of two up to 512 whose warps combine through `red`. Requires cols % Pack16 size == 0 and x, y, gamma, beta
+// 16-byte aligned.
+template <typename T, int kPacks>
+__global__ void __launch_bounds__(512) LayerNormRegKernel(LayerNormArgs a) {
+  __shared__ float red[2][32];
+  constexpr int V = Pack16<T>::kN;
+  const int tpr = blockDim.x, tx = threadIdx.x;
+  const int wpr = tpr >> 5;                           // warps per row
+  const int warp0 = threadIdx.y * wpr;                // this row's first warp in the block
+  const int wid = warp0 + (tx >> 5), lane = tx & 31;
+  const int64_t packs = a.cols / V;
+  const float inv_cols = 1.f / static_cast<float>(a.cols);
+  // The sum over the row group, returned to all of its threads (every thread of the block calls it together).
+  auto row_sum = [&](float v, float* r) {
+    v = WarpSum(v);
+    if (wpr == 1) return v;
+    if (lane == 0) r[wid] = v;
+    __syncthreads();
+    float t = 0.f;
+    for (int w = 0; w < wpr; ++w) t += r[warp0 + w];
+    return t;  // r is rewritten only after the other buffer's __syncthreads, which follows these reads
+  };
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * blockDim.y; r0 < a.rows;
+       r0 += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const int64_t row = r0 + threadIdx.y;
+    const bool live = row < a.rows;  // dead rows still join the block-wide reductions
+    const Pack16<T>* xv = reinterpret_cast<const Pack16<T>*>(static_cast<const T*>(a.x) + (live ? row : 0) * a.cols);
+    float f[kPacks][V];
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPacks; ++i) {
+      const int64_t k = tx + static_cast<int64_t>(i) * tpr;
+      if (live && k < packs) {
+        const Pack16<T> p = xv[k];
+#pragma unroll
+        for (int j = 0; j < V; ++j) f[i][j] = ToF32(p.v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) f[i][j] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPacks; ++i) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) s += f[i][j];
+    }
+    const float mean = row_sum(s, red[0]) * inv_cols;
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPacks; ++i) {
+      if (tx + i * tpr < packs) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float d = f[i][j] - mean;
+          q += d * d;
+        }
+      }
+    }
+    const float var = row_sum(q, red[1]) * inv_cols;
+    const float inv = 1.f / sqrtf(var + a.eps);
+    if (!live) continue;
+    Pack16<T>* yv = reinterpret_cast<Pack16<T>*>(static_cast<T*>(a.y) + row * a.cols);
+#pragma unroll
+    for (int i = 0; i < kPacks; ++i) {
+      const int64_t k = tx + static_cast<int64_t>(i) * tpr;
+      if (k >= packs) break;
+      float g[V], b[V];
+#pragma unroll
+      for (int j = 0; j < V; j += 4) {
+        const float4 gv = reinterpret_cast<const float4*>(a.gamma + k * V)[j / 4];
+        const float4 bv = a.beta ? reinterpret_cast<const float4*>(a.beta + k * V)[j / 4] : float4{0.f, 0.f, 0.f, 0.f};
+        g[j] = gv.x;
+        g[j + 1] = gv.y;
+        g[j + 2] = gv.z;
+        g[j + 3] = gv.w;
+        b[j] = bv.x;
+        b[j + 1] = bv.y;
+        b[j + 2] = bv.z;
+        b[j + 3] = bv.w;
+      }
+      Pack16<T> out;
+#pragma unroll
+      for (int j = 0; j < V; ++j) out.v[j] = FromF32<T>((f[i][j] - mean) * inv * g[j] + b[j]);
+      yv[k] = out;
+    }
+    if (tx == 0) {
+      if (a.mean) StoreFromF32(a.mean, a.stash_dtype, row, mean);
+      if (a.inv_std) StoreFromF32(a.inv_std, a.stash_dtype, row, inv);
+    }
+  }
+}
+
+constexpr int kRegFloats = 32;  // row floats per thread in LayerNormRegKernel (kPacks * Pack16 size at most)
+
+template <typename T, int kPacks>
+void LaunchLayerNormReg(int packs_per_thread, unsigned grid, dim3 block, const LayerNormArgs& a,
+                        cudaStream_t stream) {
+  if constexpr (kPacks > 1) {
+    if (packs_per_thread < kPacks) return LaunchLayerNormReg<T, kPacks - 1>(packs_per_thread, grid, block, a, stream);
+  }
+  LayerNormRegKernel<T, kPacks><<<grid, block, 0, stream>>>(a);
+}
+
+// Launches LayerNormRegKernel when the row fits (true), else leaves the row to LayerNormKernel (false).
+template <typename T>
+bool LayerNormInRegisters(const LayerNormArgs& a, cudaStream_t stream) {
+  constexpr int V = Pack16<T>::kN, kMaxPacks = kRegFloats / V;
+  if (a.cols <= 0 || a.cols % V != 0 || !Aligned16(a.x) || !Aligned16(a.y) || !Aligned16(a.gamma) ||
+      (a.beta && !Aligned16(a.beta)))
+    return false;
+  const int64_t packs = a.cols / V;
+  int tpr = 32;
+  while (tpr < 512 && static_cast<int64_t>(tpr) * kMaxPacks < packs) tpr *= 2;
+  if (static_cast<int64_t>(tpr) * kMaxPacks < packs) return false;
+  const int per_thread = static_cast<int>((packs + tpr - 1) / tpr);
+  const int rpb = tpr >= 128 ? 1 : 128 / tpr;  // rows per block
+  const int64_t blocks = (a.rows + rpb - 1) / rpb;
+  const unsigned grid = static_cast<unsigned>(blocks < kMaxGrid ? blocks : kMaxGrid);
+  LaunchLayerNormReg<T, kMaxPacks>(per_thread, grid, dim3(tpr, rpb), a, stream);
+  return true;
+}
+
 template <typename T>
 cudaError_t LayerNormTyped(const LayerNormArgs& a, cudaStream_t stream) {
+  if (LayerNormInRegisters<T>(a, stream)) return cudaGetLastError();
   constexpr int V = Pack16<T>::kN;
   const bool vec = a.cols % V == 0 && Aligned16(a.x) && Aligned16(a.y);
   const bool cache = a.cols <= kRowCacheFloats;

@@ -1,22 +1,10 @@
-// Device helpers shared by the normalization (norm.cu) and pooling (pool.cu) kernels: warp/block reductions,
-// float loads/stores by dtype code, and 16-byte packs for vectorized access.
+// Device helpers shared by the normalization (norm.cu) and pooling (pool.cu) kernels: warp/block reductions and
+// float loads/stores by dtype code.
 #pragma once
 
 #include "backends/cuda/kernel_util.cuh"
 
 namespace kiln::cuda {
-
-// 16 bytes of T (4 floats, 8 halves...), for vectorized loads and stores of 16-byte-aligned data.
-template <typename T>
-struct alignas(16) Pack16 {
-  static constexpr int kN = 16 / sizeof(T);
-  T v[kN];
-};
-
-template <typename T>
-__host__ __device__ inline bool Aligned16(const T* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
 
 __device__ __forceinline__ float WarpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -1,6 +1,7 @@
-// Pooling kernels (see pool_kernels.h). Windowed pools: one thread per output element walks its window taps
-// in the same order as the CPU reference (row-major over the kernel), skipping taps in the padding. Global
-// pools: one warp per plane for small planes, one block per plane for large ones.
+// Pooling kernels (see pool_kernels.h). Windowed pools: X is seen as [images, spatial..., C] (NCHW: images =
+// N * C planes and C = 1; channels-last: images = N); one thread per output position and W consecutive channels
+// (one 16-byte pack when C allows, else 1) walks the taps inside the input in the same row-major order as the
+// CPU reference. Global pools: one warp per plane for small planes, one block per plane for large ones.
 #include <cmath>
 
 #include "backends/cuda/norm_pool_util.cuh"
@@ -12,102 +13,198 @@ namespace {
 
 constexpr int64_t kMaxGrid = 1 << 20;
 
-// NSP > 0: the number of spatial dims is known at compile time (loops unroll); 0: a.nsp at run time.
-template <typename T, int kKind, int NSP>
-__global__ void WindowPoolKernel(PoolWindowArgs a) {
-  const int nsp = NSP > 0 ? NSP : a.nsp;
-  const T* x = static_cast<const T*>(a.x);
-  T* y = static_cast<T*>(a.y);
-  const int64_t total = a.planes * a.out_size;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    // NCHW: idx = plane * out_size + position. Channels-last: idx = (n * out_size + position) * C + c, and the
-    // taps of one plane are C elements apart (consecutive threads read consecutive channels).
-    const int64_t cl = a.channels_last;
-    int64_t pl, rem, base, step = 1;
-    if (cl > 0) {
-      const int64_t c = idx % cl, r = idx / cl, img = r / a.out_size;
-      rem = r - img * a.out_size;
-      pl = img * cl + c;
-      base = img * a.in_size * cl + c;
-      step = cl;
-    } else {
-      pl = idx / a.out_size;
-      rem = idx - pl * a.out_size;
-      base = pl * a.in_size;
-    }
-    int64_t start[kPoolMaxSpatialDims], k[kPoolMaxSpatialDims];
+// Splits unit u = ((img * out_size) + pos) * groups + g and pos into its coordinates o[] (row-major over the
+// output dims). I: uint32_t when every unit index fits (cheaper division), else uint64_t.
+template <typename I, int D>
+__device__ __forceinline__ void SplitUnit(uint64_t u, uint64_t groups, const PoolWindowArgs& a, int nsp,
+                                          int64_t& img, int64_t& g, int64_t (&o)[D]) {
+  I r = static_cast<I>(u);
+  const I gs = static_cast<I>(groups), os = static_cast<I>(a.out_size);
+  I q = r / gs;
+  g = static_cast<int64_t>(r - q * gs);
+  r = q;
+  q = r / os;
+  img = static_cast<int64_t>(q);
+  r -= q * os;
 #pragma unroll
-    for (int d = kPoolMaxSpatialDims - 1; d >= 0; --d) {
-      if (d >= nsp) continue;
-      const int64_t o = rem % a.out[d];
-      rem /= a.out[d];
-      start[d] = o * a.stride[d] - a.pad_begin[d];
-      k[d] = 0;
-    }
-    const T* xp = x + base;
-    float acc = 0.f, best = 0.f;
-    int64_t best_idx = -1, count = 0;
-    for (int64_t t = 0; t < a.ksize; ++t) {
-      bool valid = true;
-      int64_t flat = 0, colflat = 0, colstride = 1;
-#pragma unroll
-      for (int d = 0; d < kPoolMaxSpatialDims; ++d) {
-        if (d >= nsp) continue;
-        const int64_t c = start[d] + k[d] * a.dilation[d];
-        valid = valid && c >= 0 && c < a.in[d];
-        flat = flat * a.in[d] + c;
-        if (kKind == kPoolMax) {
-          colflat += c * colstride;
-          colstride *= a.in[d];
-        }
-      }
-      if (valid) {
-        const float v = ToF32(xp[flat * step]);
-        ++count;
-        if (kKind == kPoolMax) {
-          if (best_idx < 0 || v > best) {
-            best = v;
-            best_idx = a.column_major_indices ? colflat : flat;
-          }
-        } else if (kKind == kPoolAvg) {
-          acc += v;
-        } else {
-          const float m = fabsf(v);
-          acc += a.p == 1 ? m : a.p == 2 ? m * m : powf(m, static_cast<float>(a.p));
-        }
-      }
-      // Next tap: row-major increment of k.
-#pragma unroll
-      for (int d = kPoolMaxSpatialDims - 1; d >= 0; --d) {
-        if (d >= nsp) continue;
-        if (++k[d] < a.kernel[d]) break;
-        k[d] = 0;
-      }
-    }
-    float r;
-    if (kKind == kPoolMax) {
-      r = best_idx < 0 ? 0.f : best;
-      if (a.indices) a.indices[idx] = best_idx < 0 ? 0 : pl * a.in_size + best_idx;
-    } else if (kKind == kPoolAvg) {
-      const int64_t div = a.count_include_pad ? a.ksize : count;
-      r = div > 0 ? acc / static_cast<float>(div) : 0.f;
-    } else {
-      r = a.p == 1 ? acc : a.p == 2 ? sqrtf(acc) : powf(acc, 1.f / static_cast<float>(a.p));
-    }
-    y[idx] = FromF32<T>(r);
+  for (int d = D - 1; d >= 0; --d) {
+    if (d >= nsp) continue;
+    const I od = static_cast<I>(a.out[d]);
+    q = r / od;
+    o[d] = static_cast<int64_t>(r - q * od);
+    r = q;
   }
 }
 
+// NSP > 0: the number of spatial dims is known at compile time; 0: a.nsp at run time (up to 6). W: channels per
+// thread (W > 1: C % W == 0 and x, y 16-byte aligned). kIdx: MaxPool Indices (W == 1, C == 1).
+template <typename T, int kKind, int NSP, int W, bool kIdx>
+__global__ void WindowPoolKernel(PoolWindowArgs a, int64_t C, uint64_t units, bool small) {
+  constexpr int D = NSP > 0 ? NSP : kPoolMaxSpatialDims;
+  using P = Pack16<T>;
+  static_assert(W == 1 || W == P::kN, "W is 1 or a whole pack");
+  const int nsp = NSP > 0 ? NSP : a.nsp;
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  T* __restrict__ y = static_cast<T*>(a.y);
+  const uint64_t groups = static_cast<uint64_t>(C / W);
+  for (uint64_t u = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; u < units;
+       u += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    int64_t img, g, o[D];
+    if (small) SplitUnit<uint32_t, D>(u, groups, a, nsp, img, g, o);
+    else SplitUnit<uint64_t, D>(u, groups, a, nsp, img, g, o);
+    // Per dim: the taps k in [lo, hi) land inside the input, `step` elements apart; e: elements between
+    // neighbouring input coordinates along the dim.
+    int64_t lo[D], hi[D], k[D], step[D];
+    int64_t off = img * a.in_size * C + g * W, count = 1;
+    int64_t e = C;
+#pragma unroll
+    for (int d = D - 1; d >= 0; --d) {
+      if (d >= nsp) continue;
+      const int64_t start = o[d] * a.stride[d] - a.pad_begin[d], dil = a.dilation[d];
+      // lo = ceil(-start / dil) when start < 0; hi - 1 = floor((in - 1 - start) / dil). No division when dil == 1.
+      const int64_t before = start < 0 ? -start + dil - 1 : 0, inside = a.in[d] - 1 - start;
+      lo[d] = dil == 1 ? before : before / dil;
+      hi[d] = inside < 0 ? 0 : (dil == 1 ? inside : inside / dil) + 1;
+      if (hi[d] > a.kernel[d]) hi[d] = a.kernel[d];
+      if (hi[d] < lo[d]) hi[d] = lo[d];
+      count *= hi[d] - lo[d];
+      k[d] = lo[d];
+      step[d] = dil * e;
+      off += (start + lo[d] * dil) * e;
+      e *= a.in[d];
+    }
+    float acc[W], best[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) acc[i] = best[i] = 0.f;
+    int64_t best_off = -1;  // kIdx: element offset (in the image) of the maximum
+    bool first = true;
+    const int last = nsp - 1;
+    const T* xi = x + img * a.in_size * C;
+    while (count > 0) {
+      // One run of taps along the last dim, then an odometer step over the outer dims.
+      int64_t hl = 0, ll = 0, sl = 0;
+#pragma unroll
+      for (int d = 0; d < D; ++d) {
+        if (d == last) {
+          hl = hi[d];
+          ll = lo[d];
+          sl = step[d];
+        }
+      }
+      const T* p = x + off;
+#pragma unroll 4
+      for (int64_t t = ll; t < hl; ++t, p += sl) {
+        float v[W];
+        if constexpr (W > 1) {
+          const P pk = *reinterpret_cast<const P*>(p);
+#pragma unroll
+          for (int i = 0; i < W; ++i) v[i] = ToF32(pk.v[i]);
+        } else {
+          v[0] = ToF32(*p);
+        }
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+          if (kKind == kPoolMax) {
+            if (first || v[i] > best[i]) {
+              best[i] = v[i];
+              if constexpr (kIdx) best_off = p - xi;
+            }
+          } else if (kKind == kPoolAvg) {
+            acc[i] += v[i];
+          } else {
+            const float m = fabsf(v[i]);
+            acc[i] += a.p == 1 ? m : a.p == 2 ? m * m : powf(m, static_cast<float>(a.p));
+          }
+        }
+        first = false;
+      }
+      bool carry = true;
+#pragma unroll
+      for (int d = D - 1; d >= 0; --d) {
+        if (d >= last || !carry) continue;
+        if (++k[d] < hi[d]) {
+          off += step[d];
+          carry = false;
+        } else {
+          off -= (hi[d] - 1 - lo[d]) * step[d];
+          k[d] = lo[d];
+        }
+      }
+      if (carry) break;
+    }
+    const int64_t yo = static_cast<int64_t>(u) * W;  // = ((img * out_size) + pos) * C + g * W
+    float r[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      if (kKind == kPoolMax) {
+        r[i] = first ? 0.f : best[i];
+      } else if (kKind == kPoolAvg) {
+        const int64_t div = a.count_include_pad ? a.ksize : count;
+        r[i] = div > 0 ? acc[i] / static_cast<float>(div) : 0.f;
+      } else {
+        r[i] = a.p == 1 ? acc[i] : a.p == 2 ? sqrtf(acc[i]) : powf(acc[i], 1.f / static_cast<float>(a.p));
+      }
+    }
+    if constexpr (W > 1) {
+      P out;
+#pragma unroll
+      for (int i = 0; i < W; ++i) out.v[i] = FromF32<T>(r[i]);
+      *reinterpret_cast<P*>(y + yo) = out;
+    } else {
+      y[yo] = FromF32<T>(r[0]);
+    }
+    if constexpr (kIdx) {
+      // best_off is the row-major flat spatial index (C == 1); storage_order 1 wants it column-major.
+      int64_t flat = best_off;
+      if (a.column_major_indices && flat >= 0) {
+        int64_t rem = flat, col = 0;
+#pragma unroll
+        for (int d = D - 1; d >= 0; --d) {
+          if (d >= nsp) continue;
+          const int64_t c = rem % a.in[d];
+          rem /= a.in[d];
+          int64_t cs = 1;
+#pragma unroll
+          for (int d2 = 0; d2 < D; ++d2)
+            if (d2 < d) cs *= a.in[d2];
+          col += c * cs;
+        }
+        flat = col;
+      }
+      a.indices[u] = flat < 0 ? 0 : img * a.in_size + flat;
+    }
+  }
+}
+
+template <typename T, int kKind, int NSP, int W, bool kIdx>
+void LaunchWindow(const PoolWindowArgs& a, int64_t C, uint64_t units, cudaStream_t stream) {
+  const bool small = units <= 0xffffffffull;
+  WindowPoolKernel<T, kKind, NSP, W, kIdx>
+      <<<GridFor(static_cast<int64_t>(units), 256), 256, 0, stream>>>(a, C, units, small);
+}
+
+template <typename T, int kKind, int W, bool kIdx>
+void WindowPoolByRank(const PoolWindowArgs& a, int64_t C, uint64_t units, cudaStream_t stream) {
+  if (a.nsp == 2) LaunchWindow<T, kKind, 2, W, kIdx>(a, C, units, stream);
+  else LaunchWindow<T, kKind, 0, W, kIdx>(a, C, units, stream);
+}
+
 template <typename T, int kKind>
-cudaError_t WindowPoolByRank(const PoolWindowArgs& a, cudaStream_t stream) {
-  const int64_t total = a.planes * a.out_size;
-  const unsigned grid = GridFor(total, 256);
-  switch (a.nsp) {
-    case 1: WindowPoolKernel<T, kKind, 1><<<grid, 256, 0, stream>>>(a); break;
-    case 2: WindowPoolKernel<T, kKind, 2><<<grid, 256, 0, stream>>>(a); break;
-    case 3: WindowPoolKernel<T, kKind, 3><<<grid, 256, 0, stream>>>(a); break;
-    default: WindowPoolKernel<T, kKind, 0><<<grid, 256, 0, stream>>>(a); break;
+cudaError_t WindowPoolKind(const PoolWindowArgs& a, cudaStream_t stream) {
+  constexpr int V = Pack16<T>::kN;
+  const int64_t C = a.channels_last > 0 ? a.channels_last : 1;
+  const uint64_t positions = static_cast<uint64_t>(a.planes / C) * static_cast<uint64_t>(a.out_size);
+  if constexpr (kKind == kPoolMax) {
+    if (a.indices) {
+      if (C != 1) return cudaErrorInvalidValue;  // channels-last has no Indices
+      WindowPoolByRank<T, kKind, 1, true>(a, C, positions, stream);
+      return cudaGetLastError();
+    }
+  }
+  if (C % V == 0 && Aligned16(a.x) && Aligned16(a.y)) {
+    WindowPoolByRank<T, kKind, V, false>(a, C, positions * static_cast<uint64_t>(C / V), stream);
+  } else {
+    WindowPoolByRank<T, kKind, 1, false>(a, C, positions * static_cast<uint64_t>(C), stream);
   }
   return cudaGetLastError();
 }
@@ -115,9 +212,9 @@ cudaError_t WindowPoolByRank(const PoolWindowArgs& a, cudaStream_t stream) {
 template <typename T>
 cudaError_t WindowPoolTyped(const PoolWindowArgs& a, cudaStream_t stream) {
   switch (a.kind) {
-    case kPoolMax: return WindowPoolByRank<T, kPoolMax>(a, stream);
-    case kPoolAvg: return WindowPoolByRank<T, kPoolAvg>(a, stream);
-    case kPoolLp: return WindowPoolByRank<T, kPoolLp>(a, stream);
+    case kPoolMax: return WindowPoolKind<T, kPoolMax>(a, stream);
+    case kPoolAvg: return WindowPoolKind<T, kPoolAvg>(a, stream);
+    case kPoolLp: return WindowPoolKind<T, kPoolLp>(a, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -227,8 +324,8 @@ cudaError_t LaunchWindowPool(const PoolWindowArgs& a, cudaStream_t stream) {
   cudaError_t e = cudaErrorInvalidValue;
   if (KILN_DISPATCH_FLOAT(a.dtype, T, e = WindowPoolTyped<T>(a, stream))) return e;
   if (a.kind != kPoolMax) return cudaErrorInvalidValue;
-  if (a.dtype == kI8) return WindowPoolByRank<int8_t, kPoolMax>(a, stream);
-  if (a.dtype == kU8) return WindowPoolByRank<uint8_t, kPoolMax>(a, stream);
+  if (a.dtype == kI8) return WindowPoolKind<int8_t, kPoolMax>(a, stream);
+  if (a.dtype == kU8) return WindowPoolKind<uint8_t, kPoolMax>(a, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -1,9 +1,11 @@
 // Reduce* and ArgMax/ArgMin kernels. The input is seen as kept dims x reduced dims (size-1 dims dropped, adjacent
 // dims of the same kind merged), each with its strides, so any set of axes works without a transpose.
-// Two kernels: "rows" when the innermost reduced dim is contiguous (a warp per output, or a whole block per
-// output for long reductions with few outputs) and "columns" when the innermost dim is kept (32 consecutive
-// outputs per block, coalesced, with threadIdx.y splitting the reduction). Partial results merge through shared
-// memory, so every accumulator (plain, log-sum-exp pair, arg pair) goes through the same code.
+// Kernels: "rows" when the innermost reduced dim is contiguous (a warp per output, or a whole block per output for
+// long reductions with few outputs) and "columns" when the innermost dim is kept (32 consecutive outputs per
+// block, coalesced, with threadIdx.y splitting the reduction); float columns whose innermost kept dim holds whole
+// 16-byte packs, with the reduced dims merged into one, read a pack (V outputs) per thread instead. Partial
+// results merge through shared memory, so every accumulator (plain, log-sum-exp pair, arg pair) goes through the
+// same code.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -250,7 +252,92 @@ __global__ void ReduceColumnsKernel(const T* __restrict__ x, Out* __restrict__ y
   }
 }
 
+// Columns by packs (float storage): the innermost kept dim has stride 1 and `inner` % V == 0 elements, the
+// reduced dims merged into one (`rstride` apart), x 16-byte aligned (so every pack is). blockDim = (bx, ny):
+// threadIdx.x picks one of bx consecutive packs of V outputs, threadIdx.y strides over the reduction with four
+// loads in flight; the ny partials merge in shared memory.
+constexpr int kPackSmemBytes = 16384;
+constexpr int kPackThreads = 256;
+
+template <typename T, typename Out, typename Op>
+__global__ void __launch_bounds__(kPackThreads)
+    ReduceColumnPacksKernel(const T* __restrict__ x, Out* __restrict__ y, Plan p, Op op, int64_t inner,
+                            int64_t rstride) {
+  using Acc = typename Op::Acc;
+  using P = Pack16<T>;
+  constexpr int V = P::kN;
+  __shared__ alignas(16) unsigned char smem[kPackSmemBytes];
+  Acc* s = reinterpret_cast<Acc*>(smem);  // s[(ty * V + i) * bx + tx]: conflict-free across tx
+  const int tx = threadIdx.x, ty = threadIdx.y, bx = blockDim.x, ny = blockDim.y;
+  const int64_t row_packs = inner / V, packs = p.out_count / V, red = p.red_count;
+  for (int64_t tile = blockIdx.x; tile * bx < packs; tile += gridDim.x) {
+    const int64_t g = tile * bx + tx;
+    Acc acc[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = op.Init();
+    if (g < packs) {
+      const int64_t outer = g / row_packs;
+      const T* xb = x + Offset(p.kr - 1, p.kshape, p.kstride, outer) + (g - outer * row_packs) * V;
+      for (int64_t r = ty; r < red; r += 4 * ny) {
+        P v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int64_t ru = r + u * ny;
+          if (ru < red) v[u] = *reinterpret_cast<const P*>(xb + ru * rstride);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int64_t ru = r + u * ny;
+          if (ru < red) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) op.Add(acc[i], ToF32(v[u].v[i]), ru);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) s[(ty * V + i) * bx + tx] = acc[i];
+    __syncthreads();
+    for (int st = ny / 2; st > 0; st >>= 1) {
+      if (ty < st) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) op.Merge(s[(ty * V + i) * bx + tx], s[((ty + st) * V + i) * bx + tx]);
+      }
+      __syncthreads();
+    }
+    if (ty == 0 && g < packs) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) StoreValue(y, g * V + i, op.Finish(s[i * bx + tx], red));
+    }
+    __syncthreads();
+  }
+}
+
 constexpr int64_t kMaxBlocks = 65535LL * 32;
+
+// Launches ReduceColumnPacksKernel when the plan and x allow it (true).
+template <typename T, typename Out, typename Op>
+bool RunColumnPacks(const T* x, Out* y, const Plan& p, const Op& op, cudaStream_t stream) {
+  if constexpr (!kIsFloatStorage<T>) {
+    return false;
+  } else {
+    constexpr int V = Pack16<T>::kN;
+    constexpr int kAccBytes = static_cast<int>(sizeof(typename Op::Acc));
+    static_assert(kPackSmemBytes >= V * kAccBytes * 32, "accumulators too large for the shared slots");
+    if (p.kr == 0 || p.kstride[p.kr - 1] != 1 || p.kshape[p.kr - 1] % V != 0 || p.rr > 1 || !Aligned16(x))
+      return false;
+    const int64_t packs = p.out_count / V;
+    int bx = 32;  // fewer packs than a warp: narrower blocks leave room for more rows of threads
+    while (bx > 1 && bx / 2 >= packs) bx /= 2;
+    const int max_ny = std::min(kPackThreads / bx, kPackSmemBytes / (V * kAccBytes * bx));
+    int ny = 1;  // about four reduced rows per thread
+    while (ny * 2 <= max_ny && ny * 4 < p.red_count) ny *= 2;
+    const int64_t blocks = (packs + bx - 1) / bx;
+    ReduceColumnPacksKernel<T, Out, Op><<<static_cast<unsigned>(std::min(blocks, kMaxBlocks)), dim3(bx, ny), 0,
+                                          stream>>>(x, y, p, op, p.kshape[p.kr - 1], p.rr ? p.rstride[0] : 0);
+    return true;
+  }
+}
 
 template <typename T, typename Out, typename Op>
 cudaError_t Run(const T* x, Out* y, const Plan& p, const Op& op, cudaStream_t stream) {
@@ -261,7 +348,7 @@ cudaError_t Run(const T* x, Out* y, const Plan& p, const Op& op, cudaStream_t st
     const int64_t blocks = block_per_output ? p.out_count : (p.out_count + kRowWarps - 1) / kRowWarps;
     ReduceRowsKernel<T, Out, Op><<<static_cast<unsigned>(std::min(blocks, kMaxBlocks)), dim3(32, kRowWarps), 0,
                                    stream>>>(x, y, p, op, block_per_output);
-  } else {
+  } else if (!RunColumnPacks(x, y, p, op, stream)) {
     int ny = 1;
     while (ny < 32 && ny < p.red_count) ny *= 2;
     const int64_t blocks = (p.out_count + 31) / 32;
