@@ -1,6 +1,7 @@
 // Layout planning (see layout.h).
 #include "plan/layout.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -73,6 +74,19 @@ bool IsConv2d(const Node& n, const LayoutOptions& o) {
   if (o.channel_multiple > 1 && (!x->shape[1].known() || x->shape[1].value % o.channel_multiple != 0)) return false;
   if (n.outputs.size() != 1 || !Rank4(n.output(0))) return false;
   return SymmetricPads(n);
+}
+
+// W [K, C, kh, kw] with axis 1 zero-extended to c channels.
+Tensor PadAxis1(const Tensor& w, int64_t c) {
+  std::vector<int64_t> shape = w.shape();
+  const int64_t k = shape[0], c0 = shape[1];
+  shape[1] = c;
+  Tensor r(w.dtype(), shape);  // zero-filled
+  const size_t inner = static_cast<size_t>(NumElements(w.shape()) / std::max<int64_t>(k * c0, 1)) * DataTypeSize(w.dtype());
+  const char* src = static_cast<const char*>(w.raw());
+  char* dst = static_cast<char*>(r.raw());
+  for (int64_t i = 0; i < k; ++i) std::memcpy(dst + i * c * inner, src + i * c0 * inner, c0 * inner);
+  return r;
 }
 
 }  // namespace
@@ -197,11 +211,36 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
     return r;
   };
 
+  // The NHWC value v with its channels zero-padded to c (once per value).
+  std::map<std::pair<const Value*, int64_t>, Value*> padded;
+  auto pad_channels = [&](Value* v, int64_t c) -> Value* {
+    if (auto it = padded.find({v, c}); it != padded.end()) return it->second;
+    Value* t = g.AddValue(fmt::format("{}_c{}", v->name, c));
+    t->dtype = v->dtype;
+    t->has_shape = true;
+    t->shape = v->shape;
+    t->shape[3] = Dim(c);
+    Node* p = add_node("Pad", "pad_channels", v, t);
+    const std::vector<int64_t> pads = {0, 0, 0, 0, 0, 0, 0, c - v->shape[3].value};
+    if (opset >= 11) p->inputs.push_back(g.AddConstant(t->name + "_pads", Tensor::FromInt64(pads)));
+    else p->attrs["pads"] = Attribute::Ints(pads);
+    padded[{v, c}] = t;
+    return t;
+  };
+
   for (auto& np : old_nodes) {
     Node& n = *np;
     bool rewritten = false;
     if (IsConv2d(n, opts)) {
       n.inputs[0] = to_nhwc(n.inputs[0]);
+      const Value* w = n.input(1);
+      const int64_t c = w->const_value->dim(1);
+      if (opts.pad_channels > 0 && c < opts.pad_channels && n.geti("group", 1) == 1 && n.inputs[0]->shape[3].known() &&
+          n.inputs[0]->shape[3].value == c) {
+        n.inputs[0] = pad_channels(n.inputs[0], opts.pad_channels);
+        n.inputs[1] = g.AddConstant(w->name + "_cpad", PadAxis1(*w->const_value, opts.pad_channels));
+        ++rep.channels_padded;
+      }
       if (n.input(3)) n.inputs[3] = to_nhwc(n.inputs[3]);  // the residual has Y's layout
       n.attrs["kiln_layout"] = Attribute::String("NHWC");
       move_output(n);
@@ -271,6 +310,9 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
                                       "inserted, {} per-layer reformat(s) avoided",
                                       rep.convs_nhwc, rep.nodes_nhwc, rep.reformats_inserted, rep.views_inserted,
                                       rep.reformats_eliminated));
+  if (rep.channels_padded > 0)
+    rep.details.push_back(fmt::format("{} convolution input(s) zero-padded to {} channels", rep.channels_padded,
+                                      opts.pad_channels));
   return rep;
 }
 

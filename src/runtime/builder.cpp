@@ -147,7 +147,8 @@ std::string TacticFor(const Node& n) {
 
 // Channels-last layout for 2-D convolutions (cuda backend, src/plan/layout.h). KILN_LAYOUT=nchw turns it off,
 // KILN_LAYOUT=nhwc-fp32 also moves float32 convolutions (TF32 engines) to NHWC; KILN_LAYOUT=nhwc-c8 keeps
-// convolutions whose input channels are not a multiple of 8 (an RGB stem) in NCHW.
+// convolutions whose input channels are not a multiple of 8 (an RGB stem) in NCHW. KILN_LAYOUT_PAD=N (default 4;
+// 0: off) zero-pads the input channels of NHWC convolutions with fewer to N.
 Status PlanLayout(Graph& g, BuildReport& rep, ILogger& logger) {
   const char* env = std::getenv("KILN_LAYOUT");
   const std::string mode = env ? env : "";
@@ -155,6 +156,12 @@ Status PlanLayout(Graph& g, BuildReport& rep, ILogger& logger) {
   LayoutOptions lo;
   lo.float32 = mode == "nhwc-fp32";
   if (mode == "nhwc-c8") lo.channel_multiple = 8;
+  if (const char* pad = std::getenv("KILN_LAYOUT_PAD")) {
+    const std::string p = pad;
+    if (p != "0" && p != "4" && p != "8" && p != "16")
+      return Err(StatusCode::kInvalidArgument, "KILN_LAYOUT_PAD must be 0, 4, 8 or 16, not '{}'", p);
+    lo.pad_channels = std::stoi(p);
+  }
   KILN_ASSIGN_OR_RETURN(LayoutReport lr, AssignLayout(g, lo));
   rep.reformats_inserted += lr.reformats_inserted;
   rep.reformats_eliminated += lr.reformats_eliminated;

@@ -210,6 +210,19 @@ TEST(GpuTensor, PadModes) {
                   .Attr("mode", Attribute::String("reflect")).MatchesCpu(0, 0));
 }
 
+// Constant padding of the last axis only (the NHWC channel padding of an RGB stem) runs its own kernel.
+TEST(GpuTensor, PadLastAxisOnly) {
+  for (DataType t : {DataType::kFloat16, DataType::kFloat32, DataType::kInt64, DataType::kUInt8}) {
+    SCOPED_TRACE(DataTypeName(t));
+    EXPECT_TRUE(OneNode("Pad").Input(Data(t, {2, 9, 7, 3}, 1)).Const(I64({0, 0, 0, 0, 0, 0, 0, 1})).MatchesCpu(0, 0));
+    EXPECT_TRUE(OneNode("Pad").Input(Data(t, {5, 3}, 2)).Const(I64({0, 2, 0, 3})).MatchesCpu(0, 0));
+    EXPECT_TRUE(OneNode("Pad").Input(Data(t, {4, 6}, 3)).Const(I64({0, -2, 0, 1})).MatchesCpu(0, 0));  // crop + pad
+    EXPECT_TRUE(OneNode("Pad").Input(Data(t, {11}, 4)).Const(I64({3, 0})).MatchesCpu(0, 0));
+  }
+  EXPECT_TRUE(OneNode("Pad").Input(Data(DataType::kFloat32, {3, 5}, 5)).Const(I64({0, 1, 0, 2}))
+                  .Input(Tensor::Scalar(DataType::kFloat32, -4.5)).MatchesCpu(0, 0));
+}
+
 TEST(GpuTensor, PadConstantValue) {
   // Constant value known on the host, of the input's type and of another type (converted like the CPU does).
   EXPECT_TRUE(OneNode("Pad").Input(Data(DataType::kFloat32, {5, 6}, 1)).Const(I64({1, 2, 3, 4}))

@@ -170,6 +170,33 @@ TEST(LayoutPlan, ResidualOfAFusedConvIsReadInNhwc) {
     }
 }
 
+// An RGB stem reads its input zero-padded to 4 (here: 8) channels (W gains zero input channels); the result is the same.
+// Grouped convolutions and convs with 8 or more channels are not padded; pad_channels 0 turns it off.
+TEST(LayoutPlan, StemInputChannelsArePaddedToEight) {
+  for (int64_t pad : {8, 0}) {
+    SCOPED_TRACE(pad);
+    Net t(DataType::kFloat16);
+    Value* x = t.Input("x", {2, 3, 12, 12});
+    Value* s = t.Op("FusedConv", {x, t.Const({8, 3, 7, 7}), t.Const({8}, 0.1)},
+                    {{"kernel_shape", Attribute::Ints({7, 7})}, {"pads", Attribute::Ints({3, 3, 3, 3})},
+                     {"strides", Attribute::Ints({2, 2})}, {"kiln_activation", Attribute::String("Relu")}},
+                    "kiln");
+    t.Output(t.Conv(s, 8, 8, 3, true));
+    LayoutOptions o;
+    o.pad_channels = pad;
+    const LayoutReport rep = t.PlanAndCompare(o, 4e-3);
+    EXPECT_EQ(rep.convs_nhwc, 2);
+    EXPECT_EQ(rep.channels_padded, pad ? 1 : 0);
+    EXPECT_EQ(t.Count("Pad"), pad ? 1 : 0);
+    EXPECT_EQ(rep.reformats_inserted, 2);  // the input and the output
+    for (const auto& n : t.g.nodes())
+      if (n->op_type == "FusedConv" && n->input(1)->const_value->dim(2) == 7) {
+        EXPECT_EQ(n->input(1)->const_value->dim(1), pad ? 8 : 3);
+        EXPECT_EQ(n->input(0)->shape[3].value, pad ? 8 : 3);
+      }
+  }
+}
+
 // FP32 convolutions stay NCHW unless asked; so do convs with asymmetric pads.
 TEST(LayoutPlan, LeavesFloat32AndAsymmetricPadsAlone) {
   Net t(DataType::kFloat32);

@@ -85,9 +85,7 @@ cudaError_t LaunchConvEpilogue(void* y, const void* bias, const void* residual, 
                                const ConvEpilogueParams& p, cudaStream_t stream) {
   if (p.numel == 0) return cudaSuccess;
   if (p.channels <= 0 || p.inner <= 0) return cudaErrorInvalidValue;
-  // 16-byte packs where the channel sizes and pointers allow. No residual yet: this local gives way to the
-  // launcher's residual parameter when that arrives (a redefinition error until this line goes).
-  const void* residual = nullptr;
+  // 16-byte packs where the channel sizes and pointers allow.
   bool packed = false;
   KILN_DISPATCH_FLOAT(dtype, T, packed = epilogue::LaunchBiasActPacks(
                                     static_cast<T*>(y), static_cast<const T*>(bias), static_cast<const T*>(residual),

@@ -86,6 +86,20 @@ __global__ void PadKernel(const T* __restrict__ src, T* __restrict__ dst, PadPar
   }
 }
 
+// Constant padding of the last axis only (the leading axes unpadded): rows of in_c values become rows of out_c
+// values, `before` of them in front (NHWC channel padding). One division per element, in 32 bits when it fits.
+template <typename T, typename I>
+__global__ void PadLastAxisKernel(const T* __restrict__ src, T* __restrict__ dst, I total, I in_c, I out_c, I before,
+                                  T value, const T* __restrict__ value_ptr) {
+  const T fill = value_ptr ? *value_ptr : value;
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const I row = i / out_c;
+    const I s = i - row * out_c - before;
+    dst[i] = s >= 0 && s < in_c ? src[row * in_c + s] : fill;
+  }
+}
+
 // ---- Trilu ----
 
 template <typename T>
@@ -174,6 +188,25 @@ cudaError_t LaunchPad(const void* src, void* dst, int rank, const int64_t* in_sh
     p.total *= out_shape[d];
   }
   if (p.total == 0) return cudaSuccess;
+  bool last_axis_only = mode == PadMode::kConstant && rank > 0 && in_shape[rank - 1] > 0;
+  for (int d = 0; d + 1 < rank; ++d) last_axis_only = last_axis_only && before[d] == 0 && in_shape[d] == out_shape[d];
+  if (last_axis_only) {
+    const int64_t in_c = in_shape[rank - 1], out_c = out_shape[rank - 1], pre = before[rank - 1];
+    const bool small = p.total < INT32_MAX && p.total / out_c * in_c < INT32_MAX;
+    return BySize(elem_size, [&](auto tag) {
+      using T = decltype(tag);
+      const T fill = FromBits<T>(value_bits);
+      const T* vp = static_cast<const T*>(value_ptr);
+      if (small)
+        PadLastAxisKernel<T, int32_t><<<GridFor(p.total, kBlock), kBlock, 0, stream>>>(
+            static_cast<const T*>(src), static_cast<T*>(dst), static_cast<int32_t>(p.total),
+            static_cast<int32_t>(in_c), static_cast<int32_t>(out_c), static_cast<int32_t>(pre), fill, vp);
+      else
+        PadLastAxisKernel<T, int64_t><<<GridFor(p.total, kBlock), kBlock, 0, stream>>>(
+            static_cast<const T*>(src), static_cast<T*>(dst), p.total, in_c, out_c, pre, fill, vp);
+      return cudaGetLastError();
+    });
+  }
   return BySize(elem_size, [&](auto tag) {
     using T = decltype(tag);
     PadKernel<T><<<GridFor(p.total, kBlock), kBlock, 0, stream>>>(
