@@ -1,6 +1,7 @@
 // Differential tests of the CUDA kiln.Attention layers (tactics attn.simt and attn.mma) against the CPU reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -477,7 +478,8 @@ TEST(GpuAttention, BertBaseBatch32Bshd) {
 }
 
 // Timing of each tactic at BERT-base shapes (B x 12 heads x 128 x 64, float16, with and without the padding mask),
-// BHSD and BSHD. Run with --gtest_also_run_disabled_tests; prints microseconds, asserts nothing about speed.
+// BHSD and BSHD. Run with --gtest_also_run_disabled_tests; prints the best of 3 runs in microseconds per call,
+// asserts nothing about speed.
 TEST(GpuAttention, DISABLED_TimingBertBase) {
   const int64_t h = 12, s = 128, d = 64;
   for (int64_t b : {1, 8, 32})
@@ -529,12 +531,16 @@ TEST(GpuAttention, DISABLED_TimingBertBase) {
           };
           for (int i = 0; i < 20; ++i) ASSERT_EQ(launch(), cudaSuccess);
           const int iters = 200;
-          cudaEventRecord(e0);
-          for (int i = 0; i < iters; ++i) launch();
-          cudaEventRecord(e1);
-          ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
-          float ms = 0;
-          cudaEventElapsedTime(&ms, e0, e1);
+          float ms = 1e30f;
+          for (int rep = 0; rep < 3; ++rep) {  // the best of 3 runs of `iters` launches
+            cudaEventRecord(e0);
+            for (int i = 0; i < iters; ++i) launch();
+            cudaEventRecord(e1);
+            ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+            float rep_ms = 0;
+            cudaEventElapsedTime(&rep_ms, e0, e1);
+            ms = std::min(ms, rep_ms);
+          }
           const char* names[] = {"mma(auto)", "mma.w1", "mma.w2", "mma.w4", "mma.w8", "simt"};
           std::printf("attention B=%lld H=12 S=128 D=64 fp16 %s %-7s %-9s %8.2f us\n", static_cast<long long>(b),
                       bshd ? "BSHD" : "BHSD", with_mask ? "mask" : "no-mask", names[variant], 1000.f * ms / iters);
