@@ -57,7 +57,7 @@ cudaError_t LaunchAttentionSimt(const AttentionParams& p, int dtype, cudaStream_
 
 // Whether the tensor-core kernel handles this configuration (F16/BF16, d == dv in {32, 64, 80, 96, 128}).
 bool AttentionMmaSupports(int dtype, int d, int dv);
-// warps: warps per thread block (16 query rows each): 1, 2 or 4; 0 picks by the grid size and the SM count.
+// warps: warps per thread block (16 query rows each): 1, 2, 4 or 8; 0 picks by the grid size and the SM count.
 cudaError_t LaunchAttentionMma(const AttentionParams& p, int dtype, cudaStream_t stream, int warps = 0);
 // Raises the dynamic shared memory limit of the tensor-core kernels (they double-buffer K/V tiles, above 48 KiB
 // for large heads). Called once per device before the first launch; the launcher also does it lazily.

@@ -1,8 +1,8 @@
 // CUDA layers of the attention family: kiln.Attention (Q, K, V, [mask], [keep]) as one fused flash-style kernel
 // (semantics: shape/fused_ops.h, cpu/fused_attention.cpp). Tactics:
 //   attn.mma   float16/bfloat16 on tensor cores, head size d == dv in {32, 64, 80, 96, 128} (other head sizes
-//              met at run time go to the SIMT kernel); blocks of 1, 2 or 4 warps picked by the grid size
-//              (attn.mma.w1, .w2, .w4 force one; not listed for tuning)
+//              met at run time go to the SIMT kernel); blocks of 1, 2, 4 or 8 warps picked by the grid size
+//              (attn.mma.w1, .w2, .w4, .w8 force one; not listed for tuning)
 //   attn.simt  float32/float16/bfloat16, head sizes up to 256
 // The leading (batch) dims of Q, K and V broadcast against each other; the masks broadcast into the scores
 // [batch..., Sq, Sk]. Both are resolved here into per-dim element strides passed by value to the kernel, as are
@@ -320,7 +320,7 @@ Result<std::unique_ptr<Layer>> CreateAttention(const LayerSpec& spec, const std:
   const DataType t = n.input(0)->dtype;
   bool mma = false;
   int warps = 0;
-  for (int w : {1, 2, 4})
+  for (int w : {1, 2, 4, 8})
     if (tactic == std::string(kTacticMma) + ".w" + std::to_string(w)) warps = w;
   if (tactic == kTacticMma || warps != 0) {
     if (t != DataType::kFloat16 && t != DataType::kBFloat16)
@@ -329,7 +329,7 @@ Result<std::unique_ptr<Layer>> CreateAttention(const LayerSpec& spec, const std:
                  DataTypeName(t), kTacticSimt);
     mma = true;
   } else if (tactic != kTacticSimt && tactic != "default") {
-    return Err(StatusCode::kInvalidArgument, "{}: unknown Attention tactic '{}' (known: {}, {}.w1/.w2/.w4, {})",
+    return Err(StatusCode::kInvalidArgument, "{}: unknown Attention tactic '{}' (known: {}, {}.w1/.w2/.w4/.w8, {})",
                n.Where(), tactic, kTacticMma, kTacticMma, kTacticSimt);
   }
   KILN_ASSIGN_OR_RETURN(AttentionAttrs attrs, ReadAttrs(n));

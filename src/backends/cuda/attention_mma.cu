@@ -1,14 +1,15 @@
 // The tensor-core fused attention kernel (float16/bfloat16, d == dv in {32, 64, 80, 96, 128}); see
 // attention_kernels.h.
 //
-// One thread block of NW warps (NW = 1, 2 or 4; the launcher picks it from the grid size so that small batches
+// One thread block of NW warps (NW = 1, 2, 4 or 8; the launcher picks it from the grid size so that small batches
 // still fill the GPU) per (batch, block of 16 * NW query rows); each warp owns 16 query rows. K and V stream through
-// shared memory 64 keys at a time, double-buffered: cp.async brings tile t + 1 while the warps work on tile t.
-// Fragments come from shared memory with ldmatrix (Q and K plain, V transposed with ldmatrix.trans, so V stays
-// [key][dim] as in global memory). Per tile, a warp computes its 16 x 64 scores S = Q K^T with the Q fragments held
-// in registers, scales and masks them, updates the running max and sum of its rows (base-2 exponentials), converts
-// P to the storage type in registers (the S accumulator layout is the A operand layout of the next mma) and
-// accumulates O += P V in float registers.
+// shared memory 64 keys at a time, double-buffered: cp.async brings tile t + 1 while the warps work on tile t, K and
+// V in separate groups so that S = Q K^T starts before V lands. Fragments come from shared memory with ldmatrix (Q
+// and K plain, V transposed with ldmatrix.trans, so V stays [key][dim] as in global memory). Per tile, a warp
+// computes its 16 x 64 scores S = Q K^T with the Q fragments held in registers, scales and masks them (see
+// kKeyMask / kFullMask), updates the running max and sum of its rows (base-2 exponentials), converts P to the
+// storage type in registers (the S accumulator layout is the A operand layout of the next mma) and accumulates
+// O += P V in float registers. The output tile goes out through shared memory in 16-byte row segments.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, c = (lane % 4) * 2):
 //   A (16x16, row):  reg0 = (g, c..c+1), reg1 = (g+8, c..c+1), reg2 = (g, c+8..c+9), reg3 = (g+8, c+8..c+9)
@@ -31,6 +32,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kVecQV = 1;   // Q and V rows are 16-byte aligned: cp.async
 constexpr int kVecK = 2;    // K rows likewise (and K's head dim contiguous)
 constexpr int kVecOut = 4;  // output pairs are 4-byte aligned
+constexpr int kVecOut16 = 8;  // output rows are 16-byte aligned
 
 template <typename T>
 struct MmaOp;
@@ -74,6 +76,12 @@ __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddr(smem)), "l"(gmem) : "memory");
 }
+// cp.async of 16 bytes, or 16 zero bytes when !valid (nothing is read; gmem must still be a mapped address).
+__device__ __forceinline__ void CpAsync16Z(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
@@ -110,44 +118,104 @@ __device__ __forceinline__ uint4 Load8(const uint16_t* src, int64_t stride) {
 }
 
 // ROWS rows of D 16-bit values into shared memory (row pitch D + 8: conflict-free ldmatrix): row r from
-// src + r * rs (element t at t * ds); rows at or past `nrows` are zero. Asynchronous (cp.async) when `vec`.
+// src + r * rs (element t at t * ds); rows at or past `nrows` (>= 1) are zero. Asynchronous (cp.async) when `vec`.
 template <int ROWS, int D, int NT>
 __device__ __forceinline__ void LoadTile(uint16_t* dst, const uint16_t* src, int64_t nrows, int64_t rs, int64_t ds,
                                          bool vec, int tid) {
   constexpr int kChunks = D / 8;
   constexpr int kPitch = D + 8;
+  if constexpr (NT % kChunks == 0 && ROWS % (NT / kChunks) == 0) {
+    if (vec) {  // each thread copies one 16-byte column chunk of every (NT / kChunks)-th row
+      constexpr int kStep = NT / kChunks;
+      const int r0 = tid / kChunks, ch = tid - r0 * kChunks;
+      const int n = nrows < ROWS ? static_cast<int>(nrows) : ROWS;
+      const uint16_t* g = src + r0 * rs + ch * 8;
+      uint16_t* sp = dst + r0 * kPitch + ch * 8;
+#pragma unroll
+      for (int i = 0; i < ROWS / kStep; ++i) {
+        const bool valid = r0 + i * kStep < n;
+        CpAsync16Z(sp + i * kStep * kPitch, valid ? g + i * kStep * rs : src, valid);
+      }
+      return;
+    }
+  }
 #pragma unroll 2
   for (int idx = tid; idx < ROWS * kChunks; idx += NT) {
     const int r = idx / kChunks, ch = idx - (idx / kChunks) * kChunks;
-    uint16_t* s = dst + r * kPitch + ch * 8;
+    uint16_t* sp = dst + r * kPitch + ch * 8;
     if (r < nrows) {
       const uint16_t* gp = src + r * rs + ch * 8 * ds;
-      if (vec) CpAsync16(s, gp);
-      else *reinterpret_cast<uint4*>(s) = Load8(gp, ds);
+      if (vec) CpAsync16(sp, gp);
+      else *reinterpret_cast<uint4*>(sp) = Load8(gp, ds);
     } else {
-      *reinterpret_cast<uint4*>(s) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(sp) = make_uint4(0, 0, 0, 0);
     }
   }
 }
 
-template <int D, int NW>
+// How the kernel applies the masks (a template parameter; the launcher picks it).
+//   kKeyMask: no mask, or masks that broadcast over the query rows (mask_row == 0, keep_row == 0: BERT's
+//             [B, 1, 1, S] padding mask). The score of key j is s * mul[j] + add[j]; the block stages (mul, add)
+//             of each key tile in shared memory beside K and V (keys past sk: 0 and -inf; dropped keys: 0 and the
+//             fill). Registers stay free for S and O.
+//   kFullMask: any other broadcast. Each thread loads its mask elements of the tile into registers before the
+//             S = Q K^T work, so that the loads issue together and their latency hides behind it.
+constexpr int kKeyMask = 0;
+constexpr int kFullMask = 1;
+
+template <int D, int NW, int MODE>
 constexpr size_t MmaSmemBytes() {
-  return sizeof(uint16_t) * static_cast<size_t>(NW * 16 + 4 * kMmaKeys) * (D + 8);
+  return sizeof(uint16_t) * static_cast<size_t>(NW * 16 + 4 * kMmaKeys) * (D + 8) +
+         (MODE == kKeyMask ? sizeof(float2) * 2 * kMmaKeys : 0);
 }
 
-template <typename T, int D, int NW>
-__global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionParams p, const int flags) {
+// Blocks per SM that __launch_bounds__ asks registers for: as many as the shared memory allows (228 KiB per SM,
+// 1 KiB of it reserved per block), but no more than fit at 128 registers a thread with kKeyMask and D <= 64
+// (168 for D = 80; kFullMask: 168 for D <= 64, its mask tile lives in registers). Larger heads are left to the
+// compiler (capping them spilled).
+template <int D, int NW, int MODE>
+constexpr int MmaMinBlocks() {
+  const int regs = MODE == kKeyMask ? (D <= 64 ? 128 : (D <= 80 ? 168 : 255)) : (D <= 64 ? 168 : 255);
+  const int by_regs = 65536 / (NW * 32 * regs);
+  const int by_smem = static_cast<int>(228 * 1024 / (MmaSmemBytes<D, NW, MODE>() + 1024));
+  const int blocks = by_regs < by_smem ? by_regs : by_smem;
+  return blocks < 1 ? 1 : blocks;
+}
+
+// Element offsets of the operands' matrices for batch b (as attn::OffsetsOf, with 32-bit division: the batch
+// index is below the grid size, 2^31).
+__device__ __forceinline__ attn::BatchOffsets OffsetsOf32(const AttentionParams& p, uint32_t b) {
+  attn::BatchOffsets o;
+  for (int i = p.nbd - 1; i >= 0; --i) {
+    const uint32_t dim = static_cast<uint32_t>(p.batch_dims[i]);
+    const uint32_t idx = b % dim;
+    b /= dim;
+    o.q += idx * p.q_bstride[i];
+    o.k += idx * p.k_bstride[i];
+    o.v += idx * p.v_bstride[i];
+    o.mask += idx * p.mask_bstride[i];
+    o.keep += idx * p.keep_bstride[i];
+    o.out += idx * p.out_bstride[i];
+  }
+  return o;
+}
+
+template <typename T, int D, int NW, int MODE>
+__global__ void __launch_bounds__(NW * 32, MmaMinBlocks<D, NW, MODE>())
+    AttentionMmaKernel(const AttentionParams p, const int flags) {
   static_assert(D % 16 == 0 && D <= 128, "head size");
   constexpr int NT = NW * 32, kRows = NW * 16, kPitch = D + 8;
+  constexpr int kKeysPer = (kMmaKeys + NT - 1) / NT;  // kKeyMask: keys of a tile whose (mul, add) a thread makes
   extern __shared__ __align__(16) uint16_t smem[];
-  uint16_t* q_s = smem;                        // [kRows][kPitch]
-  uint16_t* k_s = q_s + kRows * kPitch;        // [2][kMmaKeys][kPitch]
-  uint16_t* v_s = k_s + 2 * kMmaKeys * kPitch; // [2][kMmaKeys][kPitch]
+  uint16_t* q_s = smem;                         // [kRows][kPitch]; at the end, the output tile
+  uint16_t* k_s = q_s + kRows * kPitch;         // [2][kMmaKeys][kPitch]
+  uint16_t* v_s = k_s + 2 * kMmaKeys * kPitch;  // [2][kMmaKeys][kPitch]
+  float2* kb_s = reinterpret_cast<float2*>(v_s + 2 * kMmaKeys * kPitch);  // kKeyMask: [2][kMmaKeys] (mul, add)
 
-  const int64_t row_blocks = (p.sq + kRows - 1) / kRows;
-  const int64_t b = static_cast<int64_t>(blockIdx.x) / row_blocks;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) - b * row_blocks) * kRows;
-  const attn::BatchOffsets off = attn::OffsetsOf(p, b);
+  const uint32_t row_blocks = static_cast<uint32_t>((p.sq + kRows - 1) / kRows);
+  const uint32_t b = blockIdx.x / row_blocks;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x - b * row_blocks) * kRows;
+  const attn::BatchOffsets off = OffsetsOf32(p, b);
   const uint16_t* Q = static_cast<const uint16_t*>(p.q) + off.q + row0 * p.q_row_stride;
   const uint16_t* K = static_cast<const uint16_t*>(p.k) + off.k;
   const uint16_t* V = static_cast<const uint16_t*>(p.v) + off.v;
@@ -160,27 +228,81 @@ __global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionPar
   const int64_t sk = p.sk;
   const int ntiles = static_cast<int>((sk + kMmaKeys - 1) / kMmaKeys);
 
-  // Group 0: Q and the first K/V tile.
+  // cp.async groups: {Q, tile 0}, {tile 1}, then one per tile t: tile t + 2 (empty when there is none), issued
+  // once every warp is done with tile t's stage. At tile t, all but the newest group (tile t + 1) have landed.
+  auto load_kv = [&](int tile) {
+    const int64_t key0 = static_cast<int64_t>(tile) * kMmaKeys;
+    const int stage = tile & 1;
+    LoadTile<kMmaKeys, D, NT>(k_s + stage * kMmaKeys * kPitch, K + key0 * p.k_row_stride, sk - key0,
+                              p.k_row_stride, p.k_dim_stride, vec_k, tid);
+    LoadTile<kMmaKeys, D, NT>(v_s + stage * kMmaKeys * kPitch, V + key0 * p.v_row_stride, sk - key0,
+                              p.v_row_stride, 1, vec_qv, tid);
+  };
   LoadTile<kRows, D, NT>(q_s, Q, p.sq - row0, p.q_row_stride, 1, vec_qv, tid);
-  if (ntiles > 0) {
-    LoadTile<kMmaKeys, D, NT>(k_s, K, sk, p.k_row_stride, p.k_dim_stride, vec_k, tid);
-    LoadTile<kMmaKeys, D, NT>(v_s, V, sk, p.v_row_stride, 1, vec_qv, tid);
-  }
+  if (ntiles > 0) load_kv(0);
+  CpAsyncCommit();
+  if (ntiles > 1) load_kv(1);
   CpAsyncCommit();
 
-  // Rows h = 0: row0 + warp * 16 + g; h = 1: that + 8. Rows past sq read the masks at row sq - 1 (never stored).
+  // kKeyMask: (mul, add) of the keys of a tile, made by the threads tid < kMmaKeys (all keys when NT < 64) from
+  // the raw mask values they loaded.
+  auto load_keys = [&](int64_t key0, uint16_t (&mraw)[kKeysPer], uint8_t (&kraw)[kKeysPer]) {
+#pragma unroll
+    for (int i = 0; i < kKeysPer; ++i) {
+      const int j = tid + i * NT;
+      const int64_t key = key0 + j;
+      mraw[i] = 0;
+      kraw[i] = 0;
+      if (j < kMmaKeys && key < sk) {
+        if (M) mraw[i] = reinterpret_cast<const uint16_t*>(M)[key * p.mask_col];
+        if (KP) kraw[i] = KP[key * p.keep_col];
+      }
+    }
+  };
+  auto store_keys = [&](int64_t key0, const uint16_t (&mraw)[kKeysPer], const uint8_t (&kraw)[kKeysPer]) {
+    float2* dst = kb_s + ((key0 / kMmaKeys) & 1) * kMmaKeys;
+#pragma unroll
+    for (int i = 0; i < kKeysPer; ++i) {
+      const int j = tid + i * NT;
+      if (j >= kMmaKeys) continue;
+      float2 e = make_float2(0.f, -INFINITY);  // past the end
+      if (key0 + j < sk) {
+        T mv;
+        memcpy(&mv, &mraw[i], 2);
+        const float madd = M ? ToF32(mv) : 0.f;
+        const bool drop = KP != nullptr && ((kraw[i] != 0) != (p.keep_if_true != 0));
+        // As attn::MaskScore: a dropped score is the fill (plus the mask when the keep mask comes first).
+        e = drop ? make_float2(0.f, p.where_first ? p.fill + madd : p.fill) : make_float2(p.scale, madd);
+      }
+      dst[j] = e;
+    }
+  };
+  // Tiles 0 and 1 now (their loads wait alongside the cp.async copies); tile t + 2's values are loaded when its
+  // copies are issued and stored at the start of tile t + 1.
+  uint16_t mraw[kKeysPer];
+  uint8_t kraw[kKeysPer];
+  if constexpr (MODE == kKeyMask) {
+    uint16_t mraw1[kKeysPer];
+    uint8_t kraw1[kKeysPer];
+    load_keys(0, mraw, kraw);
+    load_keys(kMmaKeys, mraw1, kraw1);
+    if (ntiles > 0) store_keys(0, mraw, kraw);
+    if (ntiles > 1) store_keys(kMmaKeys, mraw1, kraw1);
+  }
+
+  // kFullMask: rows h = 0: row0 + warp * 16 + g; h = 1: that + 8. Rows past sq read the masks at row sq - 1
+  // (never stored).
   const int64_t my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
   const T* mrow[2] = {nullptr, nullptr};
   const uint8_t* krow[2] = {nullptr, nullptr};
+  if constexpr (MODE == kFullMask) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t r = my_row[h] < p.sq ? my_row[h] : p.sq - 1;
-    if (M) mrow[h] = M + r * p.mask_row;
-    if (KP) krow[h] = KP + r * p.keep_row;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = my_row[h] < p.sq ? my_row[h] : p.sq - 1;
+      if (M) mrow[h] = M + r * p.mask_row;
+      if (KP) krow[h] = KP + r * p.keep_row;
+    }
   }
-  const bool masked = M != nullptr || KP != nullptr;
-  const float scale = p.scale;
-
   uint32_t qf[D / 16][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   float o[D / 8][4];
@@ -189,32 +311,27 @@ __global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionPar
 
   for (int t = 0; t < ntiles; ++t) {
     const int64_t key0 = static_cast<int64_t>(t) * kMmaKeys;
-    if (t + 1 < ntiles) {  // the other stage was released by the barrier that ended iteration t - 1
-      const int st = (t + 1) & 1;
-      const int64_t next = key0 + kMmaKeys;
-      LoadTile<kMmaKeys, D, NT>(k_s + st * kMmaKeys * kPitch, K + next * p.k_row_stride, sk - next, p.k_row_stride,
-                                p.k_dim_stride, vec_k, tid);
-      LoadTile<kMmaKeys, D, NT>(v_s + st * kMmaKeys * kPitch, V + next * p.v_row_stride, sk - next, p.v_row_stride,
-                                1, vec_qv, tid);
+    const int st = t & 1;
+    if constexpr (MODE == kKeyMask) {
+      // Tile t + 1's values (loaded at tile t - 1) into the stage tile t - 1 used, released at its end.
+      if (t >= 1 && t + 1 < ntiles) store_keys(key0 + kMmaKeys, mraw, kraw);
     }
-    CpAsyncCommit();
-    CpAsyncWait<1>();  // everything but the group just issued
+    CpAsyncWait<1>();  // Q and tile t (pending: tile t + 1)
     __syncthreads();
     if (t == 0) {
       const uint16_t* qp = q_s + (warp * 16 + (lm & 1) * 8 + lr) * kPitch + (lm >> 1) * 8;
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) Ldsm4(qf[ks], qp + ks * 16);
     }
-    const uint16_t* kt = k_s + (t & 1) * kMmaKeys * kPitch;
-    const uint16_t* vt = v_s + (t & 1) * kMmaKeys * kPitch;
+    const uint16_t* kt = k_s + st * kMmaKeys * kPitch;
+    const uint16_t* vt = v_s + st * kMmaKeys * kPitch;
 
-    // This thread's mask elements of the tile, loaded before the mma work and without branches per element
-    // (key clamped to sk - 1 past the end; those scores become -inf below) so that the loads issue together and
-    // their latency hides behind S = Q K^T. A load per element under a branch serialized ~64 global latencies
-    // per tile (ncu: ~42k cycles per block at batch 1).
+    // kFullMask: this thread's mask elements of the tile, loaded before the mma work and without branches per
+    // element (key clamped to sk - 1 past the end; those scores become -inf below). A load per element under a
+    // branch serialized ~64 global latencies per tile.
     float madd[kMmaKeys / 8][4];
     uint32_t drop_bits = 0;  // bit nt * 4 + e: the keep mask drops that score
-    if (M) {
+    if (MODE == kFullMask && M != nullptr) {
 #pragma unroll
       for (int nt = 0; nt < kMmaKeys / 8; ++nt)
 #pragma unroll
@@ -223,7 +340,7 @@ __global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionPar
           madd[nt][e] = ToF32(mrow[e >> 1][(key < sk ? key : sk - 1) * p.mask_col]);
         }
     }
-    if (KP) {
+    if (MODE == kFullMask && KP) {
 #pragma unroll
       for (int nt = 0; nt < kMmaKeys / 8; ++nt)
 #pragma unroll
@@ -252,30 +369,46 @@ __global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionPar
       }
     }
 
-    // Scale, masks (as attn::MaskScore), keys past the end; the tile's row max.
-    const bool full = key0 + kMmaKeys <= sk;
+    // Scale and masks (as attn::MaskScore), keys past the end; the tile's row max.
     float tile_max[2] = {-INFINITY, -INFINITY};
+    if constexpr (MODE == kKeyMask) {
+      const float4* kb = reinterpret_cast<const float4*>(kb_s + st * kMmaKeys);  // (mul, add) of 2 keys
 #pragma unroll
-    for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
+      for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
+        const float4 e = kb[nt * 4 + c2 / 2];  // keys nt * 8 + c2 and + 1
+        s[nt][0] = fmaf(s[nt][0], e.x, e.y);
+        s[nt][1] = fmaf(s[nt][1], e.z, e.w);
+        s[nt][2] = fmaf(s[nt][2], e.x, e.y);
+        s[nt][3] = fmaf(s[nt][3], e.z, e.w);
+        tile_max[0] = fmaxf(tile_max[0], fmaxf(s[nt][0], s[nt][1]));
+        tile_max[1] = fmaxf(tile_max[1], fmaxf(s[nt][2], s[nt][3]));
+      }
+    } else {
+      const bool full = key0 + kMmaKeys <= sk;
+      const bool masked = M != nullptr || KP != nullptr;
+      const float scale = p.scale;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1;
-        const int64_t key = key0 + nt * 8 + c2 + (e & 1);
-        float v = s[nt][e] * scale;
-        if (!full && key >= sk) {
-          v = -INFINITY;
-        } else if (masked) {
-          const bool drop = ((drop_bits >> (nt * 4 + e)) & 1u) != 0;
-          if (p.where_first) {
-            if (drop) v = p.fill;
-            if (M) v += madd[nt][e];
-          } else {
-            if (M) v += madd[nt][e];
-            if (drop) v = p.fill;
+      for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1;
+          const int64_t key = key0 + nt * 8 + c2 + (e & 1);
+          float v = s[nt][e] * scale;
+          if (!full && key >= sk) {
+            v = -INFINITY;
+          } else if (masked) {
+            const bool drop = ((drop_bits >> (nt * 4 + e)) & 1u) != 0;
+            if (p.where_first) {
+              if (drop) v = p.fill;
+              if (M) v += madd[nt][e];
+            } else {
+              if (M) v += madd[nt][e];
+              if (drop) v = p.fill;
+            }
           }
+          s[nt][e] = v;
+          tile_max[h] = fmaxf(tile_max[h], v);
         }
-        s[nt][e] = v;
-        tile_max[h] = fmaxf(tile_max[h], v);
       }
     }
     float m_scaled[2];
@@ -289,10 +422,12 @@ __global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionPar
       m[h] = m_new;
       l[h] *= alpha;
       m_scaled[h] = m_use * kLog2e;
+      if (t > 0) {  // o is still 0 at the first tile
 #pragma unroll
-      for (int nt = 0; nt < D / 8; ++nt) {
-        o[nt][2 * h] *= alpha;
-        o[nt][2 * h + 1] *= alpha;
+        for (int nt = 0; nt < D / 8; ++nt) {
+          o[nt][2 * h] *= alpha;
+          o[nt][2 * h + 1] *= alpha;
+        }
       }
     }
 
@@ -322,16 +457,52 @@ __global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionPar
         MmaOp<T>::Run(o[2 * np + 1], a, vb[2], vb[3]);
       }
     }
-    __syncthreads();  // this stage is consumed: the next iteration's loads may overwrite it
+    if (t + 2 < ntiles) {
+      __syncthreads();  // this stage is consumed: tile t + 2 may overwrite it
+      load_kv(t + 2);
+      if constexpr (MODE == kKeyMask) load_keys(key0 + 2 * kMmaKeys, mraw, kraw);
+    }
+    CpAsyncCommit();
   }
   CpAsyncWait<0>();
+  if (ntiles == 0) __syncthreads();  // Q's copies (by every thread) land before the warps reuse q_s below
 
+  // y = o / l per row, or what attn::FinishOutput gives for no keys and fully masked rows.
+  float inv[2], special[2];
+  bool is_special[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    is_special[h] = sk == 0 || m[h] == -INFINITY;
+    special[h] = sk == 0 || p.nan_to_zero ? 0.f : NAN;
+    inv[h] = 1.f / l[h];
   }
   T* Y = static_cast<T*>(p.out) + off.out;
+  if ((flags & kVecOut16) != 0) {
+    // Through this warp's rows of q_s (only this warp read them): 16-byte stores of whole row segments.
+    uint16_t* ws = q_s + warp * 16 * kPitch;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt) {
+        const float y0 = is_special[h] ? special[h] : o[nt][2 * h] * inv[h];
+        const float y1 = is_special[h] ? special[h] : o[nt][2 * h + 1] * inv[h];
+        *reinterpret_cast<uint32_t*>(ws + (g + 8 * h) * kPitch + nt * 8 + c2) = MmaOp<T>::Pack(y0, y1);
+      }
+    __syncwarp();
+    const int64_t wrow0 = row0 + warp * 16;
+    const int64_t rows = p.sq - wrow0 < 16 ? p.sq - wrow0 : 16;
+    constexpr int kChunks = D / 8;
+#pragma unroll
+    for (int idx = lane; idx < 16 * kChunks; idx += 32) {
+      const int r = idx / kChunks, ch = idx - (idx / kChunks) * kChunks;
+      if (r < rows)
+        *reinterpret_cast<uint4*>(Y + (wrow0 + r) * p.out_row_stride + ch * 8) =
+            *reinterpret_cast<const uint4*>(ws + r * kPitch + ch * 8);
+    }
+    return;
+  }
   const bool vec_out = (flags & kVecOut) != 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -339,8 +510,8 @@ __global__ void __launch_bounds__(NW * 32) AttentionMmaKernel(const AttentionPar
     T* yr = Y + my_row[h] * p.out_row_stride + c2;
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {
-      const T y0 = FromF32<T>(attn::FinishOutput(p, o[nt][2 * h], m[h], l[h]));
-      const T y1 = FromF32<T>(attn::FinishOutput(p, o[nt][2 * h + 1], m[h], l[h]));
+      const T y0 = FromF32<T>(is_special[h] ? special[h] : o[nt][2 * h] * inv[h]);
+      const T y1 = FromF32<T>(is_special[h] ? special[h] : o[nt][2 * h + 1] * inv[h]);
       if (vec_out) {
         uint16_t pair[2];
         memcpy(&pair[0], &y0, 2);
@@ -370,51 +541,66 @@ int SmCount() {
   return c;
 }
 
-template <typename T, int D, int NW>
+template <typename T, int D, int NW, int MODE>
 cudaError_t SetSmem() {
-  return cudaFuncSetAttribute(AttentionMmaKernel<T, D, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(MmaSmemBytes<D, NW>()));
+  return cudaFuncSetAttribute(AttentionMmaKernel<T, D, NW, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(MmaSmemBytes<D, NW, MODE>()));
 }
 
-template <typename T, int D, int NW>
+template <typename T, int D, int NW, int MODE>
 cudaError_t LaunchMmaTyped(const AttentionParams& p, int flags, cudaStream_t stream) {
-  static const cudaError_t attr = SetSmem<T, D, NW>();  // once per process; PrepareAttentionMma per device
+  static const cudaError_t attr = SetSmem<T, D, NW, MODE>();  // once per process; PrepareAttentionMma per device
   if (attr != cudaSuccess) return attr;
   const int64_t row_blocks = (p.sq + NW * 16 - 1) / (NW * 16);
   const int64_t blocks = row_blocks * p.batch;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-  AttentionMmaKernel<T, D, NW>
-      <<<static_cast<unsigned>(blocks), NW * 32, MmaSmemBytes<D, NW>(), stream>>>(p, flags);
+  AttentionMmaKernel<T, D, NW, MODE>
+      <<<static_cast<unsigned>(blocks), NW * 32, MmaSmemBytes<D, NW, MODE>(), stream>>>(p, flags);
   return cudaGetLastError();
 }
 
+template <typename T, int D, int NW>
+cudaError_t LaunchMmaMode(const AttentionParams& p, int flags, bool key_mask, cudaStream_t stream) {
+  return key_mask ? LaunchMmaTyped<T, D, NW, kKeyMask>(p, flags, stream)
+                  : LaunchMmaTyped<T, D, NW, kFullMask>(p, flags, stream);
+}
+
 template <typename T, int D>
-cudaError_t LaunchMmaWarps(const AttentionParams& p, int flags, int warps, cudaStream_t stream) {
+cudaError_t LaunchMmaWarps(const AttentionParams& p, int flags, bool key_mask, int warps, cudaStream_t stream) {
   switch (warps) {
-    case 1: return LaunchMmaTyped<T, D, 1>(p, flags, stream);
-    case 2: return LaunchMmaTyped<T, D, 2>(p, flags, stream);
-    case 4: return LaunchMmaTyped<T, D, 4>(p, flags, stream);
+    case 1: return LaunchMmaMode<T, D, 1>(p, flags, key_mask, stream);
+    case 2: return LaunchMmaMode<T, D, 2>(p, flags, key_mask, stream);
+    case 4: return LaunchMmaMode<T, D, 4>(p, flags, key_mask, stream);
+    case 8: return LaunchMmaMode<T, D, 8>(p, flags, key_mask, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
 template <typename T>
-cudaError_t LaunchMmaHead(const AttentionParams& p, int flags, int warps, cudaStream_t stream) {
+cudaError_t LaunchMmaHead(const AttentionParams& p, int flags, bool key_mask, int warps, cudaStream_t stream) {
   switch (p.d) {
-    case 32: return LaunchMmaWarps<T, 32>(p, flags, warps, stream);
-    case 64: return LaunchMmaWarps<T, 64>(p, flags, warps, stream);
-    case 80: return LaunchMmaWarps<T, 80>(p, flags, warps, stream);
-    case 96: return LaunchMmaWarps<T, 96>(p, flags, warps, stream);
-    case 128: return LaunchMmaWarps<T, 128>(p, flags, warps, stream);
+    case 32: return LaunchMmaWarps<T, 32>(p, flags, key_mask, warps, stream);
+    case 64: return LaunchMmaWarps<T, 64>(p, flags, key_mask, warps, stream);
+    case 80: return LaunchMmaWarps<T, 80>(p, flags, key_mask, warps, stream);
+    case 96: return LaunchMmaWarps<T, 96>(p, flags, key_mask, warps, stream);
+    case 128: return LaunchMmaWarps<T, 128>(p, flags, key_mask, warps, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
+template <typename T, int D, int NW>
+cudaError_t PrepareWarps() {
+  cudaError_t e = SetSmem<T, D, NW, kKeyMask>();
+  if (e == cudaSuccess) e = SetSmem<T, D, NW, kFullMask>();
+  return e;
+}
+
 template <typename T, int D>
 cudaError_t PrepareHead() {
-  cudaError_t e = SetSmem<T, D, 1>();
-  if (e == cudaSuccess) e = SetSmem<T, D, 2>();
-  if (e == cudaSuccess) e = SetSmem<T, D, 4>();
+  cudaError_t e = PrepareWarps<T, D, 1>();
+  if (e == cudaSuccess) e = PrepareWarps<T, D, 2>();
+  if (e == cudaSuccess) e = PrepareWarps<T, D, 4>();
+  if (e == cudaSuccess) e = PrepareWarps<T, D, 8>();
   return e;
 }
 
@@ -452,17 +638,28 @@ cudaError_t LaunchAttentionMma(const AttentionParams& p, int dtype, cudaStream_t
     vec_k = vec_k && p.k_bstride[i] % 8 == 0;
     vec_out = vec_out && p.out_bstride[i] % 2 == 0;
   }
-  const int flags = (vec_qv ? kVecQV : 0) | (vec_k ? kVecK : 0) | (vec_out ? kVecOut : 0);
+  bool vec_out16 = Aligned(p.out, 16) && p.out_row_stride % 8 == 0;
+  for (int i = 0; i < p.nbd; ++i) vec_out16 = vec_out16 && p.out_bstride[i] % 8 == 0;
+  const int flags =
+      (vec_qv ? kVecQV : 0) | (vec_k ? kVecK : 0) | (vec_out ? kVecOut : 0) | (vec_out16 ? kVecOut16 : 0);
+  // Masks constant over the query rows (or none) are applied per key from shared memory.
+  const bool key_mask = (p.mask == nullptr || p.mask_row == 0) && (p.keep == nullptr || p.keep_row == 0);
   if (warps == 0) {
-    // Big blocks share each K/V tile among more rows; small ones fill the GPU when there are few (batch, row
-    // block) pairs (BERT at batch 1: 12 heads x 128 rows).
+    // The biggest block that still gives ~0.7 blocks per SM: big blocks share each K/V tile among more rows
+    // (H100, BERT-base at batch 8 and 32: 8 warps fastest); small ones fill the GPU when there are few (batch,
+    // row block) pairs (batch 1: 12 heads x 128 rows). 8 warps only where they keep 16 warps per SM (kKeyMask,
+    // D <= 64: 2 blocks of 128 registers a thread).
     const int64_t sms = SmCount();
     const int64_t rows16 = (p.sq + 15) / 16;
-    const int64_t b4 = (rows16 + 3) / 4 * p.batch, b2 = (rows16 + 1) / 2 * p.batch;
-    warps = b4 >= 2 * sms ? 4 : (b2 >= sms ? 2 : 1);
+    warps = 1;
+    for (int w = key_mask && p.d <= 64 ? 8 : 4; w > 1; w /= 2)
+      if (10 * ((rows16 + w - 1) / w * p.batch) >= 7 * sms) {
+        warps = w;
+        break;
+      }
   }
-  return dtype == kF16 ? LaunchMmaHead<__half>(p, flags, warps, stream)
-                       : LaunchMmaHead<__nv_bfloat16>(p, flags, warps, stream);
+  return dtype == kF16 ? LaunchMmaHead<__half>(p, flags, key_mask, warps, stream)
+                       : LaunchMmaHead<__nv_bfloat16>(p, flags, key_mask, warps, stream);
 }
 
 }  // namespace kiln::cuda
