@@ -1,3 +1,4 @@
+#include "backends/cuda/capture_guard.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 
@@ -55,9 +56,24 @@ Stream::~Stream() {
 
 Status Stream::Synchronize() const { return KILN_CUDA_STATUS(cudaStreamSynchronize(s_)); }
 
+namespace {
+
+// cudaFree / cudaFreeHost synchronize the device: never while another thread captures (capture_guard.h).
+void FreeDevice(void* p) {
+  NoCaptureScope no_capture;
+  cudaFree(p);
+}
+void FreeHost(void* p) {
+  NoCaptureScope no_capture;
+  cudaFreeHost(p);
+}
+
+}  // namespace
+
 Result<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   DeviceBuffer b;
   if (bytes == 0) return std::move(b);
+  NoCaptureScope no_capture;
   Status st = KILN_CUDA_STATUS(cudaMalloc(&b.p_, bytes));
   if (!st.ok()) {
     cudaGetLastError();
@@ -69,7 +85,7 @@ Result<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (p_) cudaFree(p_);
+    if (p_) FreeDevice(p_);
     p_ = o.p_;
     bytes_ = o.bytes_;
     o.p_ = nullptr;
@@ -79,12 +95,13 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (p_) cudaFree(p_);
+  if (p_) FreeDevice(p_);
 }
 
 Result<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
   PinnedBuffer b;
   if (bytes == 0) return std::move(b);
+  NoCaptureScope no_capture;
   Status st = KILN_CUDA_STATUS(cudaMallocHost(&b.p_, bytes));
   if (!st.ok()) {
     cudaGetLastError();
@@ -96,7 +113,7 @@ Result<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
 
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
   if (this != &o) {
-    if (p_) cudaFreeHost(p_);
+    if (p_) FreeHost(p_);
     p_ = o.p_;
     bytes_ = o.bytes_;
     o.p_ = nullptr;
@@ -106,7 +123,7 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
 }
 
 PinnedBuffer::~PinnedBuffer() {
-  if (p_) cudaFreeHost(p_);
+  if (p_) FreeHost(p_);
 }
 
 Status CopyToDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream) {

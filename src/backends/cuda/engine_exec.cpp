@@ -5,6 +5,7 @@
 
 #include <unordered_map>
 
+#include "backends/cuda/capture_guard.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/error.h"
 
@@ -239,10 +240,15 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
       cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
       graph_exec_ = nullptr;
     }
-    KILN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    Status st = Launches(stream, nullptr);
     cudaGraph_t graph = nullptr;
-    cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    Status st;
+    cudaError_t end = cudaSuccess;
+    {
+      CaptureScope capturing;  // no other thread frees memory or creates handles meanwhile (capture_guard.h)
+      KILN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      st = Launches(stream, nullptr);
+      end = cudaStreamEndCapture(stream, &graph);
+    }
     if (!st.ok()) {
       if (graph) cudaGraphDestroy(graph);
       return st.WithContext("capturing the engine into a CUDA graph");

@@ -3,16 +3,29 @@
 #include <cublasLt.h>
 #include <cudnn.h>
 
+#include "backends/cuda/capture_guard.h"
 #include "core/error.h"
 
 namespace kiln::cuda {
 
 Handles::~Handles() {
+  NoCaptureScope no_capture;  // creating and destroying handles may synchronize the device
   if (dnn_) cudnnDestroy(dnn_);
   if (lt_) cublasLtDestroy(lt_);
 }
 
 Status Handles::Init(cudaStream_t stream) {
+  if (!lt_ || !dnn_) {
+    NoCaptureScope no_capture;
+    KILN_RETURN_IF_ERROR(Create());
+  }
+  cudnnStatus_t s = cudnnSetStream(dnn_, stream);
+  if (s != CUDNN_STATUS_SUCCESS)
+    return Err(StatusCode::kCudaError, "cudnnSetStream failed: {}", cudnnGetErrorString(s));
+  return Status::Ok();
+}
+
+Status Handles::Create() {
   if (!lt_) {
     cublasStatus_t s = cublasLtCreate(&lt_);
     if (s != CUBLAS_STATUS_SUCCESS)
@@ -26,9 +39,6 @@ Status Handles::Init(cudaStream_t stream) {
                  "cudnnCreate failed: {} (is cuDNN 9 on LD_LIBRARY_PATH? kiln was built with cuDNN {}.{})",
                  cudnnGetErrorString(s), CUDNN_MAJOR, CUDNN_MINOR);
   }
-  cudnnStatus_t s = cudnnSetStream(dnn_, stream);
-  if (s != CUDNN_STATUS_SUCCESS)
-    return Err(StatusCode::kCudaError, "cudnnSetStream failed: {}", cudnnGetErrorString(s));
   return Status::Ok();
 }
 

@@ -17,6 +17,7 @@ class Handles {
   cudnnContext* cudnn() const { return dnn_; }
 
  private:
+  Status Create();  // the handles not created yet
   cublasLtContext* lt_ = nullptr;
   cudnnContext* dnn_ = nullptr;
 };

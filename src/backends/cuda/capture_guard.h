@@ -1,0 +1,32 @@
+// CUDA graph capture against the host calls that must not run while another thread captures. cudaFree and
+// cudaFreeHost synchronize the device, and creating cuDNN / cuBLASLt handles may allocate and synchronize; any of
+// them in one thread during another thread's capture invalidates that capture (seen as a cuBLASLt launch failure
+// in the next captured layer). A process-wide reader/writer lock keeps them apart: captures hold it shared (several
+// contexts may capture at once), those calls hold it exclusively. A thread that is capturing does not take it
+// again (an unsafe call there is an error CUDA reports to it, not a deadlock).
+#pragma once
+
+namespace kiln::cuda {
+
+// Held around cudaStreamBeginCapture .. cudaStreamEndCapture.
+class CaptureScope {
+ public:
+  CaptureScope();
+  ~CaptureScope();
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+};
+
+// Held around a call that must not overlap any capture (allocation, free, handle creation).
+class NoCaptureScope {
+ public:
+  NoCaptureScope();
+  ~NoCaptureScope();
+  NoCaptureScope(const NoCaptureScope&) = delete;
+  NoCaptureScope& operator=(const NoCaptureScope&) = delete;
+
+ private:
+  bool locked_ = false;
+};
+
+}  // namespace kiln::cuda
