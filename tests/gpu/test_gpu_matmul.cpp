@@ -191,6 +191,14 @@ OneNode& WithAct(OneNode& n, const ActCase& a) {
       .Attr("kiln_activation_beta", Attribute::Float(a.beta));
 }
 
+// kiln.FusedMatMul(A, B, bias[N]) of case c with activation a; consumes three seeds.
+OneNode FusedMatMulNode(const MatMulCase& c, const ActCase& a, DataType t, uint32_t& seed) {
+  OneNode node("FusedMatMul", "kiln");
+  node.Input(Random(t, c.a, seed++)).Const(Random(t, c.b, seed++)).Const(Random(t, {c.b.back()}, seed++));
+  WithAct(node, a);
+  return node;
+}
+
 TEST(GpuFusedGemm, ActivationsMatchCpu) {
   const std::vector<GemmCase> cases = {
       {7, 33, 129, 0, 0, 1.f, 1.f, {}, false},          // activation epilogue alone
@@ -222,13 +230,7 @@ TEST(GpuFusedMatMul, ActivationsAndBatchesMatchCpu) {
   uint32_t seed = 900;
   for (const auto& c : cases)
     for (const auto& a : kActs) {
-      const int64_t n = c.b.back();
-      auto make = [&](DataType t) {
-        OneNode node("FusedMatMul", "kiln");
-        node.Input(Random(t, c.a, seed++)).Const(Random(t, c.b, seed++)).Const(Random(t, {n}, seed++));
-        WithAct(node, a);
-        return node;
-      };
+      auto make = [&](DataType t) { return FusedMatMulNode(c, a, t, seed); };
       const std::string what = std::string(a.name) + " " + ShapeToString(c.a) + " x " + ShapeToString(c.b);
       EXPECT_TRUE(make(kF32).NoTF32().MatchesCpu(kTightAtol, kTightRtol)) << what;
       EXPECT_TRUE(make(kF16).ReferenceInFloat32().MatchesCpu(kF16Atol, kF16Rtol)) << "float16 " << what;
@@ -249,13 +251,7 @@ TEST(GpuFusedMatMul, PackedPostOpsMatchCpu) {
   uint32_t seed = 1500;
   for (const auto& c : cases)
     for (const auto& a : kActs) {
-      const int64_t n = c.b.back();
-      auto make = [&](DataType t) {
-        OneNode node("FusedMatMul", "kiln");
-        node.Input(Random(t, c.a, seed++)).Const(Random(t, c.b, seed++)).Const(Random(t, {n}, seed++));
-        WithAct(node, a);
-        return node;
-      };
+      auto make = [&](DataType t) { return FusedMatMulNode(c, a, t, seed); };
       const std::string what = std::string(a.name) + " " + ShapeToString(c.a) + " x " + ShapeToString(c.b);
       for (const char* tactic : {"", "postop/cublaslt:heuristic"}) {  // "": the first listed tactic
         EXPECT_TRUE(make(kF32).NoTF32().Tactic(tactic).MatchesCpu(kTightAtol, kTightRtol)) << tactic << " " << what;

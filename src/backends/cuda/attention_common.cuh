@@ -14,11 +14,14 @@ struct BatchOffsets {
   int64_t q = 0, k = 0, v = 0, mask = 0, keep = 0, out = 0;
 };
 
-__device__ __forceinline__ BatchOffsets OffsetsOf(const AttentionParams& p, int64_t b) {
+// I: the index type of the divisions (uint32_t where b is a grid index, below 2^31: cheaper than 64-bit).
+template <typename I = int64_t>
+__device__ __forceinline__ BatchOffsets OffsetsOf(const AttentionParams& p, I b) {
   BatchOffsets o;
   for (int i = p.nbd - 1; i >= 0; --i) {
-    const int64_t idx = b % p.batch_dims[i];
-    b /= p.batch_dims[i];
+    const I dim = static_cast<I>(p.batch_dims[i]);
+    const I idx = b % dim;
+    b /= dim;
     o.q += idx * p.q_bstride[i];
     o.k += idx * p.k_bstride[i];
     o.v += idx * p.v_bstride[i];

@@ -182,24 +182,6 @@ constexpr int MmaMinBlocks() {
   return blocks < 1 ? 1 : blocks;
 }
 
-// Element offsets of the operands' matrices for batch b (as attn::OffsetsOf, with 32-bit division: the batch
-// index is below the grid size, 2^31).
-__device__ __forceinline__ attn::BatchOffsets OffsetsOf32(const AttentionParams& p, uint32_t b) {
-  attn::BatchOffsets o;
-  for (int i = p.nbd - 1; i >= 0; --i) {
-    const uint32_t dim = static_cast<uint32_t>(p.batch_dims[i]);
-    const uint32_t idx = b % dim;
-    b /= dim;
-    o.q += idx * p.q_bstride[i];
-    o.k += idx * p.k_bstride[i];
-    o.v += idx * p.v_bstride[i];
-    o.mask += idx * p.mask_bstride[i];
-    o.keep += idx * p.keep_bstride[i];
-    o.out += idx * p.out_bstride[i];
-  }
-  return o;
-}
-
 template <typename T, int D, int NW, int MODE>
 __global__ void __launch_bounds__(NW * 32, MmaMinBlocks<D, NW, MODE>())
     AttentionMmaKernel(const AttentionParams p, const int flags) {
@@ -215,7 +197,7 @@ __global__ void __launch_bounds__(NW * 32, MmaMinBlocks<D, NW, MODE>())
   const uint32_t row_blocks = static_cast<uint32_t>((p.sq + kRows - 1) / kRows);
   const uint32_t b = blockIdx.x / row_blocks;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x - b * row_blocks) * kRows;
-  const attn::BatchOffsets off = OffsetsOf32(p, b);
+  const attn::BatchOffsets off = attn::OffsetsOf<uint32_t>(p, b);
   const uint16_t* Q = static_cast<const uint16_t*>(p.q) + off.q + row0 * p.q_row_stride;
   const uint16_t* K = static_cast<const uint16_t*>(p.k) + off.k;
   const uint16_t* V = static_cast<const uint16_t*>(p.v) + off.v;
