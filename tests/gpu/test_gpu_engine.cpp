@@ -177,7 +177,8 @@ TEST(GpuEngine, CudaGraphReplayEqualsPlainRunsAndRecapturesOnShapeChange) {
   (*graph)->setUseCudaGraph(true);
   auto stream = cuda::Stream::Create();
   Io a = MakeIo(8), b = MakeIo(8);
-  for (int64_t batch : {2, 2, 2, 5, 5, 2}) {
+  // Alternating shapes reuse each shape's plan and graph; six shapes cycle through the four kept plans.
+  for (int64_t batch : {2, 2, 2, 5, 5, 2, 5, 2, 1, 3, 4, 6, 2, 1, 6}) {
     auto x = RandomVec(batch * 3 * 9 * 9, static_cast<uint32_t>(100 + batch));
     std::vector<float> y1, y2;
     ASSERT_TRUE(RunGpu(**plain, a, x, batch, stream->get(), &y1).ok());

@@ -11,22 +11,30 @@ std::shared_mutex& Lock() {
   return m;
 }
 thread_local int captures_here = 0;  // captures this thread is inside
+thread_local int exclusive_here = 0;  // NoCaptureScopes this thread is inside
 
 }  // namespace
 
 CaptureScope::CaptureScope() {
-  if (captures_here++ == 0) Lock().lock_shared();
+  if (captures_here++ == 0 && exclusive_here == 0) {
+    Lock().lock_shared();
+    locked_ = true;
+  }
 }
 CaptureScope::~CaptureScope() {
-  if (--captures_here == 0) Lock().unlock_shared();
+  --captures_here;
+  if (locked_) Lock().unlock_shared();
 }
 
 NoCaptureScope::NoCaptureScope() {
-  if (captures_here > 0) return;
-  Lock().lock();
-  locked_ = true;
+  if (captures_here == 0 && exclusive_here == 0) {
+    Lock().lock();
+    locked_ = true;
+  }
+  ++exclusive_here;
 }
 NoCaptureScope::~NoCaptureScope() {
+  --exclusive_here;
   if (locked_) Lock().unlock();
 }
 

@@ -2,8 +2,8 @@
 // cudaFreeHost synchronize the device, and creating cuDNN / cuBLASLt handles may allocate and synchronize; any of
 // them in one thread during another thread's capture invalidates that capture (seen as a cuBLASLt launch failure
 // in the next captured layer). A process-wide reader/writer lock keeps them apart: captures hold it shared (several
-// contexts may capture at once), those calls hold it exclusively. A thread that is capturing does not take it
-// again (an unsafe call there is an error CUDA reports to it, not a deadlock).
+// contexts may capture at once), those calls hold it exclusively. A thread that is capturing, or already holds it
+// exclusively, does not take it again (an unsafe call inside a capture is an error CUDA reports, not a deadlock).
 #pragma once
 
 namespace kiln::cuda {
@@ -15,6 +15,9 @@ class CaptureScope {
   ~CaptureScope();
   CaptureScope(const CaptureScope&) = delete;
   CaptureScope& operator=(const CaptureScope&) = delete;
+
+ private:
+  bool locked_ = false;
 };
 
 // Held around a call that must not overlap any capture (allocation, free, handle creation).

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "backends/cuda/capture_guard.h"
@@ -61,12 +62,24 @@ void* GpuEngine::weight(const std::string& name) const {
 
 GpuContext::GpuContext(const GpuEngine& engine, const MemoryPlan& plan) : engine_(engine), mplan_(plan) {}
 
-GpuContext::~GpuContext() {
-  if (graph_exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
+GpuContext::Plan::~Plan() {
+  if (graph_exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec));
+}
+
+GpuContext::~GpuContext() = default;
+
+void GpuContext::DropGraphs() {
+  for (auto& p : plans_) {
+    if (p->graph_exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(p->graph_exec));
+    p->graph_exec = nullptr;
+  }
 }
 
 Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const std::string& key,
                              const std::map<std::string, void*>& addresses) {
+  // Allocations, synchronous uploads, a device synchronize and cuDNN plan building: never while another thread
+  // captures (capture_guard.h).
+  NoCaptureScope no_capture;
   const Graph& shaped = *shaped_graph;
   if (!arena_.get() && mplan_.arena_bytes > 0) {
     KILN_ASSIGN_OR_RETURN(arena_, DeviceBuffer::Allocate(static_cast<size_t>(mplan_.arena_bytes)));
@@ -176,27 +189,29 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
   }
   if (p->workspace > workspace_.bytes()) {
     KILN_ASSIGN_OR_RETURN(DeviceBuffer bigger, DeviceBuffer::Allocate(p->workspace));
+    DropGraphs();  // they captured the old workspace
     workspace_ = std::move(bigger);
   }
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the folded values' uploads have landed
-  plan_ = std::move(p);
+  if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());  // the least recently used
+  plans_.push_back(std::move(p));
   return Status::Ok();
 }
 
 Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
   LaunchContext lc{stream, workspace_.get(), workspace_.bytes(), handles_.cublaslt(), handles_.cudnn()};
-  for (const auto& [dst, src] : plan_->output_copies)
+  for (const auto& [dst, src] : current_->output_copies)
     KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src.first, src.second, cudaMemcpyDeviceToDevice, stream));
   const auto& nodes = engine_.graph().nodes();
   std::vector<cudaEvent_t> events;
   if (profiler) {
-    events.resize(plan_->launches.size() + 1);
+    events.resize(current_->launches.size() + 1);
     for (auto& ev : events) KILN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev));
     KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[0], stream));
   }
   Status st = Status::Ok();
-  for (size_t i = 0; i < plan_->launches.size() && st.ok(); ++i) {
-    Launch& l = plan_->launches[i];
+  for (size_t i = 0; i < current_->launches.size() && st.ok(); ++i) {
+    Launch& l = current_->launches[i];
     st = engine_.layer(l.node)->Enqueue(lc, l.inputs, l.outputs);
     if (!st.ok() && st.message().find(nodes[l.node]->name) == std::string::npos)
       st = st.WithContext(nodes[l.node]->Where());
@@ -204,10 +219,10 @@ Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
   }
   if (profiler) {
     if (st.ok()) st = KILN_CUDA_STATUS(cudaEventSynchronize(events.back()));
-    for (size_t i = 0; st.ok() && i < plan_->launches.size(); ++i) {
+    for (size_t i = 0; st.ok() && i < current_->launches.size(); ++i) {
       float ms = 0;
       cudaEventElapsedTime(&ms, events[i], events[i + 1]);
-      profiler->reportLayerTime(nodes[plan_->launches[i].node]->name.c_str(), ms);
+      profiler->reportLayerTime(nodes[current_->launches[i].node]->name.c_str(), ms);
     }
     for (auto& ev : events) cudaEventDestroy(ev);
   }
@@ -218,13 +233,16 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
                            const std::map<std::string, void*>& addresses, IProfiler* profiler) {
   std::string key = shape_key;
   for (const auto& [name, a] : addresses) key += fmt::format("|{}={}", name, a);
-  if (!plan_ || plan_->key != key) {
-    if (graph_exec_) {
-      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
-      graph_exec_ = nullptr;
-    }
-    plan_.reset();  // a failed rebuild must not leave a plan for other shapes behind
+  current_ = nullptr;
+  for (size_t i = 0; i < plans_.size(); ++i) {
+    if (plans_[i]->key != key) continue;
+    std::rotate(plans_.begin() + i, plans_.begin() + i + 1, plans_.end());  // now the most recently used
+    current_ = plans_.back().get();
+    break;
+  }
+  if (!current_) {
     KILN_RETURN_IF_ERROR(BuildPlan(std::move(shaped), key, addresses));
+    current_ = plans_.back().get();
   }
   if (!handles_ready_ || handles_stream_ != stream) {
     KILN_RETURN_IF_ERROR(handles_.Init(stream));
@@ -234,11 +252,12 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
   // Profiled runs time each layer with events; the legacy default stream cannot be captured.
   if (!use_graph_ || profiler || stream == nullptr) return Launches(stream, profiler);
 
-  const std::string gkey = key + fmt::format("|stream={}", static_cast<void*>(stream));
-  if (!graph_exec_ || graph_key_ != gkey) {
-    if (graph_exec_) {
-      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
-      graph_exec_ = nullptr;
+  Plan& plan = *current_;
+  const std::string gkey = fmt::format("stream={}", static_cast<void*>(stream));
+  if (!plan.graph_exec || plan.graph_key != gkey) {
+    if (plan.graph_exec) {
+      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(plan.graph_exec));
+      plan.graph_exec = nullptr;
     }
     cudaGraph_t graph = nullptr;
     Status st;
@@ -258,11 +277,11 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
     cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     KILN_CUDA_RETURN_IF_ERROR(inst);
-    graph_exec_ = exec;
-    graph_key_ = gkey;
+    plan.graph_exec = exec;
+    plan.graph_key = gkey;
     ++captures_;
   }
-  return KILN_CUDA_STATUS(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph_exec_), stream));
+  return KILN_CUDA_STATUS(cudaGraphLaunch(static_cast<cudaGraphExec_t>(plan.graph_exec), stream));
 }
 
 }  // namespace kiln::cuda

@@ -54,8 +54,11 @@ class GpuContext {
   Status Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> shaped, const std::string& shape_key,
                  const std::map<std::string, void*>& addresses, IProfiler* profiler);
   void set_use_cuda_graph(bool on) { use_graph_ = on; }
-  bool graph_captured() const { return graph_exec_ != nullptr; }
+  bool graph_captured() const { return current_ && current_->graph_exec; }
   int captures() const { return captures_; }
+  // Launch plans (and their CUDA graphs) kept per context: alternating between this many sets of shapes or
+  // addresses neither rebuilds nor captures again.
+  static constexpr size_t kMaxPlans = 4;
 
  private:
   struct Launch {
@@ -69,9 +72,13 @@ class GpuContext {
     std::shared_ptr<const Graph> shaped;    // the DeviceTensors' host pointers point into it
     std::vector<std::pair<void*, std::pair<const void*, size_t>>> output_copies;  // dst, (src, bytes)
     size_t workspace = 0;
+    void* graph_exec = nullptr;  // cudaGraphExec_t captured from these launches
+    std::string graph_key;       // the stream it was captured on
+    ~Plan();
   };
   Status BuildPlan(std::shared_ptr<const Graph> shaped_graph, const std::string& key, const std::map<std::string, void*>& addresses);
   Status Launches(cudaStream_t stream, IProfiler* profiler);
+  void DropGraphs();  // every plan's CUDA graph (they captured a workspace that is going away)
 
   const GpuEngine& engine_;
   const MemoryPlan& mplan_;
@@ -79,10 +86,9 @@ class GpuContext {
   Handles handles_;
   cudaStream_t handles_stream_ = nullptr;
   bool handles_ready_ = false;
-  std::unique_ptr<Plan> plan_;
+  std::vector<std::unique_ptr<Plan>> plans_;  // least recently used first, at most kMaxPlans
+  Plan* current_ = nullptr;                   // the plan of the running Enqueue
   bool use_graph_ = false;
-  void* graph_exec_ = nullptr;  // cudaGraphExec_t
-  std::string graph_key_;
   int captures_ = 0;
 };
 
