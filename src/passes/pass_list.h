@@ -13,6 +13,7 @@ Result<PassReport> RecognizeGeluPass(Graph& g, const PassOptions& o);           
 Result<PassReport> RecognizeLayerNormPass(Graph& g, const PassOptions& o);             // recognize_layernorm.cpp
 Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o);             // recognize_attention.cpp
 Result<PassReport> FuseBiasActivationPass(Graph& g, const PassOptions& o);             // fuse_bias_activation.cpp
+Result<PassReport> FuseQkvProjectionPass(Graph& g, const PassOptions& o);              // fuse_qkv_projection.cpp
 Result<PassReport> FuseResidualAddPass(Graph& g, const PassOptions& o);                // fuse_residual_add.cpp
 Result<PassReport> FusePointwisePass(Graph& g, const PassOptions& o);                  // fuse_pointwise.cpp
 Result<PassReport> EliminateDeadCodePass(Graph& g, const PassOptions& o);              // eliminate_dead_code.cpp

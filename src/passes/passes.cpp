@@ -20,7 +20,8 @@ const std::vector<Pass>& AllPasses() {
       {"recognize-attention", RecognizeAttentionPass, true},
       // Fusion.
       {"fuse-bias-activation", FuseBiasActivationPass, true},     // Conv/Gemm/MatMul + bias + activation
-      {"fuse-residual-add", FuseResidualAddPass, true},           // GEMM (no activation) + residual Add
+      {"fuse-qkv-projection", FuseQkvProjectionPass, true},       // attention's Q/K/V GEMMs -> one, read packed
+      {"fuse-residual-add", FuseResidualAddPass, true},           // GEMM/conv + residual Add (+ conv activation)
       {"fuse-pointwise", FusePointwisePass, true},                 // adjacent pointwise ops -> one node
       {"eliminate-dead-code", EliminateDeadCodePass, false},
   };

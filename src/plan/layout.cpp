@@ -211,8 +211,9 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
     return r;
   };
 
-  // The NHWC value v with its channels zero-padded to c (once per value).
+  // The NHWC value v with its channels zero-padded to c (once per value), and padded weights (once per W).
   std::map<std::pair<const Value*, int64_t>, Value*> padded;
+  std::map<const Value*, Value*> padded_weights;
   auto pad_channels = [&](Value* v, int64_t c) -> Value* {
     if (auto it = padded.find({v, c}); it != padded.end()) return it->second;
     Value* t = g.AddValue(fmt::format("{}_c{}", v->name, c));
@@ -235,10 +236,13 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
       n.inputs[0] = to_nhwc(n.inputs[0]);
       const Value* w = n.input(1);
       const int64_t c = w->const_value->dim(1);
-      if (opts.pad_channels > 0 && c < opts.pad_channels && n.geti("group", 1) == 1 && n.inputs[0]->shape[3].known() &&
-          n.inputs[0]->shape[3].value == c) {
+      // (Pad-1 names its attribute differently: no padding in opset-1 graphs.)
+      if (opts.pad_channels > 0 && c < opts.pad_channels && n.geti("group", 1) == 1 && opset >= 2 &&
+          n.inputs[0]->shape[3].known() && n.inputs[0]->shape[3].value == c) {
         n.inputs[0] = pad_channels(n.inputs[0], opts.pad_channels);
-        n.inputs[1] = g.AddConstant(w->name + "_cpad", PadAxis1(*w->const_value, opts.pad_channels));
+        auto& pw = padded_weights[w];
+        if (!pw) pw = g.AddConstant(w->name + "_cpad", PadAxis1(*w->const_value, opts.pad_channels));
+        n.inputs[1] = pw;
         ++rep.channels_padded;
       }
       if (n.input(3)) n.inputs[3] = to_nhwc(n.inputs[3]);  // the residual has Y's layout

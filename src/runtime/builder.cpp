@@ -131,6 +131,7 @@ const char* FusionKey(const std::string& pass) {
   if (pass == "fold-batchnorm") return "batchnorm_folded";
   if (pass == "fuse-bias-activation") return "bias_activation";
   if (pass == "fuse-residual-add") return "residual_add";
+  if (pass == "fuse-qkv-projection") return "qkv_projection";
   if (pass == "fuse-pointwise") return "pointwise";
   if (pass == "recognize-gelu") return "gelu";
   if (pass == "recognize-layernorm") return "layernorm";

@@ -4,6 +4,7 @@
 #include "runtime/engine_impl.h"
 
 #ifdef KILN_HAVE_CUDA
+#include "backends/cuda/capture_guard.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/engine_exec.h"
 #endif
@@ -21,6 +22,8 @@ Result<const cuda::GpuEngine*> EngineImpl::Gpu() const {
   std::map<std::string, Dims> opt;
   for (const auto& [name, v] : profiles[0]) opt[name] = v[1];
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> tuned, InferAtShapes(*graph, opt));
+  // Uploads, cuDNN plans and a device synchronize: not while another context captures (capture_guard.h).
+  cuda::NoCaptureScope no_capture;
   auto g = cuda::GpuEngine::Create(*graph, *tuned, tactics, allow_tf32);
   if (!g.ok()) return g.status();
   gpu = std::move(*g);

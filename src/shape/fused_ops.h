@@ -5,7 +5,8 @@
 //   FusedMatMul(A, B, bias[N])  MatMul + bias over the last axis + activation (same three attributes)
 //   Residual (all three, optional input 3; FusedGemm's C / FusedConv's B at input 2 may then be empty): R of
 //                           exactly the output's shape, type and layout, added before the activation, as the
-//                           graph's Add -> act did: Y = act(base (+ bias / beta C) + R). fuse-residual-add creates
+//                           graph's Add -> act did: Y = act(base (+ bias / beta C) + R) (in float32; the graph
+//                           rounded base and the sum to the storage type, the GPU's fused graphs need not). fuse-residual-add creates
 //                           it for GEMMs only with activation None (the GPU runs it as cuBLASLt's beta * C, beta
 //                           1; FusedGemm's C is then a bias) and for convolutions with any activation (ResNet's
 //                           conv -> Add(identity) -> Relu; cuDNN adds R in the fused graph).

@@ -26,8 +26,8 @@ bool IsFloat(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat64;
 }
 
-// The optional residual of FusedGemm / FusedMatMul (input 3, see fused_ops.h): exactly the output's type and
-// shape (no broadcast); where the output's dims are unknown, the residual's fill them in.
+// The optional residual of FusedConv / FusedGemm / FusedMatMul (input 3, see fused_ops.h): exactly the output's
+// type and shape (no broadcast); where the output's dims are unknown, the residual's fill them in.
 constexpr size_t kResidualInput = 3;
 
 Status CheckResidual(InferContext& ctx) {
@@ -130,13 +130,21 @@ Status FusedPointwiseShape(InferContext& ctx) {
 // -> [batch..., Sq, dv] with batch the broadcast of Q's, K's and V's leading dims. kiln_{q,k,v,out}_layout =
 // "BSHD": that tensor has its axes -3 and -2 swapped (see ApplyAttentionLayout).
 // A kiln_*_layout attribute of Attention: "BHSD" (default) leaves `shape` as is, "BSHD" swaps its axes -3 and -2
-// (the logical shape of a BSHD input, or the physical shape of a BSHD output).
+// (the logical shape of a BSHD input, or the physical shape of a BSHD output), "BS3HD" (inputs only: Q, K and V
+// packed as [.., S, 3, H, D]) drops axis -3 and swaps.
 Status ApplyAttentionLayout(const Node& n, const char* name, Shape* shape) {
   const Result<std::string> l = n.attr_string(name, "BHSD");
   if (!l.ok()) return l.status();
   if (*l == "BHSD") return Status::Ok();
-  if (*l != "BSHD")
-    return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD", n.Where(), name, *l);
+  if (*l == "BS3HD" && std::string(name) != "kiln_out_layout") {
+    if (shape->size() < 4 || ((*shape)[shape->size() - 3].known() && (*shape)[shape->size() - 3].value != 3))
+      return Err(StatusCode::kInvalidModel, "{}: {} = BS3HD needs [.., S, 3, H, D], not {}", n.Where(), name,
+                 ShapeToString(*shape));
+    shape->erase(shape->end() - 3);
+  } else if (*l != "BSHD") {
+    return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD{}", n.Where(), name, *l,
+               std::string(name) == "kiln_out_layout" ? "" : " or BS3HD");
+  }
   if (shape->size() < 3)
     return Err(StatusCode::kInvalidModel, "{}: {} = BSHD needs rank >= 3, not {}", n.Where(), name,
                ShapeToString(*shape));

@@ -105,6 +105,31 @@ Tensor CausalKeep(int64_t sq, int64_t sk, int64_t shift) {
   return FromValues(DataType::kBool, {1, 1, sq, sk}, vals);
 }
 
+// Q, K and V packed in one [B, S, 3, H, D] tensor (kiln_*_layout = BS3HD, as fuse-qkv-projection makes them),
+// the output BSHD, with and without BERT's padding mask.
+TEST(GpuAttention, PackedQkvBs3hd) {
+  struct Case {
+    int64_t b, s, h, d;
+  };
+  for (const Case c : {Case{2, 77, 3, 64}, Case{1, 130, 2, 32}, Case{4, 128, 12, 64}})
+    for (const auto& [dt, tactic] : AllConfigs())
+      for (bool masked : {false, true}) {
+        OneNode n("Attention", "kiln");
+        const Tensor packed = Random(dt, {c.b, c.s, 3, c.h, c.d}, 7, -2, 2);
+        n.Input(packed).Input(packed).Input(packed);
+        for (const char* l : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"}) n.Attr(l, Attribute::String("BS3HD"));
+        n.Attr("kiln_out_layout", Attribute::String("BSHD"));
+        std::vector<int64_t> lens(c.b);
+        for (int64_t i = 0; i < c.b; ++i) lens[i] = c.s - 5 * i;
+        if (masked) n.Input(PaddingMask(dt, lens, c.s));
+        n.Attr("scale", Attribute::Float(1.f / std::sqrt(static_cast<float>(c.d)))).Tactic(tactic);
+        if (dt != DataType::kFloat32) n.ReferenceInFloat32();
+        const double tol = dt == DataType::kFloat32 ? 1e-4 : 2e-2;
+        EXPECT_TRUE(n.MatchesCpu(tol, tol)) << DataTypeName(dt) << " " << tactic << " " << c.b << "x" << c.s << "x3x"
+                                            << c.h << "x" << c.d << (masked ? " masked" : "");
+      }
+}
+
 TEST(GpuAttention, Float32SequenceLengthsAndHeadSizes) {
   for (int64_t s : {1, 7, 77, 128, 197})
     for (int64_t d : {32, 64, 80, 128, 17, 100, 256}) {

@@ -80,6 +80,9 @@ def test_optimized_engine_matches_unoptimized_graph(kiln, model_dir, name):
         assert ops.get("kiln.Attention", 0) == 12, ops
         assert opt["fusions"]["attention"] == 12 * 5, opt["fusions"]
         assert ops.get("Transpose", 0) == 0, ops
+        # Each attention's Q, K and V projections are one GEMM whose output the attention reads packed (BS3HD).
+        assert opt["fusions"]["qkv_projection"] == 12, opt["fusions"]
+        assert ops.get("kiln.FusedMatMul", 0) == 12 * 4 + 1, ops  # QKV, attention output, FFN x2; the pooler
 
 
 def test_dynamic_profile_engine(kiln, model_dir):

@@ -355,6 +355,61 @@ TEST(RecognizeAttention, NotWhenProbabilitiesAreReadOrAxisIsNotLast) {
   }
 }
 
+// ---- fuse-qkv-projection ----
+
+// A BERT self-attention from x [2, 5, 16] (2 heads of 8): Q, K and V each Linear -> Reshape [2, 5, 2, 8] ->
+// Transpose; `k_from` feeds the key projection (x, or another tensor).
+Value* BertSelfAttention(TestGraph& t, Value* x, Value* k_from) {
+  auto proj = [&](const std::string& name, Value* in) {
+    Value* m = t.Op("MatMul", "/attn/" + name + "/MatMul", {in, t.Const(name + ".weight", {16, 16})});
+    Value* y = t.Op("Add", "/attn/" + name + "/Add", {t.Const(name + ".bias", {16}), m});
+    return t.Op("Reshape", "/attn/" + name + "/Reshape", {y, t.Const(name + ".shape", Tensor::FromInt64({2, 5, 2, 8}))});
+  };
+  auto tp = [&](const std::string& name, Value* v, std::vector<int64_t> perm) {
+    return t.Op("Transpose", "/attn/Transpose_" + name, {v}, {{"perm", Attribute::Ints(std::move(perm))}});
+  };
+  Value* q = tp("q", proj("query", x), {0, 2, 1, 3});
+  Value* k = tp("k", proj("key", k_from), {0, 2, 3, 1});
+  Value* v = tp("v", proj("value", x), {0, 2, 1, 3});
+  Value* s = t.Op("Div", "/attn/Div", {t.Op("MatMul", "/attn/MatMul", {q, k}), t.F(2.8284271f)});
+  s = t.Op("Add", "/attn/Add", {s, t.Input("mask", {2, 1, 1, 5}, DataType::kFloat32, -3, 0)});
+  Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+  Value* y = tp("out", t.Op("MatMul", "/attn/MatMul_1", {p, v}), {0, 2, 1, 3});
+  return t.Op("Reshape", "/attn/Reshape_out", {y, t.Const("out.shape", Tensor::FromInt64({2, 5, 16}))});
+}
+
+TEST(FuseQkvProjection, OneGemmReadPackedByTheAttention) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 5, 16});
+  t.Output(BertSelfAttention(t, x, x));
+  t.Finish();
+  EXPECT_EQ(Apply(t, FuseBiasActivationPass), 3);
+  EXPECT_EQ(Apply(t, RecognizeAttentionPass), 5);
+  EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 1);
+  EXPECT_EQ(t.Count("FusedMatMul"), 1);
+  EXPECT_EQ(t.Count("Reshape"), 2);  // the packed view and the output's
+  const Node* at = t.Find("Attention");
+  ASSERT_TRUE(at);
+  for (const char* a : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"}) EXPECT_EQ(at->gets(a, ""), "BS3HD") << a;
+  EXPECT_EQ(at->inputs[0], at->inputs[1]);
+  EXPECT_EQ(at->inputs[0], at->inputs[2]);
+  EXPECT_EQ(ShapeToString(at->inputs[0]->shape), "[2,5,3,2,8]");
+  const Node* mm = t.Find("FusedMatMul");
+  EXPECT_EQ(mm->input(1)->const_value->shape(), (std::vector<int64_t>{16, 48}));
+  EXPECT_EQ(mm->input(2)->const_value->shape(), (std::vector<int64_t>{48}));
+}
+
+TEST(FuseQkvProjection, NotWhenKeyComesFromAnotherInput) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 5, 16});
+  t.Output(BertSelfAttention(t, x, t.Input("memory", {2, 5, 16})));  // cross-attention
+  t.Finish();
+  EXPECT_EQ(Apply(t, FuseBiasActivationPass), 3);
+  EXPECT_EQ(Apply(t, RecognizeAttentionPass), 5);
+  EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 0);
+  EXPECT_EQ(t.Count("FusedMatMul"), 3);
+}
+
 // ---- fuse-bias-activation ----
 
 TEST(FuseBiasActivation, ConvWithEachActivation) {

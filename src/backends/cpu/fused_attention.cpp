@@ -6,6 +6,7 @@
 // kiln_{q,k,v,out}_layout = "BSHD" (axes -3 and -2 of that tensor swapped: [B, S, H, D] for the logical
 // [B, H, S, D]) is applied by copying the input to the logical layout first / the output back last.
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
@@ -62,13 +63,34 @@ MaskView ViewMask(const Tensor& m, const std::vector<int64_t>& batch, int64_t sq
   return v;
 }
 
-// Whether the layout attribute `name` is "BSHD" (else "BHSD", the default).
+// Whether the layout attribute `name` is "BSHD" (else "BHSD", the default). "BS3HD" (Q, K or V packed, see
+// shape/fused_ops.h) is BSHD once UnpackSlot has taken the operand out.
 Result<bool> IsBshd(const Node& n, const char* name) {
   const Result<std::string> l = n.attr_string(name, "BHSD");
   if (!l.ok()) return l.status();
   if (*l == "BHSD") return false;
-  if (*l == "BSHD") return true;
-  return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD", n.Where(), name, *l);
+  if (*l == "BSHD" || (*l == "BS3HD" && std::string(name) != "kiln_out_layout")) return true;
+  return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD, BSHD or BS3HD", n.Where(), name, *l);
+}
+
+// Input `slot` (0 = Q, 1 = K, 2 = V) as the kernel reads it: a "BS3HD" input [.., S, 3, H, D] gives its part
+// `slot` as a BSHD tensor [.., S, H, D] (copied into *buf); others are returned as they are.
+Result<const Tensor*> UnpackSlot(const Node& n, const Tensor& x, int slot, Tensor* buf) {
+  static const char* const kNames[3] = {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"};
+  if (n.gets(kNames[slot], "BHSD") != "BS3HD") return &x;
+  if (x.rank() < 4 || x.dim(-3) != 3)
+    return Err(StatusCode::kInvalidArgument, "{}: a BS3HD input must be [.., S, 3, H, D], not {}", n.Where(),
+               x.Describe());
+  std::vector<int64_t> shape = x.shape();
+  shape.erase(shape.end() - 3);
+  const int64_t part = x.dim(-2) * x.dim(-1), rows = x.numel() / std::max<int64_t>(1, 3 * part);
+  const size_t es = DataTypeSize(x.dtype());
+  *buf = Tensor(x.dtype(), shape);
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(buf->raw());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * part * es, src + (r * 3 + slot) * part * es, part * es);
+  return buf;
 }
 
 // `shape` with axes -3 and -2 swapped (rank >= 3).
@@ -95,7 +117,11 @@ Status AttentionKernel(KernelContext& ctx) {
   const Node& n = ctx.node;
   if (ctx.num_inputs() < 3 || !ctx.input(0) || !ctx.input(1) || !ctx.input(2))
     return Err(StatusCode::kInvalidArgument, "{}: Attention needs Q, K and V", n.Where());
-  const Tensor &q = ctx.in(0), &k = ctx.in(1), &v = ctx.in(2);
+  Tensor packed[3];
+  KILN_ASSIGN_OR_RETURN(const Tensor* qt, UnpackSlot(n, ctx.in(0), 0, &packed[0]));
+  KILN_ASSIGN_OR_RETURN(const Tensor* kt_, UnpackSlot(n, ctx.in(1), 1, &packed[1]));
+  KILN_ASSIGN_OR_RETURN(const Tensor* vt, UnpackSlot(n, ctx.in(2), 2, &packed[2]));
+  const Tensor &q = *qt, &k = *kt_, &v = *vt;
   const Tensor* mask = ctx.input(3);
   const Tensor* keep = ctx.input(4);
   const bool kt = n.geti("kiln_k_transposed", 0) != 0;

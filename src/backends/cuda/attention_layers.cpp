@@ -7,7 +7,8 @@
 // The leading (batch) dims of Q, K and V broadcast against each other; the masks broadcast into the scores
 // [batch..., Sq, Sk]. Both are resolved here into per-dim element strides passed by value to the kernel, as are
 // the layouts kiln_{q,k,v,out}_layout = "BSHD" (the tensor's axes -3 and -2 swapped: [B, S, H, D] for the
-// logical [B, H, S, D]), so the head split and merge Transposes cost no copy.
+// logical [B, H, S, D]), so the head split and merge Transposes cost no copy, and "BS3HD" for Q, K and V (one
+// packed tensor [B, S, 3, H, D] from a single QKV GEMM: part 0, 1 or 2 of it, read through strides and an offset).
 #include <string>
 #include <vector>
 
@@ -25,15 +26,19 @@ constexpr const char* kTacticSimt = "attn.simt";
 struct AttentionAttrs {
   float scale = 1.f, fill = 0.f;
   bool k_transposed = false, keep_if_true = true, where_first = false, nan_to_zero = false;
-  bool q_bshd = false, k_bshd = false, v_bshd = false, out_bshd = false;  // kiln_*_layout == "BSHD"
+  bool q_bshd = false, k_bshd = false, v_bshd = false, out_bshd = false;  // kiln_*_layout == "BSHD" or "BS3HD"
+  bool q_packed = false, k_packed = false, v_packed = false;              // kiln_*_layout == "BS3HD"
 };
 
-Result<bool> ReadLayout(const Node& n, const char* name) {
+// Whether the layout is BSHD (or BS3HD, which sets *packed; inputs only).
+Result<bool> ReadLayout(const Node& n, const char* name, bool* packed = nullptr) {
   const Result<std::string> l = n.attr_string(name, "BHSD");
   if (!l.ok()) return l.status();
   if (*l == "BHSD") return false;
   if (*l == "BSHD") return true;
-  return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD", n.Where(), name, *l);
+  if (*l == "BS3HD" && packed) return *packed = true;
+  return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD{}", n.Where(), name, *l,
+             packed ? " or BS3HD" : "");
 }
 
 Result<AttentionAttrs> ReadAttrs(const Node& n) {
@@ -48,9 +53,11 @@ Result<AttentionAttrs> ReadAttrs(const Node& n) {
   a.keep_if_true = keep_true != 0;
   a.where_first = where_first != 0;
   a.nan_to_zero = nan_to_zero != 0;
-  KILN_ASSIGN_OR_RETURN(a.q_bshd, ReadLayout(n, "kiln_q_layout"));
-  KILN_ASSIGN_OR_RETURN(a.k_bshd, ReadLayout(n, "kiln_k_layout"));
-  KILN_ASSIGN_OR_RETURN(a.v_bshd, ReadLayout(n, "kiln_v_layout"));
+  KILN_ASSIGN_OR_RETURN(a.q_bshd, ReadLayout(n, "kiln_q_layout", &a.q_packed));
+  KILN_ASSIGN_OR_RETURN(a.k_bshd, ReadLayout(n, "kiln_k_layout", &a.k_packed));
+  KILN_ASSIGN_OR_RETURN(a.v_bshd, ReadLayout(n, "kiln_v_layout", &a.v_packed));
+  if (a.k_packed && a.k_transposed)
+    return Err(StatusCode::kInvalidModel, "{}: a packed (BS3HD) K cannot be transposed", n.Where());
   KILN_ASSIGN_OR_RETURN(a.out_bshd, ReadLayout(n, "kiln_out_layout"));
   return a;
 }
@@ -104,13 +111,24 @@ std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   return st;
 }
 
-// One operand as the kernel reads it: the logical shape and its element strides (physical layout applied).
+// One operand as the kernel reads it: the logical shape, its element strides (physical layout applied) and the
+// element offset of its first element.
 struct Operand {
   std::vector<int64_t> shape, strides;
+  int64_t offset = 0;
 };
-bool MakeOperand(const std::vector<int64_t>& physical, bool bshd, Operand* o) {
+// `slot` >= 0: the physical tensor is BS3HD [.., S, 3, H, D] and the operand is its part `slot` (bshd is set).
+bool MakeOperand(const std::vector<int64_t>& physical, bool bshd, Operand* o, int slot = -1) {
   o->shape = physical;
   o->strides = ContiguousStrides(physical);
+  o->offset = 0;
+  if (slot >= 0) {
+    const size_t r = physical.size();
+    if (r < 4 || physical[r - 3] != 3) return false;
+    o->offset = slot * o->strides[r - 3];
+    o->shape.erase(o->shape.end() - 3);
+    o->strides.erase(o->strides.end() - 3);
+  }
   if (!bshd) return true;
   return SwapHeadAxes(&o->shape) && SwapHeadAxes(&o->strides);
 }
@@ -163,9 +181,11 @@ class AttentionLayer : public Layer {
         return Err(StatusCode::kUnsupported, "{}: Q, K and V must have rank 2..{} (shapes {}, {}, {})", where_,
                    2 + kAttnMaxBatchDims, ShapeStr(q.shape), ShapeStr(k.shape), ShapeStr(v.shape));
     Operand qo, ko, vo;
-    if (!MakeOperand(q.shape, attrs_.q_bshd, &qo) || !MakeOperand(k.shape, attrs_.k_bshd, &ko) ||
-        !MakeOperand(v.shape, attrs_.v_bshd, &vo))
-      return Err(StatusCode::kInvalidArgument, "{}: a BSHD layout needs rank >= 3 (Q {}, K {}, V {})", where_,
+    if (!MakeOperand(q.shape, attrs_.q_bshd, &qo, attrs_.q_packed ? 0 : -1) ||
+        !MakeOperand(k.shape, attrs_.k_bshd, &ko, attrs_.k_packed ? 1 : -1) ||
+        !MakeOperand(v.shape, attrs_.v_bshd, &vo, attrs_.v_packed ? 2 : -1))
+      return Err(StatusCode::kInvalidArgument,
+                 "{}: a BSHD layout needs rank >= 3, a BS3HD one [.., S, 3, H, D] (Q {}, K {}, V {})", where_,
                  ShapeStr(q.shape), ShapeStr(k.shape), ShapeStr(v.shape));
     const auto& qs = qo.shape;
     const auto& ks = ko.shape;
@@ -221,9 +241,10 @@ class AttentionLayer : public Layer {
       return Err(StatusCode::kInvalidArgument, "{}: the keep mask {} does not broadcast into the scores {}", where_,
                  ShapeStr(keep->shape), ShapeStr(scores));
 
-    p->q = q.data;
-    p->k = k.data;
-    p->v = v.data;
+    const int64_t es = static_cast<int64_t>(DataTypeSize(t));
+    p->q = static_cast<const char*>(q.data) + qo.offset * es;
+    p->k = static_cast<const char*>(k.data) + ko.offset * es;
+    p->v = static_cast<const char*>(v.data) + vo.offset * es;
     p->mask = mask ? mask->data : nullptr;
     p->keep = keep ? static_cast<const uint8_t*>(keep->data) : nullptr;
     p->out = out[0].data;

@@ -156,8 +156,9 @@ __device__ __forceinline__ void LoadTile(uint16_t* dst, const uint16_t* src, int
 // How the kernel applies the masks (a template parameter; the launcher picks it).
 //   kKeyMask: no mask, or masks that broadcast over the query rows (mask_row == 0, keep_row == 0: BERT's
 //             [B, 1, 1, S] padding mask). The score of key j is s * mul[j] + add[j]; the block stages (mul, add)
-//             of each key tile in shared memory beside K and V (keys past sk: 0 and -inf; dropped keys: 0 and the
-//             fill). Registers stay free for S and O.
+//             of each key tile in shared memory beside K and V (keys past sk: NaN and -inf; dropped keys: NaN and
+//             the fill; a NaN mul means the score is add alone, even for a non-finite s). Registers stay free for S
+//             and O.
 //   kFullMask: any other broadcast. Each thread loads its mask elements of the tile into registers before the
 //             S = Q K^T work, so that the loads issue together and their latency hides behind it.
 constexpr int kKeyMask = 0;
@@ -247,14 +248,15 @@ __global__ void __launch_bounds__(NW * 32, MmaMinBlocks<D, NW, MODE>())
     for (int i = 0; i < kKeysPer; ++i) {
       const int j = tid + i * NT;
       if (j >= kMmaKeys) continue;
-      float2 e = make_float2(0.f, -INFINITY);  // past the end
+      // (mul, add); mul NaN: the score is `add` whatever q.k is (a non-finite q.k times 0 would give NaN).
+      float2 e = make_float2(NAN, -INFINITY);  // past the end
       if (key0 + j < sk) {
         T mv;
         memcpy(&mv, &mraw[i], 2);
         const float madd = M ? ToF32(mv) : 0.f;
         const bool drop = KP != nullptr && ((kraw[i] != 0) != (p.keep_if_true != 0));
         // As attn::MaskScore: a dropped score is the fill (plus the mask when the keep mask comes first).
-        e = drop ? make_float2(0.f, p.where_first ? p.fill + madd : p.fill) : make_float2(p.scale, madd);
+        e = drop ? make_float2(NAN, p.where_first ? p.fill + madd : p.fill) : make_float2(p.scale, madd);
       }
       dst[j] = e;
     }
@@ -358,10 +360,10 @@ __global__ void __launch_bounds__(NW * 32, MmaMinBlocks<D, NW, MODE>())
 #pragma unroll
       for (int nt = 0; nt < kMmaKeys / 8; ++nt) {
         const float4 e = kb[nt * 4 + c2 / 2];  // keys nt * 8 + c2 and + 1
-        s[nt][0] = fmaf(s[nt][0], e.x, e.y);
-        s[nt][1] = fmaf(s[nt][1], e.z, e.w);
-        s[nt][2] = fmaf(s[nt][2], e.x, e.y);
-        s[nt][3] = fmaf(s[nt][3], e.z, e.w);
+        s[nt][0] = isnan(e.x) ? e.y : fmaf(s[nt][0], e.x, e.y);
+        s[nt][1] = isnan(e.z) ? e.w : fmaf(s[nt][1], e.z, e.w);
+        s[nt][2] = isnan(e.x) ? e.y : fmaf(s[nt][2], e.x, e.y);
+        s[nt][3] = isnan(e.z) ? e.w : fmaf(s[nt][3], e.z, e.w);
         tile_max[0] = fmaxf(tile_max[0], fmaxf(s[nt][0], s[nt][1]));
         tile_max[1] = fmaxf(tile_max[1], fmaxf(s[nt][2], s[nt][3]));
       }

@@ -4,6 +4,9 @@
 // in the next captured layer). A process-wide reader/writer lock keeps them apart: captures hold it shared (several
 // contexts may capture at once), those calls hold it exclusively. A thread that is capturing, or already holds it
 // exclusively, does not take it again (an unsafe call inside a capture is an error CUDA reports, not a deadlock).
+// Lock order: this lock first, then a layer's own mutex (conv plan caches), then cuDNN's build mutex. So a
+// NoCaptureScope is taken around whole steps (engine creation, a context's plan building), never inside code that
+// already holds one of the others.
 #pragma once
 
 namespace kiln::cuda {

@@ -11,7 +11,8 @@
 // or with pointers not 16-byte aligned builds a plan for them on first use, under the layer's mutex, keeps it in
 // a per-layer cache, and falls back to the heuristics' choice where the tactic's engine cannot run them. Plan
 // building is host work that must not happen inside a CUDA graph capture: WorkspaceBytes() builds the plans of
-// the shapes it is asked about, so a runtime that asks it for each profile shape before capturing is safe.
+// the shapes and pointer alignment it is asked about, so a runtime that asks it with each launch's tensors before
+// capturing is safe.
 // Plans are built with a process-wide cuDNN handle and executed with the stream's handle (ctx.cudnn).
 #include <cuda_runtime.h>
 
@@ -225,10 +226,23 @@ class ConvLayer final : public Layer {
     return plan;
   }
 
+  // The alignment all of a call's tensor pointers share (16 bytes, else the element size): the plan is built for
+  // it. WorkspaceBytes and Enqueue agree on it, so a plan is never built during a CUDA graph capture.
+  int64_t CallAlignment(const std::vector<DeviceTensor>& inputs, const std::vector<DeviceTensor>& outputs) const {
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    bool all16 = outputs.empty() || aligned(outputs[0].data);
+    for (size_t i = 0; i < inputs.size() && i < 4; ++i) {
+      if ((i == 1 && w_.present) || (i == 2 && b_.present)) continue;  // the layer's own copies: aligned
+      if (inputs[i].present()) all16 = all16 && aligned(inputs[i].data);
+    }
+    return all16 ? 16 : static_cast<int64_t>(DataTypeSize(cfg_.dtype));
+  }
+
   size_t WorkspaceBytes(const std::vector<DeviceTensor>& inputs,
                         const std::vector<DeviceTensor>& outputs) const override {
     if (inputs.size() < 2) return 0;
-    auto plan = PlanFor(inputs[0].shape, w_.present ? w_.shape : inputs[1].shape, 16, false);
+    auto plan = PlanFor(inputs[0].shape, w_.present ? w_.shape : inputs[1].shape, CallAlignment(inputs, outputs),
+                        false);
     return plan.ok() ? (*plan)->WorkspaceBytes(DataTypeSize(cfg_.dtype)) : 0;  // Enqueue reports the error
   }
 
@@ -267,10 +281,9 @@ class ConvLayer final : public Layer {
       r = rt.data;
     }
     const size_t elem = DataTypeSize(cfg_.dtype);
-    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    const bool all16 = aligned(x.data) && aligned(w) && aligned(y.data) && aligned(b) && aligned(r) &&
-                       aligned(ctx.workspace);
-    KILN_ASSIGN_OR_RETURN(auto plan, PlanFor(x.shape, w_shape, all16 ? 16 : static_cast<int64_t>(elem), false));
+    const bool ws16 = reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0;
+    const int64_t alignment = ws16 ? CallAlignment(inputs, outputs) : static_cast<int64_t>(elem);
+    KILN_ASSIGN_OR_RETURN(auto plan, PlanFor(x.shape, w_shape, alignment, false));
     const ConvGeometry& g = plan->geo;
     const std::vector<int64_t> y_expect = cfg_.nhwc ? NchwToNhwc(g.y_node) : g.y_node;
     if (y_expect != y.shape)

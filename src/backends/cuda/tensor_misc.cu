@@ -192,7 +192,9 @@ cudaError_t LaunchPad(const void* src, void* dst, int rank, const int64_t* in_sh
   for (int d = 0; d + 1 < rank; ++d) last_axis_only = last_axis_only && before[d] == 0 && in_shape[d] == out_shape[d];
   if (last_axis_only) {
     const int64_t in_c = in_shape[rank - 1], out_c = out_shape[rank - 1], pre = before[rank - 1];
-    const bool small = p.total < INT32_MAX && p.total / out_c * in_c < INT32_MAX;
+    // 32-bit indices when every index the grid-stride loop forms (up to total + one grid) fits.
+    const int64_t span = p.total + static_cast<int64_t>(GridFor(p.total, kBlock)) * kBlock;
+    const bool small = span < INT32_MAX && p.total / out_c * in_c < INT32_MAX;
     return BySize(elem_size, [&](auto tag) {
       using T = decltype(tag);
       const T fill = FromBits<T>(value_bits);
