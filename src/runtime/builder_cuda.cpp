@@ -107,8 +107,7 @@ Result<double> TimeOnceCuda(const EngineImpl& e) {
     const Dims d = it != e.profiles[0].end() ? it->second[1] : ToStatic(in->shape);
     Tensor t(in->dtype, d);
     for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, IsFloatType(in->dtype) ? u(rng) : 0.0);
-    KILN_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
-    if (t.nbytes()) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+    KILN_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::UploadToDevice(t.raw(), t.nbytes(), in->name));
     KILN_RETURN_IF_ERROR(context.setInputShape(in->name, d));
     KILN_RETURN_IF_ERROR(context.setTensorAddress(in->name, b.get()));
     buffers.push_back(std::move(b));

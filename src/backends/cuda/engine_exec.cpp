@@ -24,8 +24,7 @@ Result<std::unique_ptr<GpuEngine>> GpuEngine::Create(const Graph& g, const Graph
     for (const Value* v : n->inputs) {
       if (!v || !v->is_const() || e->weights_.count(v->name)) continue;
       const Tensor& t = *v->const_value;
-      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
-      if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, UploadToDevice(t.raw(), t.nbytes(), v->name));
       e->weight_bytes_ += t.nbytes();
       e->weights_.emplace(v->name, std::move(b));
     }
@@ -90,8 +89,7 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
     if (v->is_const()) {  // folded at these shapes
       if (auto it = folded_addr.find(v); it != folded_addr.end()) return it->second;
       const Tensor& t = *v->const_value;
-      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
-      if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, UploadToDevice(t.raw(), t.nbytes(), v->name));
       void* a = b.get();
       p->folded.push_back(std::move(b));
       folded_addr[v] = a;
@@ -169,8 +167,7 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
     if (dst == addresses.end() || !dst->second)
       return Err(StatusCode::kInvalidArgument, "output '{}' has no device address: call setTensorAddress first", o->name);
     const Tensor& t = *o->const_value;
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
-    if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, UploadToDevice(t.raw(), t.nbytes(), o->name));
     p->output_copies.push_back({dst->second, {b.get(), t.nbytes()}});
     p->folded.push_back(std::move(b));
   }

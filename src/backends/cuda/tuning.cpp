@@ -45,14 +45,12 @@ struct Bench {
   std::vector<DeviceTensor> inputs, outputs;
 };
 
-Result<DeviceBuffer> RandomBuffer(DataType dtype, int64_t n, std::mt19937& rng) {
-  Tensor h(dtype, {n});
+Result<DeviceBuffer> RandomBuffer(const Value& v, int64_t n, std::mt19937& rng) {
+  Tensor h(v.dtype, {n});
   std::uniform_real_distribution<double> u(-1.0, 1.0);
-  const bool fl = IsFloatType(dtype);
+  const bool fl = IsFloatType(v.dtype);
   for (int64_t i = 0; i < n; ++i) h.SetFromDouble(i, fl ? u(rng) : 0.0);
-  KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(h.nbytes(), 1)));
-  if (h.nbytes()) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice));
-  return b;
+  return UploadToDevice(h.raw(), h.nbytes(), v.name);
 }
 
 Result<Bench> MakeBench(const Node& tn, const LayerSpec& spec, std::mt19937& rng) {
@@ -65,13 +63,12 @@ Result<Bench> MakeBench(const Node& tn, const LayerSpec& spec, std::mt19937& rng
       t.shape = spec.input_shapes[i];
       if (v->is_const()) {
         const Tensor& c = *v->const_value;
-        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(std::max<size_t>(c.nbytes(), 1)));
-        if (c.nbytes()) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.get(), c.raw(), c.nbytes(), cudaMemcpyHostToDevice));
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, UploadToDevice(c.raw(), c.nbytes(), v->name));
         t.host = &c;
         t.data = d.get();
         b.buffers.push_back(std::move(d));
       } else {
-        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, RandomBuffer(v->dtype, t.numel(), rng));
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, RandomBuffer(*v, t.numel(), rng));
         t.data = d.get();
         b.buffers.push_back(std::move(d));
       }
