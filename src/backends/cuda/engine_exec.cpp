@@ -30,15 +30,8 @@ Result<std::unique_ptr<GpuEngine>> GpuEngine::Create(const Graph& g, const Graph
     }
   std::string errors;
   for (size_t k = 0; k < nodes.size(); ++k) {
-    const Node& n = *nodes[k];
-    const Node& tn = *tnodes[k];
-    LayerSpec spec{n, {}, {}, allow_tf32};
-    for (const Value* v : tn.inputs)
-      spec.input_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
-    for (const Value* v : tn.outputs)
-      spec.output_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
     const std::string tactic = k < tactics.size() && !tactics[k].empty() ? tactics[k] : "default";
-    auto layer = CreateLayer(spec, tactic);
+    auto layer = CreateLayer(SpecAt(*nodes[k], *tnodes[k], allow_tf32), tactic);
     if (!layer.ok()) {
       errors += "\n  - " + layer.status().message();
       e->layers_.emplace_back();

@@ -13,15 +13,6 @@
 
 namespace kiln::cuda {
 
-LayerSpec SpecAt(const Node& node, const Node& tn, bool allow_tf32) {
-  LayerSpec spec{node, {}, {}, allow_tf32};
-  for (const Value* v : tn.inputs)
-    spec.input_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
-  for (const Value* v : tn.outputs)
-    spec.output_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
-  return spec;
-}
-
 Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
   std::string errors;
   int n = 0;

@@ -35,7 +35,4 @@ Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32);
 Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned, const TuneOptions& opts,
                                                TuneReport* report);
 
-// Builds the LayerSpec of node k at the tuning shapes.
-LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32);
-
 }  // namespace kiln::cuda
