@@ -65,7 +65,7 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, BuildReport& rep, ILogg
 Result<std::vector<std::string>> ChooseCudaTactics(const Graph& g, const Graph& tuned, const BuilderConfig& cfg,
                                                    BuildReport& rep, ILogger& logger) {
   const bool tf32 = cfg.getFlag(BuilderFlag::kTF32);
-  KILN_RETURN_IF_ERROR(cuda::CheckSupport(g, tuned, tf32));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> candidates, cuda::CheckSupport(g, tuned, tf32));
   cuda::TimingCache cache;
   const std::string& path = cfg.timingCacheFile();
   if (!path.empty()) {
@@ -80,7 +80,7 @@ Result<std::vector<std::string>> ChooseCudaTactics(const Graph& g, const Graph& 
   to.cache = path.empty() ? nullptr : &cache;
   to.log = [&](const std::string& line) { logger.log(Severity::kVerbose, line.c_str()); };
   cuda::TuneReport tr;
-  KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, cuda::SelectTactics(g, tuned, to, &tr));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, cuda::SelectTactics(g, tuned, candidates, to, &tr));
   for (const auto& f : tr.failures) logger.log(Severity::kVerbose, ("tactic failed: " + f).c_str());
   rep.layers_timed = tr.timed;
   rep.timing_cache_hits = tr.cache_hits;

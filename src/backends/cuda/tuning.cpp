@@ -13,7 +13,8 @@
 
 namespace kiln::cuda {
 
-Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
+Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
+  std::vector<std::vector<std::string>> candidates;
   std::string errors;
   int n = 0;
   for (size_t k = 0; k < g.nodes().size(); ++k) {
@@ -21,9 +22,11 @@ Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
     if (!t.ok()) {
       errors += "\n  - " + t.status().message();
       ++n;
+      continue;
     }
+    candidates.push_back(std::move(*t));
   }
-  if (n == 0) return Status::Ok();
+  if (n == 0) return candidates;
   return Status(StatusCode::kUnsupported,
                 fmt::format("{} node(s) cannot run on the CUDA backend:{}", n, errors));
 }
@@ -133,8 +136,12 @@ Result<double> TimeLayer(const Layer& layer, Bench& b, cudaStream_t stream, Hand
 
 }  // namespace
 
-Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned, const TuneOptions& opts,
-                                               TuneReport* report) {
+Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
+                                               const std::vector<std::vector<std::string>>& candidates,
+                                               const TuneOptions& opts, TuneReport* report) {
+  const auto& nodes = g.nodes();
+  if (candidates.size() != nodes.size())
+    return Err(StatusCode::kInternal, "{} candidate lists for {} nodes", candidates.size(), nodes.size());
   TuneReport rep;
   const auto t0 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
@@ -142,12 +149,11 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
   KILN_RETURN_IF_ERROR(handles.Init(stream.get()));
   std::mt19937 rng(7);
   std::vector<std::string> chosen;
-  const auto& nodes = g.nodes();
   for (size_t k = 0; k < nodes.size(); ++k) {
     const Node& n = *nodes[k];
     const Node& tn = *tuned.nodes()[k];
     LayerSpec spec = SpecAt(n, tn, opts.allow_tf32);
-    KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, TacticsFor(spec));
+    const std::vector<std::string>& tactics = candidates[k];
     ++rep.layers;
     bool shapes_known = true;
     for (const Value* v : tn.inputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
