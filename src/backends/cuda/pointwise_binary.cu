@@ -8,12 +8,17 @@
 #include <type_traits>
 
 #include "backends/cuda/pointwise_device.cuh"
+#include "backends/cuda/pointwise_scalar.cuh"
 
 namespace kiln::cuda {
 namespace {
 
 using pw::C;
 using pw::Ld;
+using pw::LoadScalar;
+using pw::Scalar;
+using pw::ScalarAsDouble;
+using pw::ScalarAsFloat;
 using pw::St;
 
 // Wide unsigned type for wrap-around integer arithmetic (no signed-overflow UB).
@@ -158,39 +163,9 @@ __global__ void CompareKernel(int op, const T* __restrict__ a, const T* __restri
 }
 
 // ---- Pow ----
-// An exponent element: kind 0 signed int (in i), 1 unsigned int (bits in i), 2 float32/16/bfloat16 (in d),
-// 3 float64 (in d).
-struct Exponent {
-  int kind;
-  int64_t i;
-  double d;
-};
-
-__device__ __forceinline__ Exponent LoadExponent(int code, const void* p, int64_t k) {
-  switch (code) {
-    case kI8: return {0, static_cast<const int8_t*>(p)[k], 0.0};
-    case kI16: return {0, static_cast<const int16_t*>(p)[k], 0.0};
-    case kI32: return {0, static_cast<const int32_t*>(p)[k], 0.0};
-    case kI64: return {0, static_cast<const int64_t*>(p)[k], 0.0};
-    case kU8: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
-    case kU16: return {1, static_cast<const uint16_t*>(p)[k], 0.0};
-    case kU32: return {1, static_cast<const uint32_t*>(p)[k], 0.0};
-    case kU64: return {1, static_cast<int64_t>(static_cast<const uint64_t*>(p)[k]), 0.0};
-    case kF32: return {2, 0, static_cast<const float*>(p)[k]};
-    case kF16: return {2, 0, __half2float(static_cast<const __half*>(p)[k])};
-    case kBF16: return {2, 0, __bfloat162float(static_cast<const __nv_bfloat16*>(p)[k])};
-    default: return {3, 0, static_cast<const double*>(p)[k]};
-  }
-}
-
-__device__ __forceinline__ double ExponentAsDouble(const Exponent& e) {
-  if (e.kind == 0) return static_cast<double>(e.i);
-  if (e.kind == 1) return static_cast<double>(static_cast<uint64_t>(e.i));
-  return e.d;
-}
-
+// The exponent is read as a pw::Scalar of its own dtype.
 template <typename CT>
-__device__ __forceinline__ CT PowValue(CT a, const Exponent& e, bool simple) {
+__device__ __forceinline__ CT PowValue(CT a, const Scalar& e, bool simple) {
   if constexpr (std::is_integral_v<CT>) {
     if (e.kind <= 1) {
       if (e.kind == 0 && e.i < 0) {  // only 1 and -1 have integral reciprocals
@@ -221,13 +196,9 @@ __device__ __forceinline__ CT PowValue(CT a, const Exponent& e, bool simple) {
       if (e.d == 0.5) return sqrt(a);
     }
     if (std::is_same_v<CT, float> && e.kind != 3) {  // float base, float/int exponent: powf
-      float ef;
-      if (e.kind == 0) ef = static_cast<float>(e.i);
-      else if (e.kind == 1) ef = static_cast<float>(static_cast<uint64_t>(e.i));
-      else ef = static_cast<float>(e.d);
-      return static_cast<CT>(powf(static_cast<float>(a), ef));
+      return static_cast<CT>(powf(static_cast<float>(a), ScalarAsFloat(e)));
     }
-    return static_cast<CT>(pow(static_cast<double>(a), ExponentAsDouble(e)));
+    return static_cast<CT>(pow(static_cast<double>(a), ScalarAsDouble(e)));
   }
 }
 
@@ -237,7 +208,7 @@ __global__ void PowKernel(int exp_code, bool simple, const T* __restrict__ a, co
   KILN_PW_GRID_LOOP(i, bc.numel) {
     I off[2];
     pw::Offsets<2, I>(bc, static_cast<I>(i), off);
-    St(y, i, PowValue<C<T>>(Ld(a, off[0]), LoadExponent(exp_code, b, off[1]), simple));
+    St(y, i, PowValue<C<T>>(Ld(a, off[0]), LoadScalar(exp_code, b, off[1]), simple));
   }
 }
 
