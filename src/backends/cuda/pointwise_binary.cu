@@ -259,13 +259,13 @@ cudaError_t LaunchArith(int op, int dtype, const void* a, const void* b, void* y
                         cudaStream_t stream) {
   if (bc.numel <= 0) return cudaSuccess;
   if (ArithVecOk(dtype, a, b, y, bc)) {
-    const bool ok = pw::DispatchLowFloat(dtype, [&](auto tag) {
+    const bool ok = DispatchLowFloat(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       LaunchArithVec<T>(op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), bc, stream);
     });
     return pw::LaunchResult(ok);
   }
-  const bool ok = pw::DispatchNumeric(dtype, [&](auto tag) {
+  const bool ok = DispatchNumeric(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     KILN_PW_LAUNCH_INDEXED(ArithKernel, T, bc, stream, op, static_cast<const T*>(a), static_cast<const T*>(b),
                            static_cast<T*>(y));
@@ -288,7 +288,7 @@ cudaError_t LaunchPow(int base_dtype, int exp_dtype, bool simple_exponents, cons
                       const PwBroadcast& bc, cudaStream_t stream) {
   if (bc.numel <= 0) return cudaSuccess;
   bool exp_ok = false;
-  pw::DispatchNumeric(exp_dtype, [&](auto) { exp_ok = true; });
+  DispatchNumeric(exp_dtype, [&](auto) { exp_ok = true; });
   if (!exp_ok) return cudaErrorInvalidValue;
   auto body = [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -296,9 +296,9 @@ cudaError_t LaunchPow(int base_dtype, int exp_dtype, bool simple_exponents, cons
                            static_cast<T*>(y));
   };
   bool ok = true;
-  if (base_dtype == kI32) body(pw::Tag<int32_t>{});
-  else if (base_dtype == kI64) body(pw::Tag<int64_t>{});
-  else ok = pw::DispatchFloat(base_dtype, body);
+  if (base_dtype == kI32) body(TypeTag<int32_t>{});
+  else if (base_dtype == kI64) body(TypeTag<int64_t>{});
+  else ok = DispatchFloat(base_dtype, body);
   return pw::LaunchResult(ok);
 }
 
@@ -310,14 +310,7 @@ cudaError_t LaunchWhere(int elem_bytes, const void* cond, const void* x, const v
     KILN_PW_LAUNCH_INDEXED(WhereKernel, T, bc, stream, static_cast<const uint8_t*>(cond), static_cast<const T*>(x),
                            static_cast<const T*>(y), static_cast<T*>(out));
   };
-  switch (elem_bytes) {
-    case 1: body(pw::Tag<uint8_t>{}); break;
-    case 2: body(pw::Tag<uint16_t>{}); break;
-    case 4: body(pw::Tag<uint32_t>{}); break;
-    case 8: body(pw::Tag<uint64_t>{}); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return pw::LaunchResult(DispatchElemBytes(elem_bytes, body));
 }
 
 cudaError_t LaunchVariadic(int op, int dtype, const void* const* inputs, void* y, float divisor,
@@ -327,7 +320,7 @@ cudaError_t LaunchVariadic(int op, int dtype, const void* const* inputs, void* y
   InputPtrs in{};
   for (int k = 0; k < bc.num_operands; ++k) in.p[k] = inputs[k];
   const int arith = op == kPwVarSum ? kPwArAdd : (op == kPwVarMax ? kPwArMax : kPwArMin);
-  const bool ok = pw::DispatchNumeric(dtype, [&](auto tag) {
+  const bool ok = DispatchNumeric(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     KILN_PW_LAUNCH_INDEXED(VariadicKernel, T, bc, stream, arith, in, static_cast<T*>(y), divisor);
   });

@@ -183,9 +183,9 @@ cudaError_t LaunchCast(int from, int to, bool saturate, const void* x, void* y, 
   if (n <= 0) return cudaSuccess;
   if (!IsCastCode(from) || !IsCastCode(to)) return cudaErrorInvalidValue;
   bool typed = false;
-  pw::DispatchLowFloat(from, [&](auto ft) {
+  DispatchLowFloat(from, [&](auto ft) {
     using From = typename decltype(ft)::type;
-    typed = pw::DispatchLowFloat(to, [&](auto tt) {
+    typed = DispatchLowFloat(to, [&](auto tt) {
       using To = typename decltype(tt)::type;
       CastFloatKernel<From, To><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(static_cast<const From*>(x),
                                                                                   static_cast<To*>(y), n);

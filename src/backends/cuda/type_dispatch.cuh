@@ -13,14 +13,31 @@ struct TypeTag {
   using type = T;
 };
 
-// Every numeric storage type, and bool.
+// float32, float16, bfloat16.
 template <typename F>
-bool DispatchStorage(int dtype, F&& f) {
+bool DispatchLowFloat(int dtype, F&& f) {
   switch (dtype) {
     case kF32: f(TypeTag<float>{}); return true;
     case kF16: f(TypeTag<__half>{}); return true;
     case kBF16: f(TypeTag<__nv_bfloat16>{}); return true;
-    case kF64: f(TypeTag<double>{}); return true;
+    default: return false;
+  }
+}
+
+// float32, float16, bfloat16, float64.
+template <typename F>
+bool DispatchFloat(int dtype, F&& f) {
+  if (dtype == kF64) {
+    f(TypeTag<double>{});
+    return true;
+  }
+  return DispatchLowFloat(dtype, f);
+}
+
+// Every integer type (not bool).
+template <typename F>
+bool DispatchInt(int dtype, F&& f) {
+  switch (dtype) {
     case kI8: f(TypeTag<int8_t>{}); return true;
     case kU8: f(TypeTag<uint8_t>{}); return true;
     case kI16: f(TypeTag<int16_t>{}); return true;
@@ -29,9 +46,24 @@ bool DispatchStorage(int dtype, F&& f) {
     case kU32: f(TypeTag<uint32_t>{}); return true;
     case kI64: f(TypeTag<int64_t>{}); return true;
     case kU64: f(TypeTag<uint64_t>{}); return true;
-    case kBool: f(TypeTag<bool>{}); return true;
     default: return false;
   }
+}
+
+// Integers and floats.
+template <typename F>
+bool DispatchNumeric(int dtype, F&& f) {
+  return DispatchInt(dtype, f) || DispatchFloat(dtype, f);
+}
+
+// Integers, floats, and bool (as bool).
+template <typename F>
+bool DispatchStorage(int dtype, F&& f) {
+  if (dtype == kBool) {
+    f(TypeTag<bool>{});
+    return true;
+  }
+  return DispatchNumeric(dtype, f);
 }
 
 // An unsigned type of `bytes` bytes (1, 2, 4 or 8), for kernels that move raw elements.
