@@ -11,16 +11,6 @@
 namespace kiln::cuda::pwl {
 namespace {
 
-using CreateFn = std::function<Result<std::unique_ptr<Layer>>(const LayerSpec&)>;
-
-LayerFactory Factory(CreateFn fn) {
-  LayerFactory f;
-  f.create = [fn](const LayerSpec& spec, const std::string&) { return fn(spec); };
-  return f;
-}
-
-std::unique_ptr<Layer> MakeLayer(FnLayer::Fn fn) { return std::make_unique<FnLayer>(std::move(fn)); }
-
 bool IsFloat8(DataType t) {
   return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
          t == DataType::kFloat8E5M2FNUZ;
