@@ -65,7 +65,7 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, BuildReport& rep, ILogg
 Result<std::vector<std::string>> ChooseCudaTactics(const Graph& g, const Graph& tuned, const BuilderConfig& cfg,
                                                    BuildReport& rep, ILogger& logger) {
   const bool tf32 = cfg.getFlag(BuilderFlag::kTF32);
-  KILN_RETURN_IF_ERROR(cuda::CheckSupport(g, tuned, tf32));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> candidates, cuda::CheckSupport(g, tuned, tf32));
   cuda::TimingCache cache;
   const std::string& path = cfg.timingCacheFile();
   if (!path.empty()) {
@@ -80,7 +80,7 @@ Result<std::vector<std::string>> ChooseCudaTactics(const Graph& g, const Graph& 
   to.cache = path.empty() ? nullptr : &cache;
   to.log = [&](const std::string& line) { logger.log(Severity::kVerbose, line.c_str()); };
   cuda::TuneReport tr;
-  KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, cuda::SelectTactics(g, tuned, to, &tr));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, cuda::SelectTactics(g, tuned, candidates, to, &tr));
   for (const auto& f : tr.failures) logger.log(Severity::kVerbose, ("tactic failed: " + f).c_str());
   rep.layers_timed = tr.timed;
   rep.timing_cache_hits = tr.cache_hits;
@@ -107,8 +107,7 @@ Result<double> TimeOnceCuda(const EngineImpl& e) {
     const Dims d = it != e.profiles[0].end() ? it->second[1] : ToStatic(in->shape);
     Tensor t(in->dtype, d);
     for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, IsFloatType(in->dtype) ? u(rng) : 0.0);
-    KILN_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
-    if (t.nbytes()) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+    KILN_ASSIGN_OR_RETURN(cuda::DeviceBuffer b, cuda::UploadToDevice(t.raw(), t.nbytes(), in->name));
     KILN_RETURN_IF_ERROR(context.setInputShape(in->name, d));
     KILN_RETURN_IF_ERROR(context.setTensorAddress(in->name, b.get()));
     buffers.push_back(std::move(b));

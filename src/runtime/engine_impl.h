@@ -58,6 +58,8 @@ class ExecutionContextImpl {
   std::shared_ptr<cuda::GpuContext> gpu;  // cuda: arena, workspace, launch plans, CUDA graph
   bool use_cuda_graph = false;
 
+  // The shape set for graph input `in`; an error where a dynamic input has none yet.
+  Result<const Dims*> InputShape(const Value& in) const;
   // Output shapes at the current input shapes (cached per input-shape key).
   Result<std::map<std::string, Dims>> OutputShapes();
   // The engine graph inferred at the current input shapes (shape subgraphs folded), and its key.

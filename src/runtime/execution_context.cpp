@@ -34,14 +34,19 @@ Result<std::shared_ptr<const Graph>> ExecutionContextImpl::ShapedGraph() {
   return cached_graph_;
 }
 
+Result<const Dims*> ExecutionContextImpl::InputShape(const Value& in) const {
+  auto it = input_shapes.find(in.name);
+  if (it == input_shapes.end())
+    return Err(StatusCode::kInvalidArgument, "input '{}' has dynamic dims {}: call setInputShape first", in.name,
+               ShapeToString(in.shape));
+  return &it->second;
+}
+
 Result<std::map<std::string, Dims>> ExecutionContextImpl::OutputShapes() {
   std::string key;
   for (const Value* in : engine.graph->inputs) {
-    auto it = input_shapes.find(in->name);
-    if (it == input_shapes.end())
-      return Err(StatusCode::kInvalidArgument, "input '{}' has dynamic dims {}: call setInputShape first", in->name,
-                 ShapeToString(in->shape));
-    key += in->name + ShapeToString(it->second) + ";";
+    KILN_ASSIGN_OR_RETURN(const Dims* shape, InputShape(*in));
+    key += in->name + ShapeToString(*shape) + ";";
   }
   if (key == cached_key_) return cached_shapes_;
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, InferAtShapes(*engine.graph, input_shapes));
@@ -151,14 +156,11 @@ Status ExecutionContext::enqueue(void* stream) {
   const Graph& g = *e.graph;
   std::unordered_map<const Value*, Tensor> env;
   for (const Value* in : g.inputs) {
-    auto shape = c.input_shapes.find(in->name);
-    if (shape == c.input_shapes.end())
-      return Err(StatusCode::kInvalidArgument, "input '{}' has dynamic dims {}: call setInputShape first", in->name,
-                 ShapeToString(in->shape));
+    KILN_ASSIGN_OR_RETURN(const Dims* shape, c.InputShape(*in));
     auto addr = c.addresses.find(in->name);
     if (addr == c.addresses.end() || !addr->second)
       return Err(StatusCode::kInvalidArgument, "input '{}' has no address: call setTensorAddress first", in->name);
-    env[in] = Tensor::View(in->dtype, shape->second, addr->second);
+    env[in] = Tensor::View(in->dtype, *shape, addr->second);
   }
   // Activations go to their arena slot when the plan has one and the shape fits it.
   auto in_arena = [&](const void* p) {

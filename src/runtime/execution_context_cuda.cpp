@@ -38,11 +38,7 @@ Status InitCudaContext(ExecutionContextImpl& c) {
 
 Status EnqueueCuda(ExecutionContextImpl& c, void* stream) {
   if (!c.gpu) KILN_RETURN_IF_ERROR(InitCudaContext(c));
-  for (const Value* in : c.engine.graph->inputs)
-    if (!c.input_shapes.count(in->name))
-      return Err(StatusCode::kInvalidArgument, "input '{}' has dynamic dims {}: call setInputShape first", in->name,
-                 ShapeToString(in->shape));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> shaped, c.ShapedGraph());
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> shaped, c.ShapedGraph());  // checks every input has a shape
   c.gpu->set_use_cuda_graph(c.use_cuda_graph);
   return c.gpu->Enqueue(static_cast<cudaStream_t>(stream), shaped, c.shape_key(), c.addresses, c.profiler);
 }

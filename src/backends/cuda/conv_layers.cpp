@@ -186,9 +186,7 @@ class ConvLayer final : public Layer {
       const std::vector<int64_t> logical = t.shape();
       if (i == 1 && cfg_.nhwc) t = PermuteTensor(t, {0, 2, 3, 1});  // KCRS -> KRSC, once
       Constant& k = i == 1 ? w_ : b_;
-      KILN_ASSIGN_OR_RETURN(k.buf, DeviceBuffer::Allocate(t.nbytes()));
-      if (t.nbytes() > 0)
-        KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(k.buf.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+      KILN_ASSIGN_OR_RETURN(k.buf, UploadToDevice(t.raw(), t.nbytes(), v->name));
       k.present = true;
       k.shape = logical;
     }

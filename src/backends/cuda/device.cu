@@ -98,6 +98,14 @@ DeviceBuffer::~DeviceBuffer() {
   if (p_) FreeDevice(p_);
 }
 
+Result<DeviceBuffer> UploadToDevice(const void* host, size_t bytes, const std::string& name) {
+  Result<DeviceBuffer> b = DeviceBuffer::Allocate(std::max<size_t>(bytes, 1));
+  const Status st = !b.ok() || bytes == 0 ? b.status()
+                                          : KILN_CUDA_STATUS(cudaMemcpy(b->get(), host, bytes, cudaMemcpyHostToDevice));
+  if (!st.ok()) return st.WithContext(fmt::format("uploading '{}' ({} bytes)", name, bytes));
+  return b;
+}
+
 Result<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
   PinnedBuffer b;
   if (bytes == 0) return std::move(b);

@@ -58,6 +58,11 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// A new device buffer holding a copy of `bytes` bytes of host memory; at least one byte is allocated, so its
+// address is never null. The copy (cudaMemcpy, legacy default stream) may still be in flight on return when the
+// host memory is pageable: synchronize before another stream reads the buffer. Errors name the value uploaded.
+Result<DeviceBuffer> UploadToDevice(const void* host, size_t bytes, const std::string& name);
+
 // Page-locked host memory (cudaMallocHost) for asynchronous transfers.
 class PinnedBuffer {
  public:

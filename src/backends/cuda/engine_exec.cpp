@@ -25,22 +25,14 @@ Result<std::unique_ptr<GpuEngine>> GpuEngine::Create(const Graph& g, const Graph
     for (const Value* v : n->inputs) {
       if (!v || !v->is_const() || e->weights_.count(v->name)) continue;
       const Tensor& t = *v->const_value;
-      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
-      if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, UploadToDevice(t.raw(), t.nbytes(), v->name));
       e->weight_bytes_ += t.nbytes();
       e->weights_.emplace(v->name, std::move(b));
     }
   std::string errors;
   for (size_t k = 0; k < nodes.size(); ++k) {
-    const Node& n = *nodes[k];
-    const Node& tn = *tnodes[k];
-    LayerSpec spec{n, {}, {}, allow_tf32};
-    for (const Value* v : tn.inputs)
-      spec.input_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
-    for (const Value* v : tn.outputs)
-      spec.output_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
     const std::string tactic = k < tactics.size() && !tactics[k].empty() ? tactics[k] : "default";
-    auto layer = CreateLayer(spec, tactic);
+    auto layer = CreateLayer(SpecAt(*nodes[k], *tnodes[k], allow_tf32), tactic);
     if (!layer.ok()) {
       errors += "\n  - " + layer.status().message();
       e->layers_.emplace_back();
@@ -103,8 +95,7 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
     if (v->is_const()) {  // folded at these shapes
       if (auto it = folded_addr.find(v); it != folded_addr.end()) return it->second;
       const Tensor& t = *v->const_value;
-      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
-      if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+      KILN_ASSIGN_OR_RETURN(DeviceBuffer b, UploadToDevice(t.raw(), t.nbytes(), v->name));
       void* a = b.get();
       p->folded.push_back(std::move(b));
       folded_addr[v] = a;
@@ -182,8 +173,7 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
     if (dst == addresses.end() || !dst->second)
       return Err(StatusCode::kInvalidArgument, "output '{}' has no device address: call setTensorAddress first", o->name);
     const Tensor& t = *o->const_value;
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(t.nbytes(), 1)));
-    if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer b, UploadToDevice(t.raw(), t.nbytes(), o->name));
     p->output_copies.push_back({dst->second, {b.get(), t.nbytes()}});
     p->folded.push_back(std::move(b));
   }

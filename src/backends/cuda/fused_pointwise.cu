@@ -87,7 +87,7 @@ cudaError_t LaunchFusedPointwise(int dtype, const PwProgramArgs& prog, const voi
       if (!(a < bc.num_operands || (a >= kPwMaxOperands && a < kPwMaxOperands + s))) return cudaErrorInvalidValue;
   InputPtrs in{};
   for (int k = 0; k < bc.num_operands; ++k) in.p[k] = inputs[k];
-  const bool ok = pw::DispatchLowFloat(dtype, [&](auto tag) {
+  const bool ok = DispatchLowFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (pw::Fits32(bc)) LaunchFor<T, uint32_t>(prog, in, static_cast<T*>(y), bc, stream);
     else LaunchFor<T, int64_t>(prog, in, static_cast<T*>(y), bc, stream);

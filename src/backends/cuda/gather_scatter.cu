@@ -8,14 +8,10 @@
 
 #include "backends/cuda/gather_scatter_kernels.h"
 #include "backends/cuda/kernel_util.cuh"
+#include "backends/cuda/type_dispatch.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
 
 // Wraps a negative index once and clamps the result into [0, dim - 1] (dim > 0).
 __device__ __forceinline__ int64_t ClampIndex(int64_t v, int64_t dim) {
@@ -127,18 +123,6 @@ __global__ void GatherElementsKernel(const E* __restrict__ data, E* __restrict__
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = ClampIndex(static_cast<int64_t>(indices[t]), g.axis_dim);
     out[t] = data[ElementsBase(g, t) + j * g.data_strides[g.axis]];
-  }
-}
-
-// Calls f(TypeTag<U>) with an unsigned type of `bytes` bytes; false for other sizes.
-template <typename F>
-bool DispatchElemBytes(int bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(TypeTag<uint8_t>{}); return true;
-    case 2: f(TypeTag<uint16_t>{}); return true;
-    case 4: f(TypeTag<uint32_t>{}); return true;
-    case 8: f(TypeTag<unsigned long long>{}); return true;
-    default: return false;
   }
 }
 
@@ -279,27 +263,6 @@ __global__ void ScatterNDKernel(T* out, const T* __restrict__ updates, const I* 
   }
 }
 
-// Calls f(TypeTag<T>) with the storage type of a dtype the scatter reductions support.
-template <typename F>
-bool DispatchScatterType(int dtype, F&& f) {
-  switch (dtype) {
-    case kF32: f(TypeTag<float>{}); return true;
-    case kF16: f(TypeTag<__half>{}); return true;
-    case kBF16: f(TypeTag<__nv_bfloat16>{}); return true;
-    case kF64: f(TypeTag<double>{}); return true;
-    case kI8: f(TypeTag<int8_t>{}); return true;
-    case kU8: f(TypeTag<uint8_t>{}); return true;
-    case kI16: f(TypeTag<int16_t>{}); return true;
-    case kU16: f(TypeTag<uint16_t>{}); return true;
-    case kI32: f(TypeTag<int32_t>{}); return true;
-    case kU32: f(TypeTag<uint32_t>{}); return true;
-    case kI64: f(TypeTag<int64_t>{}); return true;
-    case kU64: f(TypeTag<uint64_t>{}); return true;
-    case kBool: f(TypeTag<bool>{}); return true;
-    default: return false;
-  }
-}
-
 int DTypeBytes(int dtype) {
   switch (dtype) {
     case kU8: case kI8: case kBool: case kF8E4M3: return 1;
@@ -322,9 +285,9 @@ void DispatchWrite(void* out, int64_t out_elems, int dtype, int reduction, Launc
   }
   const bool word_safe = reinterpret_cast<uintptr_t>(out) % 4 == 0 && out_elems % 4 == 0;
   if (DTypeBytes(dtype) == 1 && !word_safe)
-    DispatchScatterType(dtype, [&](auto tag) { launch(tag, WriteTag<ScatterWrite::kSerial>{}); });
+    DispatchStorage(dtype, [&](auto tag) { launch(tag, WriteTag<ScatterWrite::kSerial>{}); });
   else
-    DispatchScatterType(dtype, [&](auto tag) { launch(tag, WriteTag<ScatterWrite::kAtomic>{}); });
+    DispatchStorage(dtype, [&](auto tag) { launch(tag, WriteTag<ScatterWrite::kAtomic>{}); });
 }
 
 }  // namespace
@@ -368,7 +331,7 @@ bool ScatterSupports(int dtype, int reduction) {
     return b == 1 || b == 2 || b == 4 || b == 8;
   }
   if (reduction < kScatterAdd || reduction > kScatterMin) return false;
-  return DispatchScatterType(dtype, [](auto) {});
+  return DispatchStorage(dtype, [](auto) {});
 }
 
 cudaError_t LaunchScatterElements(void* out, int64_t out_elems, const void* updates, const void* indices,

@@ -28,13 +28,11 @@ Result<Tensor> Download(const DeviceTensor& t, cudaStream_t stream) {
   return h;
 }
 
-Result<std::unique_ptr<Slot>> Upload(const Tensor& t, cudaStream_t stream) {
+Result<std::unique_ptr<Slot>> Upload(const Tensor& t, const std::string& name) {
   auto s = std::make_unique<Slot>();
-  KILN_ASSIGN_OR_RETURN(s->buf, DeviceBuffer::Allocate(t.nbytes()));
-  if (t.nbytes() > 0) {
-    KILN_RETURN_IF_ERROR(CopyToDevice(s->buf.get(), t.raw(), t.nbytes(), stream));
-    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  }
+  KILN_ASSIGN_OR_RETURN(s->buf, UploadToDevice(t.raw(), t.nbytes(), name));
+  // The copy ran on the legacy stream, which the runner's (non-blocking) stream does not wait for.
+  if (t.nbytes() > 0) KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStreamLegacy));
   s->t.data = s->buf.get();
   s->t.dtype = t.dtype();
   s->t.shape = t.shape();
@@ -63,13 +61,13 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
     if (it->second.dtype() != v->dtype)
       return Err(StatusCode::kInvalidArgument, "input '{}' must be {} but {} was given", v->name,
                  DataTypeName(v->dtype), DataTypeName(it->second.dtype()));
-    KILN_ASSIGN_OR_RETURN(env[v], Upload(it->second, stream.get()));
+    KILN_ASSIGN_OR_RETURN(env[v], Upload(it->second, v->name));
   }
   auto lookup = [&](const Value* v) -> Result<Slot*> {
     auto it = env.find(v);
     if (it != env.end()) return it->second.get();
     if (v->is_const()) {
-      KILN_ASSIGN_OR_RETURN(env[v], Upload(*v->const_value, stream.get()));
+      KILN_ASSIGN_OR_RETURN(env[v], Upload(*v->const_value, v->name));
       return env[v].get();
     }
     return Err(StatusCode::kInternal, "value '{}' has not been computed", v->name);

@@ -5,46 +5,10 @@
 
 #include "backends/cuda/index_misc_kernels.h"
 #include "backends/cuda/kernel_util.cuh"
+#include "backends/cuda/type_dispatch.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-
-// Calls f(TypeTag<T>) for every numeric storage type (and bool); false for others.
-template <typename F>
-bool DispatchNumeric(int dtype, F&& f) {
-  switch (dtype) {
-    case kF32: f(TypeTag<float>{}); return true;
-    case kF16: f(TypeTag<__half>{}); return true;
-    case kBF16: f(TypeTag<__nv_bfloat16>{}); return true;
-    case kF64: f(TypeTag<double>{}); return true;
-    case kI8: f(TypeTag<int8_t>{}); return true;
-    case kU8: f(TypeTag<uint8_t>{}); return true;
-    case kI16: f(TypeTag<int16_t>{}); return true;
-    case kU16: f(TypeTag<uint16_t>{}); return true;
-    case kI32: f(TypeTag<int32_t>{}); return true;
-    case kU32: f(TypeTag<uint32_t>{}); return true;
-    case kI64: f(TypeTag<int64_t>{}); return true;
-    case kU64: f(TypeTag<uint64_t>{}); return true;
-    case kBool: f(TypeTag<bool>{}); return true;
-    default: return false;
-  }
-}
-
-template <typename F>
-bool DispatchElemBytes(int bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(TypeTag<uint8_t>{}); return true;
-    case 2: f(TypeTag<uint16_t>{}); return true;
-    case 4: f(TypeTag<uint32_t>{}); return true;
-    case 8: f(TypeTag<unsigned long long>{}); return true;
-    default: return false;
-  }
-}
 
 template <typename T>
 __device__ __forceinline__ double AsDouble(T v) { return static_cast<double>(v); }
@@ -114,7 +78,7 @@ size_t ScanTempBytes(int64_t count) {
 
 }  // namespace
 
-bool OneHotSupportsIndexType(int dtype) { return DispatchNumeric(dtype, [](auto) {}); }
+bool OneHotSupportsIndexType(int dtype) { return DispatchStorage(dtype, [](auto) {}); }
 
 cudaError_t LaunchOneHot(const void* indices, int index_dtype, const void* values, int value_bytes, void* out,
                          int64_t outer, int64_t depth, int64_t inner, cudaStream_t stream) {
@@ -123,7 +87,7 @@ cudaError_t LaunchOneHot(const void* indices, int index_dtype, const void* value
   bool ok = false;
   DispatchElemBytes(value_bytes, [&](auto etag) {
     using E = typename decltype(etag)::type;
-    ok = DispatchNumeric(index_dtype, [&](auto itag) {
+    ok = DispatchStorage(index_dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
       OneHotKernel<<<GridFor(total), 256, 0, stream>>>(static_cast<const I*>(indices), static_cast<const E*>(values),
                                                        static_cast<E*>(out), depth, inner, total);
@@ -132,7 +96,7 @@ cudaError_t LaunchOneHot(const void* indices, int index_dtype, const void* value
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
-bool NonZeroSupportsType(int dtype) { return DispatchNumeric(dtype, [](auto) {}); }
+bool NonZeroSupportsType(int dtype) { return DispatchStorage(dtype, [](auto) {}); }
 
 size_t NonZeroWorkspaceBytes(int64_t count) {
   if (count <= 0) return 0;
@@ -148,7 +112,7 @@ cudaError_t RunNonZero(const void* x, int dtype, int64_t count, int rank, const 
   const size_t flag_bytes = AlignUp(static_cast<size_t>(count) * sizeof(int64_t), 256);
   void* temp = static_cast<char*>(workspace) + flag_bytes;
   size_t temp_bytes = workspace_bytes - flag_bytes;
-  const bool ok = DispatchNumeric(dtype, [&](auto tag) {
+  const bool ok = DispatchStorage(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     NonZeroFlagsKernel<<<GridFor(count), 256, 0, stream>>>(static_cast<const T*>(x), flags, count);
   });

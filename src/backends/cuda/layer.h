@@ -104,6 +104,10 @@ class LayerRegistry {
 // The one table (layer_registry.cpp lists the families).
 const LayerRegistry& Layers();
 
+// The LayerSpec of `node` at the tuning shapes: the static shapes of `tuned_node` (the same node in the graph
+// inferred at those shapes), empty where unknown.
+LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32);
+
 // The tactics of a node (factory's list, or {"default"}); an error names the node when the op has no GPU layer.
 Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec);
 // Creates a node's layer; an error names the node.

@@ -27,6 +27,15 @@ std::vector<std::string> LayerRegistry::OpTypes() const {
   return r;
 }
 
+LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32) {
+  LayerSpec spec{node, {}, {}, allow_tf32};
+  for (const Value* v : tuned_node.inputs)
+    spec.input_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
+  for (const Value* v : tuned_node.outputs)
+    spec.output_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
+  return spec;
+}
+
 Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec) {
   const LayerFactory* f = Layers().Find(spec.node.op_type);
   if (!f)

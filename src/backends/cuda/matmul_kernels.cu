@@ -4,6 +4,7 @@
 #include "backends/cuda/epilogue_pack.cuh"
 #include "backends/cuda/kernel_util.cuh"
 #include "backends/cuda/matmul_kernels.h"
+#include "backends/cuda/type_dispatch.cuh"
 
 namespace kiln::cuda {
 
@@ -197,8 +198,8 @@ cudaError_t LaunchGemmPostOp(int dtype, void* y, int64_t numel, int64_t n, const
                              cudaStream_t stream) {
   if (numel <= 0) return cudaSuccess;
   if (n <= 0) return cudaErrorInvalidValue;
-  auto launch = [&](auto* typed) {
-    using T = std::remove_pointer_t<decltype(typed)>;
+  auto launch = [&](auto tag) {
+    using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, double>) {  // 16-byte packs where n (with a bias) and the pointers allow
       if (epilogue::LaunchBiasActPacks(static_cast<T*>(y), static_cast<const T*>(bias), static_cast<const T*>(nullptr),
                                        numel, 1, n, op.act, op.alpha, op.beta, stream))
@@ -207,13 +208,7 @@ cudaError_t LaunchGemmPostOp(int dtype, void* y, int64_t numel, int64_t n, const
     GemmPostOpKernel<T><<<GridFor(numel, kBlock), kBlock, 0, stream>>>(static_cast<T*>(y), numel, n,
                                                                        static_cast<const T*>(bias), op);
   };
-  switch (dtype) {
-    case kF32: launch(static_cast<float*>(nullptr)); break;
-    case kF16: launch(static_cast<__half*>(nullptr)); break;
-    case kBF16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
-    case kF64: launch(static_cast<double*>(nullptr)); break;
-    default: return cudaErrorInvalidValue;
-  }
+  if (!DispatchFloat(dtype, launch)) return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
 
@@ -221,18 +216,12 @@ cudaError_t LaunchBroadcastFill(int dtype, void* y, int64_t m, int64_t n, const 
                                 int64_t c_cols, float beta, cudaStream_t stream) {
   if (m <= 0 || n <= 0) return cudaSuccess;
   if ((c_rows != 1 && c_rows != m) || (c_cols != 1 && c_cols != n)) return cudaErrorInvalidValue;
-  auto launch = [&](auto* typed) {
-    using T = std::remove_pointer_t<decltype(typed)>;
+  auto launch = [&](auto tag) {
+    using T = typename decltype(tag)::type;
     BroadcastFillKernel<T><<<GridFor(m * n, kBlock), kBlock, 0, stream>>>(
         static_cast<T*>(y), m, n, static_cast<const T*>(c), c_rows, c_cols, beta);
   };
-  switch (dtype) {
-    case kF32: launch(static_cast<float*>(nullptr)); break;
-    case kF16: launch(static_cast<__half*>(nullptr)); break;
-    case kBF16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
-    case kF64: launch(static_cast<double*>(nullptr)); break;
-    default: return cudaErrorInvalidValue;
-  }
+  if (!DispatchFloat(dtype, launch)) return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
 
@@ -240,21 +229,9 @@ cudaError_t LaunchContraction(int dtype, const ContractionParams& p, cudaStream_
   if (p.num_operands < 1 || p.num_operands > kMaxContractionOperands || p.num_labels > kMaxContractionLabels ||
       p.num_out < 0 || p.num_out > p.num_labels)
     return cudaErrorInvalidValue;
-  switch (dtype) {
-    case kF32: return RunContraction<float>(p, stream);
-    case kF16: return RunContraction<__half>(p, stream);
-    case kBF16: return RunContraction<__nv_bfloat16>(p, stream);
-    case kF64: return RunContraction<double>(p, stream);
-    case kI8: return RunContraction<int8_t>(p, stream);
-    case kU8: return RunContraction<uint8_t>(p, stream);
-    case kI16: return RunContraction<int16_t>(p, stream);
-    case kU16: return RunContraction<uint16_t>(p, stream);
-    case kI32: return RunContraction<int32_t>(p, stream);
-    case kU32: return RunContraction<uint32_t>(p, stream);
-    case kI64: return RunContraction<int64_t>(p, stream);
-    case kU64: return RunContraction<uint64_t>(p, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  cudaError_t e = cudaErrorInvalidValue;
+  DispatchNumeric(dtype, [&](auto tag) { e = RunContraction<typename decltype(tag)::type>(p, stream); });
+  return e;
 }
 
 }  // namespace kiln::cuda

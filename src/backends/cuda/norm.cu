@@ -12,6 +12,15 @@ namespace {
 constexpr int64_t kMaxGrid = 1 << 20;  // grid-stride loops cover the rest
 constexpr int64_t kRowCacheFloats = 8192;  // rows up to this many columns are cached in shared memory (32 KiB)
 
+// A ThreadSum term: the squared deviation from the mean.
+struct SquaredDeviation {
+  float mean;
+  __device__ __forceinline__ float operator()(int64_t, float f) const {
+    const float d = f - mean;
+    return d * d;
+  }
+};
+
 // ---- LayerNormalization ----
 
 // One block per row. kVec: cols % Pack16 size == 0 and x/y 16-byte aligned. kCache: the row is kept in shared
@@ -27,36 +36,16 @@ __global__ void LayerNormKernel(LayerNormArgs a) {
   for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    // Pass 1: sum (and fill the cache).
-    float s = 0.f;
-    if constexpr (kVec) {
-      const Pack16<T>* xv = reinterpret_cast<const Pack16<T>*>(xr);
-      for (int64_t k = threadIdx.x; k < cols / V; k += blockDim.x) {
-        const Pack16<T> p = xv[k];
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const float f = ToF32(p.v[i]);
-          s += f;
-          if constexpr (kCache) row_cache[k * V + i] = f;
-        }
-      }
-    } else {
-      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        const float f = ToF32(xr[j]);
-        s += f;
-        if constexpr (kCache) row_cache[j] = f;
-      }
-    }
-    const float total = BlockSum(s, red);  // also makes the cache visible to the whole block
-    const float mean = cols > 0 ? total / static_cast<float>(cols) : 0.f;
+    // Pass 1: mean (and fill the cache).
+    const float s = ThreadSum<T, kVec>(xr, cols, [&](int64_t j, float f) {
+      if constexpr (kCache) row_cache[j] = f;
+      return f;
+    });
+    const float mean = BlockMean(s, cols, red);  // also makes the cache visible to the whole block
     // Pass 2: variance.
-    float q = 0.f;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const float d = (kCache ? row_cache[j] : ToF32(xr[j])) - mean;
-      q += d * d;
-    }
-    const float sq = BlockSum(q, red);
-    const float var = cols > 0 ? sq / static_cast<float>(cols) : 0.f;
+    const float q = kCache ? ThreadSum<float, false>(row_cache, cols, SquaredDeviation{mean})
+                           : ThreadSum<T, false>(xr, cols, SquaredDeviation{mean});
+    const float var = BlockMean(q, cols, red);
     const float inv = 1.f / sqrtf(var + a.eps);
     // Pass 3: normalize, scale, shift.
     if constexpr (kVec) {
@@ -263,38 +252,8 @@ __global__ void GroupNormKernel(GroupNormArgs a) {
     const int64_t g = ng % a.G;
     const T* xg = x + ng * gsize;
     T* yg = y + ng * gsize;
-    float s = 0.f;
-    if constexpr (kVec) {
-      const Pack16<T>* xv = reinterpret_cast<const Pack16<T>*>(xg);
-      for (int64_t k = threadIdx.x; k < gsize / V; k += blockDim.x) {
-        const Pack16<T> p = xv[k];
-#pragma unroll
-        for (int i = 0; i < V; ++i) s += ToF32(p.v[i]);
-      }
-    } else {
-      for (int64_t i = threadIdx.x; i < gsize; i += blockDim.x) s += ToF32(xg[i]);
-    }
-    const float total = BlockSum(s, red);
-    const float mean = gsize > 0 ? total / static_cast<float>(gsize) : 0.f;
-    float q = 0.f;
-    if constexpr (kVec) {
-      const Pack16<T>* xv = reinterpret_cast<const Pack16<T>*>(xg);
-      for (int64_t k = threadIdx.x; k < gsize / V; k += blockDim.x) {
-        const Pack16<T> p = xv[k];
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const float d = ToF32(p.v[i]) - mean;
-          q += d * d;
-        }
-      }
-    } else {
-      for (int64_t i = threadIdx.x; i < gsize; i += blockDim.x) {
-        const float d = ToF32(xg[i]) - mean;
-        q += d * d;
-      }
-    }
-    const float sq = BlockSum(q, red);
-    const float var = gsize > 0 ? sq / static_cast<float>(gsize) : 0.f;
+    const float mean = BlockMean(ThreadSum<T, kVec>(xg, gsize, [](int64_t, float f) { return f; }), gsize, red);
+    const float var = BlockMean(ThreadSum<T, kVec>(xg, gsize, SquaredDeviation{mean}), gsize, red);
     const float inv = 1.f / sqrtf(var + a.eps);
     for (int64_t k = 0; k < cpg; ++k) {
       const int64_t c = g * cpg + k, p = a.per_group ? g : c;

@@ -64,8 +64,8 @@ Status EnqueueError(const std::string& where, cudaError_t e, const char* what) {
 
 Status UploadFloats(const std::vector<float>& v, DeviceBuffer* buf) {
   if (v.empty()) return Status::Ok();
-  KILN_ASSIGN_OR_RETURN(*buf, DeviceBuffer::Allocate(v.size() * sizeof(float)));
-  return KILN_CUDA_STATUS(cudaMemcpy(buf->get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  KILN_ASSIGN_OR_RETURN(*buf, UploadToDevice(v.data(), v.size() * sizeof(float), "folded scale/bias table"));
+  return Status::Ok();
 }
 
 // ---- LayerNormalization ----

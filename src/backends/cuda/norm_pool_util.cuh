@@ -1,5 +1,5 @@
-// Device helpers shared by the normalization (norm.cu) and pooling (pool.cu) kernels: warp/block reductions and
-// float loads/stores by dtype code.
+// Device helpers shared by the normalization (norm.cu) and pooling (pool.cu) kernels: warp/block reductions,
+// block-strided sums, and float loads/stores by dtype code.
 #pragma once
 
 #include "backends/cuda/kernel_util.cuh"
@@ -21,6 +21,32 @@ __device__ __forceinline__ float BlockSum(float v, float* red) {
   __syncthreads();
   const int nw = (blockDim.x + 31) >> 5;
   return WarpSum(lane < nw ? red[lane] : 0.f);
+}
+
+// The mean over n elements of the parts `v` the block's threads hold (0 when n is 0); every thread of the block
+// calls it, as BlockSum.
+__device__ __forceinline__ float BlockMean(float v, int64_t n, float* red) {
+  const float total = BlockSum(v, red);
+  return n > 0 ? total / static_cast<float>(n) : 0.f;
+}
+
+// This thread's part of the sum of term(j, x[j] as float) over n contiguous elements, the block's threads taking
+// turns. kVec: x is read in 16-byte packs (n a multiple of the pack size, x 16-byte aligned).
+template <typename T, bool kVec, typename Term>
+__device__ __forceinline__ float ThreadSum(const T* x, int64_t n, Term&& term) {
+  float s = 0.f;
+  if constexpr (kVec) {
+    constexpr int V = Pack16<T>::kN;
+    const Pack16<T>* xv = reinterpret_cast<const Pack16<T>*>(x);
+    for (int64_t k = threadIdx.x; k < n / V; k += blockDim.x) {
+      const Pack16<T> p = xv[k];
+#pragma unroll
+      for (int i = 0; i < V; ++i) s += term(k * V + i, ToF32(p.v[i]));
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += term(j, ToF32(x[j]));
+  }
+  return s;
 }
 
 // Element i of a float tensor of any floating dtype code, as float.

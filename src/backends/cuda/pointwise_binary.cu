@@ -8,12 +8,17 @@
 #include <type_traits>
 
 #include "backends/cuda/pointwise_device.cuh"
+#include "backends/cuda/pointwise_scalar.cuh"
 
 namespace kiln::cuda {
 namespace {
 
 using pw::C;
 using pw::Ld;
+using pw::LoadScalar;
+using pw::Scalar;
+using pw::ScalarAsDouble;
+using pw::ScalarAsFloat;
 using pw::St;
 
 // Wide unsigned type for wrap-around integer arithmetic (no signed-overflow UB).
@@ -158,39 +163,9 @@ __global__ void CompareKernel(int op, const T* __restrict__ a, const T* __restri
 }
 
 // ---- Pow ----
-// An exponent element: kind 0 signed int (in i), 1 unsigned int (bits in i), 2 float32/16/bfloat16 (in d),
-// 3 float64 (in d).
-struct Exponent {
-  int kind;
-  int64_t i;
-  double d;
-};
-
-__device__ __forceinline__ Exponent LoadExponent(int code, const void* p, int64_t k) {
-  switch (code) {
-    case kI8: return {0, static_cast<const int8_t*>(p)[k], 0.0};
-    case kI16: return {0, static_cast<const int16_t*>(p)[k], 0.0};
-    case kI32: return {0, static_cast<const int32_t*>(p)[k], 0.0};
-    case kI64: return {0, static_cast<const int64_t*>(p)[k], 0.0};
-    case kU8: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
-    case kU16: return {1, static_cast<const uint16_t*>(p)[k], 0.0};
-    case kU32: return {1, static_cast<const uint32_t*>(p)[k], 0.0};
-    case kU64: return {1, static_cast<int64_t>(static_cast<const uint64_t*>(p)[k]), 0.0};
-    case kF32: return {2, 0, static_cast<const float*>(p)[k]};
-    case kF16: return {2, 0, __half2float(static_cast<const __half*>(p)[k])};
-    case kBF16: return {2, 0, __bfloat162float(static_cast<const __nv_bfloat16*>(p)[k])};
-    default: return {3, 0, static_cast<const double*>(p)[k]};
-  }
-}
-
-__device__ __forceinline__ double ExponentAsDouble(const Exponent& e) {
-  if (e.kind == 0) return static_cast<double>(e.i);
-  if (e.kind == 1) return static_cast<double>(static_cast<uint64_t>(e.i));
-  return e.d;
-}
-
+// The exponent is read as a pw::Scalar of its own dtype.
 template <typename CT>
-__device__ __forceinline__ CT PowValue(CT a, const Exponent& e, bool simple) {
+__device__ __forceinline__ CT PowValue(CT a, const Scalar& e, bool simple) {
   if constexpr (std::is_integral_v<CT>) {
     if (e.kind <= 1) {
       if (e.kind == 0 && e.i < 0) {  // only 1 and -1 have integral reciprocals
@@ -221,13 +196,9 @@ __device__ __forceinline__ CT PowValue(CT a, const Exponent& e, bool simple) {
       if (e.d == 0.5) return sqrt(a);
     }
     if (std::is_same_v<CT, float> && e.kind != 3) {  // float base, float/int exponent: powf
-      float ef;
-      if (e.kind == 0) ef = static_cast<float>(e.i);
-      else if (e.kind == 1) ef = static_cast<float>(static_cast<uint64_t>(e.i));
-      else ef = static_cast<float>(e.d);
-      return static_cast<CT>(powf(static_cast<float>(a), ef));
+      return static_cast<CT>(powf(static_cast<float>(a), ScalarAsFloat(e)));
     }
-    return static_cast<CT>(pow(static_cast<double>(a), ExponentAsDouble(e)));
+    return static_cast<CT>(pow(static_cast<double>(a), ScalarAsDouble(e)));
   }
 }
 
@@ -237,7 +208,7 @@ __global__ void PowKernel(int exp_code, bool simple, const T* __restrict__ a, co
   KILN_PW_GRID_LOOP(i, bc.numel) {
     I off[2];
     pw::Offsets<2, I>(bc, static_cast<I>(i), off);
-    St(y, i, PowValue<C<T>>(Ld(a, off[0]), LoadExponent(exp_code, b, off[1]), simple));
+    St(y, i, PowValue<C<T>>(Ld(a, off[0]), LoadScalar(exp_code, b, off[1]), simple));
   }
 }
 
@@ -288,13 +259,13 @@ cudaError_t LaunchArith(int op, int dtype, const void* a, const void* b, void* y
                         cudaStream_t stream) {
   if (bc.numel <= 0) return cudaSuccess;
   if (ArithVecOk(dtype, a, b, y, bc)) {
-    const bool ok = pw::DispatchLowFloat(dtype, [&](auto tag) {
+    const bool ok = DispatchLowFloat(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       LaunchArithVec<T>(op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), bc, stream);
     });
     return pw::LaunchResult(ok);
   }
-  const bool ok = pw::DispatchNumeric(dtype, [&](auto tag) {
+  const bool ok = DispatchNumeric(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     KILN_PW_LAUNCH_INDEXED(ArithKernel, T, bc, stream, op, static_cast<const T*>(a), static_cast<const T*>(b),
                            static_cast<T*>(y));
@@ -317,7 +288,7 @@ cudaError_t LaunchPow(int base_dtype, int exp_dtype, bool simple_exponents, cons
                       const PwBroadcast& bc, cudaStream_t stream) {
   if (bc.numel <= 0) return cudaSuccess;
   bool exp_ok = false;
-  pw::DispatchNumeric(exp_dtype, [&](auto) { exp_ok = true; });
+  DispatchNumeric(exp_dtype, [&](auto) { exp_ok = true; });
   if (!exp_ok) return cudaErrorInvalidValue;
   auto body = [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -325,9 +296,9 @@ cudaError_t LaunchPow(int base_dtype, int exp_dtype, bool simple_exponents, cons
                            static_cast<T*>(y));
   };
   bool ok = true;
-  if (base_dtype == kI32) body(pw::Tag<int32_t>{});
-  else if (base_dtype == kI64) body(pw::Tag<int64_t>{});
-  else ok = pw::DispatchFloat(base_dtype, body);
+  if (base_dtype == kI32) body(TypeTag<int32_t>{});
+  else if (base_dtype == kI64) body(TypeTag<int64_t>{});
+  else ok = DispatchFloat(base_dtype, body);
   return pw::LaunchResult(ok);
 }
 
@@ -339,14 +310,7 @@ cudaError_t LaunchWhere(int elem_bytes, const void* cond, const void* x, const v
     KILN_PW_LAUNCH_INDEXED(WhereKernel, T, bc, stream, static_cast<const uint8_t*>(cond), static_cast<const T*>(x),
                            static_cast<const T*>(y), static_cast<T*>(out));
   };
-  switch (elem_bytes) {
-    case 1: body(pw::Tag<uint8_t>{}); break;
-    case 2: body(pw::Tag<uint16_t>{}); break;
-    case 4: body(pw::Tag<uint32_t>{}); break;
-    case 8: body(pw::Tag<uint64_t>{}); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return pw::LaunchResult(DispatchElemBytes(elem_bytes, body));
 }
 
 cudaError_t LaunchVariadic(int op, int dtype, const void* const* inputs, void* y, float divisor,
@@ -356,7 +320,7 @@ cudaError_t LaunchVariadic(int op, int dtype, const void* const* inputs, void* y
   InputPtrs in{};
   for (int k = 0; k < bc.num_operands; ++k) in.p[k] = inputs[k];
   const int arith = op == kPwVarSum ? kPwArAdd : (op == kPwVarMax ? kPwArMax : kPwArMin);
-  const bool ok = pw::DispatchNumeric(dtype, [&](auto tag) {
+  const bool ok = DispatchNumeric(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     KILN_PW_LAUNCH_INDEXED(VariadicKernel, T, bc, stream, arith, in, static_cast<T*>(y), divisor);
   });

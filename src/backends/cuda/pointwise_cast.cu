@@ -8,56 +8,23 @@
 #include <type_traits>
 
 #include "backends/cuda/pointwise_device.cuh"
+#include "backends/cuda/pointwise_scalar.cuh"
 
 namespace kiln::cuda {
 namespace {
 
-constexpr int kF8E4M3FNUZ = 18, kF8E5M2 = 19, kF8E5M2FNUZ = 20;
+using pw::F8Format;
+using pw::Float8ToFloat;
+using pw::FormatOf;
+using pw::IsFloat8;
+using pw::LoadScalar;
+using pw::Scalar;
+using pw::ScalarAsDouble;
+using pw::ScalarAsFloat;
 
-__host__ __device__ inline bool IsFloat8(int code) { return code >= kF8E4M3 && code <= kF8E5M2FNUZ; }
-
-// ---- float8 ----
-struct F8Format {
-  int man_bits;
-  int bias;
-  bool has_inf;  // E5M2 only
-  bool uz;       // FNUZ: no negative zero; 0x80 is the only NaN
-  float max;     // largest finite value
-  uint8_t max_code;
-};
-
-__device__ __forceinline__ F8Format FormatOf(int code) {
-  switch (code) {
-    case kF8E4M3: return {3, 7, false, false, 448.0f, 0x7e};
-    case kF8E4M3FNUZ: return {3, 8, false, true, 240.0f, 0x7f};
-    case kF8E5M2: return {2, 15, true, false, 57344.0f, 0x7b};
-    default: return {2, 16, false, true, 57344.0f, 0x7f};  // E5M2FNUZ
-  }
-}
-
+// ---- float8 encoding ----
 __device__ __forceinline__ uint8_t NanCode(const F8Format& f, uint8_t sign) {
   return f.uz ? 0x80 : static_cast<uint8_t>(sign | 0x7f);
-}
-
-__device__ float Float8ToFloat(int code, uint8_t v) {
-  const F8Format f = FormatOf(code);
-  const int exp_bits = 7 - f.man_bits;
-  const uint32_t exp = (v >> f.man_bits) & ((1u << exp_bits) - 1);
-  const uint32_t man = v & ((1u << f.man_bits) - 1);
-  const bool neg = (v & 0x80) != 0;
-  const float nan = __int_as_float(0x7fc00000);
-  if (f.uz) {
-    if (v == 0x80) return nan;
-  } else if (code == kF8E4M3) {
-    if (exp == 0xf && man == 0x7) return nan;
-  } else if (exp == 0x1f) {  // E5M2
-    if (man == 0) return neg ? -INFINITY : INFINITY;
-    return nan;
-  }
-  float r;
-  if (exp == 0) r = ldexpf(static_cast<float>(man), 1 - f.bias - f.man_bits);
-  else r = ldexpf(1.0f + ldexpf(static_cast<float>(man), -f.man_bits), static_cast<int>(exp) - f.bias);
-  return neg ? -r : r;
 }
 
 __device__ uint8_t FloatToFloat8(int code, float x, bool saturate) {
@@ -91,46 +58,6 @@ __device__ uint8_t FloatToFloat8(int code, float x, bool saturate) {
   if (n < one) c = static_cast<uint32_t>(n);  // subnormal (e == emin)
   else c = (static_cast<uint32_t>(e + f.bias) << f.man_bits) | (static_cast<uint32_t>(n) - (1u << f.man_bits));
   return static_cast<uint8_t>(sign | c);
-}
-
-// ---- any dtype as a value ----
-// kind 0: signed integer (in i); 1: unsigned integer or bool (bits in i); 2: a float32-precision value
-// (float32/16, bfloat16, float8; in d); 3: float64 (in d).
-struct Scalar {
-  int kind;
-  int64_t i;
-  double d;
-};
-
-__device__ __forceinline__ Scalar LoadScalar(int code, const void* p, int64_t k) {
-  switch (code) {
-    case kI8: return {0, static_cast<const int8_t*>(p)[k], 0.0};
-    case kI16: return {0, static_cast<const int16_t*>(p)[k], 0.0};
-    case kI32: return {0, static_cast<const int32_t*>(p)[k], 0.0};
-    case kI64: return {0, static_cast<const int64_t*>(p)[k], 0.0};
-    case kBool:
-    case kU8: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
-    case kU16: return {1, static_cast<const uint16_t*>(p)[k], 0.0};
-    case kU32: return {1, static_cast<const uint32_t*>(p)[k], 0.0};
-    case kU64: return {1, static_cast<int64_t>(static_cast<const uint64_t*>(p)[k]), 0.0};
-    case kF32: return {2, 0, static_cast<const float*>(p)[k]};
-    case kF16: return {2, 0, __half2float(static_cast<const __half*>(p)[k])};
-    case kBF16: return {2, 0, __bfloat162float(static_cast<const __nv_bfloat16*>(p)[k])};
-    case kF64: return {3, 0, static_cast<const double*>(p)[k]};
-    default: return {2, 0, Float8ToFloat(code, static_cast<const uint8_t*>(p)[k])};
-  }
-}
-
-__device__ __forceinline__ float ScalarAsFloat(const Scalar& s) {
-  if (s.kind == 0) return static_cast<float>(s.i);
-  if (s.kind == 1) return static_cast<float>(static_cast<uint64_t>(s.i));
-  return static_cast<float>(s.d);
-}
-
-__device__ __forceinline__ double ScalarAsDouble(const Scalar& s) {
-  if (s.kind == 0) return static_cast<double>(s.i);
-  if (s.kind == 1) return static_cast<double>(static_cast<uint64_t>(s.i));
-  return s.d;
 }
 
 template <typename U>
@@ -256,9 +183,9 @@ cudaError_t LaunchCast(int from, int to, bool saturate, const void* x, void* y, 
   if (n <= 0) return cudaSuccess;
   if (!IsCastCode(from) || !IsCastCode(to)) return cudaErrorInvalidValue;
   bool typed = false;
-  pw::DispatchLowFloat(from, [&](auto ft) {
+  DispatchLowFloat(from, [&](auto ft) {
     using From = typename decltype(ft)::type;
-    typed = pw::DispatchLowFloat(to, [&](auto tt) {
+    typed = DispatchLowFloat(to, [&](auto tt) {
       using To = typename decltype(tt)::type;
       CastFloatKernel<From, To><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(static_cast<const From*>(x),
                                                                                   static_cast<To*>(y), n);

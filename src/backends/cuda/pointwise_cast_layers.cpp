@@ -11,16 +11,6 @@
 namespace kiln::cuda::pwl {
 namespace {
 
-using CreateFn = std::function<Result<std::unique_ptr<Layer>>(const LayerSpec&)>;
-
-LayerFactory Factory(CreateFn fn) {
-  LayerFactory f;
-  f.create = [fn](const LayerSpec& spec, const std::string&) { return fn(spec); };
-  return f;
-}
-
-std::unique_ptr<Layer> MakeLayer(FnLayer::Fn fn) { return std::make_unique<FnLayer>(std::move(fn)); }
-
 bool IsFloat8(DataType t) {
   return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
          t == DataType::kFloat8E5M2FNUZ;
@@ -96,6 +86,26 @@ Result<QuantLayout> MakeLayout(const std::string& where, const std::vector<int64
   return l;
 }
 
+// The scale's layout, and the zero point (nullptr when omitted) with its layout (then the scale's), of a
+// Q/DQ node's inputs {x, scale, zero point}.
+struct QuantParams {
+  QuantLayout scale;
+  const void* zero_point = nullptr;
+  QuantLayout zero_point_layout;
+};
+
+Result<QuantParams> QuantParamsOf(const std::string& where, const std::vector<DeviceTensor>& in, int64_t axis,
+                                  int64_t block) {
+  QuantParams q;
+  KILN_ASSIGN_OR_RETURN(q.scale, MakeLayout(where, in[0].shape, in[1].shape, axis, block, "scale"));
+  q.zero_point_layout = q.scale;
+  if (in.size() > 2 && in[2].present()) {
+    q.zero_point = in[2].data;
+    KILN_ASSIGN_OR_RETURN(q.zero_point_layout, MakeLayout(where, in[0].shape, in[2].shape, axis, block, "zero point"));
+  }
+  return q;
+}
+
 LayerFactory QuantizeFactory() {
   return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
     const Node& n = spec.node;
@@ -115,16 +125,11 @@ LayerFactory QuantizeFactory() {
     const std::string where = n.Where();
     return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                          std::vector<DeviceTensor>& out) -> Status {
-      const bool has_zp = in.size() > 2 && in[2].present();
-      KILN_ASSIGN_OR_RETURN(QuantLayout ls, MakeLayout(where, in[0].shape, in[1].shape, axis, block, "scale"));
-      QuantLayout lz = ls;
-      if (has_zp) {
-        KILN_ASSIGN_OR_RETURN(lz, MakeLayout(where, in[0].shape, in[2].shape, axis, block, "zero point"));
-      }
+      KILN_ASSIGN_OR_RETURN(QuantParams q, QuantParamsOf(where, in, axis, block));
       return InNode(where, KILN_CUDA_STATUS(LaunchQuantize(Code(in[0].dtype), Code(in[1].dtype), Code(out[0].dtype),
-                                                           saturate, in[0].data, in[1].data, ls,
-                                                           has_zp ? in[2].data : nullptr, lz, out[0].data,
-                                                           out[0].numel(), ctx.stream)));
+                                                           saturate, in[0].data, in[1].data, q.scale, q.zero_point,
+                                                           q.zero_point_layout, out[0].data, out[0].numel(),
+                                                           ctx.stream)));
     });
   });
 }
@@ -143,14 +148,9 @@ LayerFactory DequantizeFactory() {
     const std::string where = n.Where();
     return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                          std::vector<DeviceTensor>& out) -> Status {
-      const bool has_zp = in.size() > 2 && in[2].present();
-      KILN_ASSIGN_OR_RETURN(QuantLayout ls, MakeLayout(where, in[0].shape, in[1].shape, axis, block, "scale"));
-      QuantLayout lz = ls;
-      if (has_zp) {
-        KILN_ASSIGN_OR_RETURN(lz, MakeLayout(where, in[0].shape, in[2].shape, axis, block, "zero point"));
-      }
+      KILN_ASSIGN_OR_RETURN(QuantParams q, QuantParamsOf(where, in, axis, block));
       return InNode(where, KILN_CUDA_STATUS(LaunchDequantize(Code(in[0].dtype), Code(in[1].dtype), in[0].data,
-                                                             in[1].data, ls, has_zp ? in[2].data : nullptr, lz,
+                                                             in[1].data, q.scale, q.zero_point, q.zero_point_layout,
                                                              out[0].data, out[0].numel(), ctx.stream)));
     });
   });

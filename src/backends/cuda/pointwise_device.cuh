@@ -7,6 +7,7 @@
 
 #include "backends/cuda/kernel_util.cuh"
 #include "backends/cuda/pointwise_kernels.h"
+#include "backends/cuda/type_dispatch.cuh"
 
 namespace kiln::cuda::pw {
 
@@ -27,48 +28,12 @@ __device__ __forceinline__ void St(T* p, int64_t i, C<T> v) {
   else p[i] = static_cast<T>(v);
 }
 
-template <typename T> struct Tag { using type = T; };
-
-// Host-side dispatch: calls f(Tag<T>{}) for the storage type of `code`; returns false when not in the set.
-template <typename F>
-bool DispatchLowFloat(int code, F&& f) {  // float32, float16, bfloat16
-  switch (code) {
-    case kF32: f(Tag<float>{}); return true;
-    case kF16: f(Tag<__half>{}); return true;
-    case kBF16: f(Tag<__nv_bfloat16>{}); return true;
-    default: return false;
-  }
-}
-template <typename F>
-bool DispatchInt(int code, F&& f) {  // every integer type (not bool)
-  switch (code) {
-    case kI8: f(Tag<int8_t>{}); return true;
-    case kU8: f(Tag<uint8_t>{}); return true;
-    case kI16: f(Tag<int16_t>{}); return true;
-    case kU16: f(Tag<uint16_t>{}); return true;
-    case kI32: f(Tag<int32_t>{}); return true;
-    case kU32: f(Tag<uint32_t>{}); return true;
-    case kI64: f(Tag<int64_t>{}); return true;
-    case kU64: f(Tag<uint64_t>{}); return true;
-    default: return false;
-  }
-}
-template <typename F>
-bool DispatchFloat(int code, F&& f) {  // float32, float16, bfloat16, float64
-  if (code == kF64) {
-    f(Tag<double>{});
-    return true;
-  }
-  return DispatchLowFloat(code, f);
-}
-template <typename F>
-bool DispatchNumeric(int code, F&& f) {  // ints and floats
-  return DispatchInt(code, f) || DispatchFloat(code, f);
-}
+// Host-side dispatch (type_dispatch.cuh has the others): calls f(TypeTag<T>{}) for the storage type of `code`;
+// returns false when not in the set.
 template <typename F>
 bool DispatchAll(int code, F&& f) {  // numeric and bool (uint8_t storage)
   if (code == kBool) {
-    f(Tag<uint8_t>{});
+    f(TypeTag<uint8_t>{});
     return true;
   }
   return DispatchNumeric(code, f);

@@ -81,19 +81,11 @@ Status NotSupported(const Node& n, const std::string& what, const std::string& h
 namespace {
 
 using pwl::Code;
+using pwl::Factory;
 using pwl::InNode;
 using pwl::InputType;
+using pwl::MakeLayer;
 using pwl::NotSupported;
-
-using CreateFn = std::function<Result<std::unique_ptr<Layer>>(const LayerSpec&)>;
-
-LayerFactory Factory(CreateFn fn) {
-  LayerFactory f;
-  f.create = [fn](const LayerSpec& spec, const std::string&) { return fn(spec); };
-  return f;
-}
-
-std::unique_ptr<Layer> MakeLayer(FnLayer::Fn fn) { return std::make_unique<FnLayer>(std::move(fn)); }
 
 bool IsLowFloat(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;

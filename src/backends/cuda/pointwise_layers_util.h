@@ -1,7 +1,10 @@
 // Host helpers shared by the pointwise layer files (pointwise_layers.cpp, pointwise_cast_layers.cpp): dtype
-// codes, broadcast plans for the kernels, errors that name the node, and the sub-registrations.
+// codes, factories of one-tactic layers, broadcast plans for the kernels, errors that name the node, and the
+// sub-registrations.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,15 @@
 namespace kiln::cuda::pwl {
 
 inline int Code(DataType t) { return static_cast<int>(t); }
+
+// A factory with one tactic ("default") whose layer `fn` creates.
+inline LayerFactory Factory(std::function<Result<std::unique_ptr<Layer>>(const LayerSpec&)> fn) {
+  LayerFactory f;
+  f.create = [fn](const LayerSpec& spec, const std::string&) { return fn(spec); };
+  return f;
+}
+
+inline std::unique_ptr<Layer> MakeLayer(FnLayer::Fn fn) { return std::make_unique<FnLayer>(std::move(fn)); }
 
 // dtype of node input i as the graph gives it (kUndefined when omitted).
 inline DataType InputType(const Node& n, size_t i) {

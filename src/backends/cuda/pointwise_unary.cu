@@ -113,7 +113,7 @@ bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p
 cudaError_t LaunchFloatUnary(int op, float alpha, float beta, int dtype, const void* x, void* y, int64_t n,
                              cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  const bool ok = pw::DispatchLowFloat(dtype, [&](auto tag) {
+  const bool ok = DispatchLowFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
@@ -131,7 +131,7 @@ cudaError_t LaunchFloatUnary(int op, float alpha, float beta, int dtype, const v
 
 cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  const bool ok = pw::DispatchInt(dtype, [&](auto tag) {
+  const bool ok = DispatchInt(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     IntUnaryKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(op, static_cast<const T*>(x),
                                                                         static_cast<T*>(y), n);
@@ -142,7 +142,7 @@ cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n,
 cudaError_t LaunchClip(int dtype, const void* x, const void* lo, const void* hi, void* y, int64_t n,
                        cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  const bool ok = pw::DispatchNumeric(dtype, [&](auto tag) {
+  const bool ok = DispatchNumeric(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     ClipKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(
         static_cast<const T*>(x), static_cast<const T*>(lo), static_cast<const T*>(hi), static_cast<T*>(y), n);
@@ -152,7 +152,7 @@ cudaError_t LaunchClip(int dtype, const void* x, const void* lo, const void* hi,
 
 cudaError_t LaunchIsNaN(int dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  const bool ok = pw::DispatchFloat(dtype, [&](auto tag) {
+  const bool ok = DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     FloatPredicateKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(
         0, false, false, static_cast<const T*>(x), static_cast<uint8_t*>(y), n);
@@ -163,7 +163,7 @@ cudaError_t LaunchIsNaN(int dtype, const void* x, void* y, int64_t n, cudaStream
 cudaError_t LaunchIsInf(int dtype, bool detect_negative, bool detect_positive, const void* x, void* y, int64_t n,
                         cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  const bool ok = pw::DispatchFloat(dtype, [&](auto tag) {
+  const bool ok = DispatchFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     FloatPredicateKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(
         1, detect_negative, detect_positive, static_cast<const T*>(x), static_cast<uint8_t*>(y), n);

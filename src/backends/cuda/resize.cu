@@ -7,14 +7,10 @@
 
 #include "backends/cuda/kernel_util.cuh"
 #include "backends/cuda/resize_kernels.h"
+#include "backends/cuda/type_dispatch.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
 
 // Double arithmetic that the device compiler may not contract into FMAs (the host reference does not either), so
 // that coordinates, and the nearest indices and floors taken from them, match the reference bit for bit.
@@ -250,17 +246,6 @@ bool IsIntegerUpsample(const ResizeParams& p, int a, int64_t* factor) {
   }
   *factor = f;
   return true;
-}
-
-template <typename F>
-bool DispatchElemBytes(int bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(TypeTag<uint8_t>{}); return true;
-    case 2: f(TypeTag<uint16_t>{}); return true;
-    case 4: f(TypeTag<uint32_t>{}); return true;
-    case 8: f(TypeTag<unsigned long long>{}); return true;
-    default: return false;
-  }
 }
 
 cudaError_t LaunchNearest(const void* x, void* y, int elem_bytes, const ResizeParams& p, int64_t total,

@@ -13,16 +13,8 @@
 
 namespace kiln::cuda {
 
-LayerSpec SpecAt(const Node& node, const Node& tn, bool allow_tf32) {
-  LayerSpec spec{node, {}, {}, allow_tf32};
-  for (const Value* v : tn.inputs)
-    spec.input_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
-  for (const Value* v : tn.outputs)
-    spec.output_shapes.push_back(v && v->has_shape && IsStatic(v->shape) ? ToStatic(v->shape) : std::vector<int64_t>{});
-  return spec;
-}
-
-Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
+Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
+  std::vector<std::vector<std::string>> candidates;
   std::string errors;
   int n = 0;
   for (size_t k = 0; k < g.nodes().size(); ++k) {
@@ -30,9 +22,11 @@ Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
     if (!t.ok()) {
       errors += "\n  - " + t.status().message();
       ++n;
+      continue;
     }
+    candidates.push_back(std::move(*t));
   }
-  if (n == 0) return Status::Ok();
+  if (n == 0) return candidates;
   return Status(StatusCode::kUnsupported,
                 fmt::format("{} node(s) cannot run on the CUDA backend:{}", n, errors));
 }
@@ -45,14 +39,12 @@ struct Bench {
   std::vector<DeviceTensor> inputs, outputs;
 };
 
-Result<DeviceBuffer> RandomBuffer(DataType dtype, int64_t n, std::mt19937& rng) {
-  Tensor h(dtype, {n});
+Result<DeviceBuffer> RandomBuffer(const Value& v, int64_t n, std::mt19937& rng) {
+  Tensor h(v.dtype, {n});
   std::uniform_real_distribution<double> u(-1.0, 1.0);
-  const bool fl = IsFloatType(dtype);
+  const bool fl = IsFloatType(v.dtype);
   for (int64_t i = 0; i < n; ++i) h.SetFromDouble(i, fl ? u(rng) : 0.0);
-  KILN_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(std::max<size_t>(h.nbytes(), 1)));
-  if (h.nbytes()) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice));
-  return b;
+  return UploadToDevice(h.raw(), h.nbytes(), v.name);
 }
 
 Result<Bench> MakeBench(const Node& tn, const LayerSpec& spec, std::mt19937& rng) {
@@ -65,13 +57,12 @@ Result<Bench> MakeBench(const Node& tn, const LayerSpec& spec, std::mt19937& rng
       t.shape = spec.input_shapes[i];
       if (v->is_const()) {
         const Tensor& c = *v->const_value;
-        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(std::max<size_t>(c.nbytes(), 1)));
-        if (c.nbytes()) KILN_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.get(), c.raw(), c.nbytes(), cudaMemcpyHostToDevice));
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, UploadToDevice(c.raw(), c.nbytes(), v->name));
         t.host = &c;
         t.data = d.get();
         b.buffers.push_back(std::move(d));
       } else {
-        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, RandomBuffer(v->dtype, t.numel(), rng));
+        KILN_ASSIGN_OR_RETURN(DeviceBuffer d, RandomBuffer(*v, t.numel(), rng));
         t.data = d.get();
         b.buffers.push_back(std::move(d));
       }
@@ -145,8 +136,12 @@ Result<double> TimeLayer(const Layer& layer, Bench& b, cudaStream_t stream, Hand
 
 }  // namespace
 
-Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned, const TuneOptions& opts,
-                                               TuneReport* report) {
+Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
+                                               const std::vector<std::vector<std::string>>& candidates,
+                                               const TuneOptions& opts, TuneReport* report) {
+  const auto& nodes = g.nodes();
+  if (candidates.size() != nodes.size())
+    return Err(StatusCode::kInternal, "{} candidate lists for {} nodes", candidates.size(), nodes.size());
   TuneReport rep;
   const auto t0 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
@@ -154,12 +149,11 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
   KILN_RETURN_IF_ERROR(handles.Init(stream.get()));
   std::mt19937 rng(7);
   std::vector<std::string> chosen;
-  const auto& nodes = g.nodes();
   for (size_t k = 0; k < nodes.size(); ++k) {
     const Node& n = *nodes[k];
     const Node& tn = *tuned.nodes()[k];
     LayerSpec spec = SpecAt(n, tn, opts.allow_tf32);
-    KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, TacticsFor(spec));
+    const std::vector<std::string>& tactics = candidates[k];
     ++rep.layers;
     bool shapes_known = true;
     for (const Value* v : tn.inputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));

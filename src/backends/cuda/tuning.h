@@ -28,14 +28,13 @@ struct TuneReport {
   std::vector<std::string> failures;  // the node's name and the candidate's error, for candidates that failed
 };
 
-// Checks that every node of `g` has a GPU layer; the error lists every node that has none (one report).
-Status CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32);
+// The candidate tactics of every node of `g` at the tuning shapes (`tuned` is g inferred at those shapes, node
+// for node). The error lists every node that has no GPU layer (one report).
+Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32);
 
-// One tactic per node of `g` (`tuned` is g inferred at the tuning shapes, node for node).
-Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned, const TuneOptions& opts,
-                                               TuneReport* report);
-
-// Builds the LayerSpec of node k at the tuning shapes.
-LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32);
+// One tactic per node of `g`, chosen among `candidates` (CheckSupport's lists).
+Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
+                                               const std::vector<std::vector<std::string>>& candidates,
+                                               const TuneOptions& opts, TuneReport* report);
 
 }  // namespace kiln::cuda
