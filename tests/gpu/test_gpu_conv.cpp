@@ -115,7 +115,10 @@ std::vector<std::string> TacticsOf(const ConvCase& c, bool tf32) {
     spec.input_shapes.push_back({c.OutChannels()});
   }
   if (!c.residual.empty()) {
-    EXPECT_TRUE(c.bias);  // the slots of the spec's shapes follow the inputs
+    if (!c.bias) {  // an omitted B: the slots of the spec's shapes follow the inputs
+      n->inputs.push_back(nullptr);
+      spec.input_shapes.push_back({});
+    }
     Value* r = g.GetOrAddValue("r");
     r->dtype = c.dtype;
     r->shape = FromStatic(c.residual);
@@ -345,6 +348,10 @@ TEST(GpuConv, EveryTacticMatches) {
   cases.push_back(half);
   half.residual = {2, 16, 12, 12};  // cuDNN-fused graphs with the residual add too
   cases.push_back(half);
+  ConvCase bare = Fused({2, 16, 12, 12}, {16, 16, 3, 3}, "None", 0.f, 0.f, /*bias=*/false);  // conv -> + R only
+  bare.dtype = DataType::kFloat16;
+  bare.residual = {2, 16, 12, 12};
+  cases.push_back(bare);
   for (const ConvCase& c : cases) {
     for (bool tf32 : {false, true}) {
       if (tf32 && c.dtype != DataType::kFloat32) continue;

@@ -182,13 +182,17 @@ TEST(LayoutPlan, StemInputChannelsArePaddedToEight) {
                      {"strides", Attribute::Ints({2, 2})}, {"kiln_activation", Attribute::String("Relu")}},
                     "kiln");
     t.Output(t.Conv(s, 8, 8, 3, true));
+    // A grouped (depthwise) conv of 3 channels is left as it is.
+    t.Output(t.Op("Conv", {x, t.Const({3, 1, 3, 3})},
+                  {{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})},
+                   {"group", Attribute::Int(3)}}));
     LayoutOptions o;
     o.pad_channels = pad;
     const LayoutReport rep = t.PlanAndCompare(o, 4e-3);
-    EXPECT_EQ(rep.convs_nhwc, 2);
+    EXPECT_EQ(rep.convs_nhwc, 3);
     EXPECT_EQ(rep.channels_padded, pad ? 1 : 0);
     EXPECT_EQ(t.Count("Pad"), pad ? 1 : 0);
-    EXPECT_EQ(rep.reformats_inserted, 2);  // the input and the output
+    EXPECT_EQ(rep.reformats_inserted, 3);  // the input and the two outputs
     for (const auto& n : t.g.nodes())
       if (n->op_type == "FusedConv" && n->input(1)->const_value->dim(2) == 7) {
         EXPECT_EQ(n->input(1)->const_value->dim(1), pad ? 8 : 3);

@@ -26,28 +26,6 @@ __global__ void WindowCopyKernel(const E* __restrict__ in, E* __restrict__ out, 
   }
 }
 
-__device__ __forceinline__ float Activate(float x, const ConvEpilogueParams& p) {
-  switch (p.act) {
-    case ConvAct::kNone: return x;
-    case ConvAct::kRelu: return x < 0.f ? 0.f : x;
-    case ConvAct::kLeakyRelu: return x < 0.f ? p.alpha * x : x;
-    case ConvAct::kSigmoid: return 1.f / (1.f + expf(-x));
-    case ConvAct::kTanh: return tanhf(x);
-    case ConvAct::kClip: return x < p.alpha ? p.alpha : (x > p.beta ? p.beta : x);
-    case ConvAct::kHardSigmoid: {
-      const float t = p.alpha * x + p.beta;
-      return t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
-    }
-    case ConvAct::kSiLU: return x / (1.f + expf(-x));
-    case ConvAct::kGelu: return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
-    case ConvAct::kGeluTanh: {
-      const float k = 0.7978845608028654f;
-      return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
-    }
-  }
-  return x;
-}
-
 template <typename T>
 __global__ void ConvEpilogueKernel(T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ residual,
                                    ConvEpilogueParams p) {
@@ -56,7 +34,7 @@ __global__ void ConvEpilogueKernel(T* __restrict__ y, const T* __restrict__ bias
     float v = ToF32(y[i]);
     if (bias) v += ToF32(bias[(i / p.inner) % p.channels]);
     if (residual) v += ToF32(residual[i]);
-    y[i] = FromF32<T>(Activate(v, p));
+    y[i] = FromF32<T>(epilogue::ActAt<ConvAct, float>(p.act, v, p.alpha, p.beta));
   }
 }
 

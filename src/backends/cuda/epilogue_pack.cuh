@@ -8,31 +8,58 @@
 
 namespace kiln::cuda::epilogue {
 
-template <typename E, E A>
-__device__ __forceinline__ float Act(float x, float alpha, float beta) {
+__device__ __forceinline__ float DevExp(float x) { return expf(x); }
+__device__ __forceinline__ double DevExp(double x) { return exp(x); }
+__device__ __forceinline__ float DevTanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double DevTanh(double x) { return tanh(x); }
+__device__ __forceinline__ float DevErf(float x) { return erff(x); }
+__device__ __forceinline__ double DevErf(double x) { return erf(x); }
+
+// The activations exactly as the CPU reference (backends/cpu/fused.cpp) writes them, in C (float, or double for
+// float64 tensors); one formula each for the packed kernels (A known at compile time) and the scalar ones (ActAt).
+template <typename E, E A, typename C>
+__device__ __forceinline__ C Act(C x, C alpha, C beta) {
   if constexpr (A == E::kRelu) {
-    return x < 0.f ? 0.f : x;
+    return x < C(0) ? C(0) : x;
   } else if constexpr (A == E::kLeakyRelu) {
-    return x < 0.f ? alpha * x : x;
+    return x < C(0) ? alpha * x : x;
   } else if constexpr (A == E::kSigmoid) {
-    return 1.f / (1.f + expf(-x));
+    return C(1) / (C(1) + DevExp(-x));
   } else if constexpr (A == E::kTanh) {
-    return tanhf(x);
+    return DevTanh(x);
   } else if constexpr (A == E::kClip) {
     return x < alpha ? alpha : (x > beta ? beta : x);
   } else if constexpr (A == E::kHardSigmoid) {
-    const float t = alpha * x + beta;
-    return t < 0.f ? 0.f : (t > 1.f ? 1.f : t);
+    const C t = alpha * x + beta;
+    return t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
   } else if constexpr (A == E::kSiLU) {
-    return x / (1.f + expf(-x));
+    return x / (C(1) + DevExp(-x));
   } else if constexpr (A == E::kGelu) {
-    return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
+    return C(0.5) * x * (C(1) + DevErf(x * C(0.7071067811865476)));
   } else if constexpr (A == E::kGeluTanh) {
-    const float k = 0.7978845608028654f;
-    return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
+    const C k = C(0.7978845608028654);
+    return C(0.5) * x * (C(1) + DevTanh(k * (x + C(0.044715) * x * x * x)));
   } else {
     return x;
   }
+}
+
+// Act with the activation chosen at run time.
+template <typename E, typename C>
+__device__ __forceinline__ C ActAt(E act, C x, C alpha, C beta) {
+  switch (act) {
+    case E::kNone: return x;
+    case E::kRelu: return Act<E, E::kRelu>(x, alpha, beta);
+    case E::kLeakyRelu: return Act<E, E::kLeakyRelu>(x, alpha, beta);
+    case E::kSigmoid: return Act<E, E::kSigmoid>(x, alpha, beta);
+    case E::kTanh: return Act<E, E::kTanh>(x, alpha, beta);
+    case E::kClip: return Act<E, E::kClip>(x, alpha, beta);
+    case E::kHardSigmoid: return Act<E, E::kHardSigmoid>(x, alpha, beta);
+    case E::kSiLU: return Act<E, E::kSiLU>(x, alpha, beta);
+    case E::kGelu: return Act<E, E::kGelu>(x, alpha, beta);
+    case E::kGeluTanh: return Act<E, E::kGeluTanh>(x, alpha, beta);
+  }
+  return x;
 }
 
 // Where a pack's bias comes from: none; kBiasColumn: inner == 1, channels % V == 0, so the pack holds the bias
@@ -76,7 +103,7 @@ __device__ __forceinline__ void PackStep(const PackArgs<T>& a, uint64_t u64) {
     for (int i = 0; i < V; ++i) f[i] += ToF32(r.v[i]);
   }
 #pragma unroll
-  for (int i = 0; i < V; ++i) v.v[i] = FromF32<T>(Act<E, A>(f[i], a.alpha, a.beta));
+  for (int i = 0; i < V; ++i) v.v[i] = FromF32<T>(Act<E, A, float>(f[i], a.alpha, a.beta));
   reinterpret_cast<P*>(a.y)[u] = v;
 }
 

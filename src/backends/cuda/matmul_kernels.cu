@@ -28,38 +28,6 @@ __device__ __forceinline__ T StoreAs(C v) {
   else return FromF32<T>(static_cast<float>(v));
 }
 
-__device__ __forceinline__ float DevExp(float x) { return expf(x); }
-__device__ __forceinline__ double DevExp(double x) { return exp(x); }
-__device__ __forceinline__ float DevTanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double DevTanh(double x) { return tanh(x); }
-__device__ __forceinline__ float DevErf(float x) { return erff(x); }
-__device__ __forceinline__ double DevErf(double x) { return erf(x); }
-
-// The activations exactly as the CPU reference (backends/cpu/fused.cpp) writes them.
-template <typename C>
-__device__ __forceinline__ C Activate(C x, const GemmPostOp& op) {
-  const C alpha = static_cast<C>(op.alpha), beta = static_cast<C>(op.beta);
-  switch (op.act) {
-    case GemmAct::kNone: return x;
-    case GemmAct::kRelu: return x < C(0) ? C(0) : x;
-    case GemmAct::kLeakyRelu: return x < C(0) ? alpha * x : x;
-    case GemmAct::kSigmoid: return C(1) / (C(1) + DevExp(-x));
-    case GemmAct::kTanh: return DevTanh(x);
-    case GemmAct::kClip: return x < alpha ? alpha : (x > beta ? beta : x);
-    case GemmAct::kHardSigmoid: {
-      const C t = alpha * x + beta;
-      return t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
-    }
-    case GemmAct::kSiLU: return x / (C(1) + DevExp(-x));
-    case GemmAct::kGelu: return C(0.5) * x * (C(1) + DevErf(x * C(0.7071067811865476)));
-    case GemmAct::kGeluTanh: {
-      const C k = C(0.7978845608028654);
-      return C(0.5) * x * (C(1) + DevTanh(k * (x + C(0.044715) * x * x * x)));
-    }
-  }
-  return x;
-}
-
 template <typename T>
 __global__ void GemmPostOpKernel(T* y, int64_t numel, int64_t n, const T* bias, GemmPostOp op) {
   using C = FloatComputeT<T>;
@@ -67,7 +35,7 @@ __global__ void GemmPostOpKernel(T* y, int64_t numel, int64_t n, const T* bias, 
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel; i += step) {
     C v = LoadAs<C>(y[i]);
     if (bias) v += LoadAs<C>(bias[i % n]);
-    y[i] = StoreAs<T>(Activate<C>(v, op));
+    y[i] = StoreAs<T>(epilogue::ActAt<GemmAct, C>(op.act, v, static_cast<C>(op.alpha), static_cast<C>(op.beta)));
   }
 }
 
