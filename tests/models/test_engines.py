@@ -105,3 +105,26 @@ def test_dynamic_profile_engine(kiln, model_dir):
                          text=True, timeout=KILN_TIMEOUT_S)
     assert bad.returncode != 0
     assert f"'{name}'" in bad.stderr and "[1, 2]" in bad.stderr, bad.stderr
+
+
+def test_disable_passes(kiln, model_dir):
+    """`kiln build --disablePasses` skips the named passes (the engine still matches onnxruntime); an unknown name
+    fails the build with the list of pass names."""
+    path, feeds, outputs = prepared(model_dir, "bert")
+    d = model_dir / "bert" / "no_qkv"
+    d.mkdir(parents=True, exist_ok=True)
+    shapes = ",".join(f"{k}:{'x'.join(map(str, v.shape))}" for k, v in feeds.items())
+    engine, report = d / "model.engine", d / "build.json"
+    run([kiln, "build", "--backend=cpu", f"--onnx={path}", f"--saveEngine={engine}", f"--shapes={shapes}",
+         f"--json={report}", "--disablePasses=fuse-qkv-projection,fuse-residual-add"])
+    fusions = json.loads(report.read_text())["optimization"]["fusions"]
+    assert fusions.get("qkv_projection", 0) == 0 and fusions.get("residual_add", 0) == 0, fusions
+    assert fusions["attention"] == 12 * 5, fusions  # the other passes still ran
+    run([kiln, "run", f"--loadEngine={engine}", f"--loadInputs={save_feeds(feeds, d)}", f"--exportOutput={d / 'out'}"])
+    ort = ort_run(path, feeds)
+    for o in outputs:
+        np.testing.assert_allclose(np.load(d / "out" / f"{safe_name(o)}.npy"), ort[o], rtol=RTOL, atol=ATOL)
+    bad = subprocess.run([kiln, "build", "--backend=cpu", f"--onnx={path}", f"--shapes={shapes}",
+                          "--disablePasses=fuse-qkv"], capture_output=True, text=True, timeout=KILN_TIMEOUT_S)
+    assert bad.returncode != 0
+    assert "'fuse-qkv'" in bad.stderr and "fuse-qkv-projection" in bad.stderr, bad.stderr
