@@ -559,6 +559,22 @@ TEST(FusedKernels, MalformedNodesGiveErrors) {
     auto r = cpu::EvaluateNode(n, {&q, &k, &v});
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("'attn'"), std::string::npos);
+    // A packed (BS3HD) operand must be [.., S, 3, H, D]; the output cannot be packed.
+    Tensor p = Random({1, 4, 2, 2, 8}, 5);
+    n.attrs["kiln_q_layout"] = Attribute::String("BS3HD");
+    r = cpu::EvaluateNode(n, {&p, &p, &p});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("BS3HD"), std::string::npos) << r.status().message();
+    Tensor p3 = Random({1, 4, 3, 2, 8}, 6);
+    for (const char* l : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"}) n.attrs[l] = Attribute::String("BS3HD");
+    n.attrs["kiln_out_layout"] = Attribute::String("BS3HD");
+    r = cpu::EvaluateNode(n, {&p3, &p3, &p3});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("kiln_out_layout"), std::string::npos) << r.status().message();
+    n.attrs["kiln_out_layout"] = Attribute::String("BSHD");
+    r = cpu::EvaluateNode(n, {&p3, &p3, &p3});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ((*r)[0].shape(), (std::vector<int64_t>{1, 4, 2, 8}));
   }
   {
     Node n;
