@@ -8,44 +8,17 @@
 #include "backends/cpu/executor.h"
 #include "ir/graph.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
 Tensor Rand(std::vector<int64_t> shape, uint32_t seed, DataType dt = DataType::kFloat32) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  Tensor t(dt, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
-  return t;
+  return testing::Random<float>(std::move(shape), seed, -1, 1, dt);
 }
-
-struct OneNode {
-  Graph g;
-  Node* n;
-  OneNode(const std::string& op, size_t ins, size_t outs = 1) {
-    n = g.AddNode(op, "test_" + op);
-    for (size_t i = 0; i < ins; ++i) n->inputs.push_back(g.AddValue("in"));
-    for (size_t i = 0; i < outs; ++i) n->outputs.push_back(g.AddValue("out"));
-  }
-  void Ints(const std::string& k, std::vector<int64_t> v) { n->attrs[k] = Attribute::Ints(std::move(v)); }
-  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& in) { return cpu::EvaluateNode(*n, in); }
-};
-
-// Multi-index helpers for the naive references.
-std::vector<int64_t> Unflatten(int64_t f, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = f % shape[d];
-    f /= shape[d];
-  }
-  return idx;
-}
-int64_t Flatten(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
-  int64_t f = 0;
-  for (size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + idx[d];
-  return f;
-}
+using testing::OneNode;
+using testing::Ravel;
+using testing::Unravel;
 
 struct ConvCase {
   std::vector<int64_t> x, w;  // X and W shapes
@@ -66,12 +39,12 @@ std::vector<double> NaiveConv(const Tensor& x, const Tensor& w, const Tensor* b,
   const int64_t ysz = NumElements(yshape), ksz = NumElements(ksh);
   std::vector<double> y(ysz);
   for (int64_t f = 0; f < ysz; ++f) {
-    auto yi = Unflatten(f, yshape);
+    auto yi = Unravel(f, yshape);
     const int64_t n = yi[0], oc = yi[1], gi = oc / mg;
     double acc = b ? b->GetAsDouble(oc) : 0.0;
     for (int64_t c = 0; c < cg; ++c)
       for (int64_t kf = 0; kf < ksz; ++kf) {
-        auto k = Unflatten(kf, ksh);
+        auto k = Unravel(kf, ksh);
         std::vector<int64_t> xi{n, gi * cg + c};
         bool ok = true;
         for (size_t d = 0; d < ns; ++d) {
@@ -82,7 +55,7 @@ std::vector<double> NaiveConv(const Tensor& x, const Tensor& w, const Tensor* b,
         if (!ok) continue;
         std::vector<int64_t> wi{oc, c};
         wi.insert(wi.end(), k.begin(), k.end());
-        acc += x.GetAsDouble(Flatten(xi, cc.x)) * w.GetAsDouble(Flatten(wi, cc.w));
+        acc += x.GetAsDouble(Ravel(xi, cc.x)) * w.GetAsDouble(Ravel(wi, cc.w));
       }
     y[f] = acc;
   }
@@ -221,15 +194,15 @@ TEST(ConvTranspose, MatchesScatterDefinition) {
                    cc.pads[d] - cc.pads[ns + d]);
     ASSERT_EQ((*r)[0].shape(), ys);
     std::vector<double> ref(NumElements(ys));
-    for (int64_t f = 0; f < NumElements(ys); ++f) ref[f] = b.GetAsDouble(Unflatten(f, ys)[1]);
+    for (int64_t f = 0; f < NumElements(ys); ++f) ref[f] = b.GetAsDouble(Unravel(f, ys)[1]);
     const int64_t cg = cc.x[1] / cc.group, mg = cc.w[1];
     const std::vector<int64_t> ksh(cc.w.begin() + 2, cc.w.end());
     for (int64_t xf = 0; xf < x.numel(); ++xf) {
-      auto xi = Unflatten(xf, cc.x);
+      auto xi = Unravel(xf, cc.x);
       const int64_t gi = xi[1] / cg;
       for (int64_t mm = 0; mm < mg; ++mm)
         for (int64_t kf = 0; kf < NumElements(ksh); ++kf) {
-          auto k = Unflatten(kf, ksh);
+          auto k = Unravel(kf, ksh);
           std::vector<int64_t> yi{xi[0], gi * mg + mm};
           bool ok = true;
           for (size_t d = 0; d < ns; ++d) {
@@ -240,7 +213,7 @@ TEST(ConvTranspose, MatchesScatterDefinition) {
           if (!ok) continue;
           std::vector<int64_t> wi{xi[1], mm};
           wi.insert(wi.end(), k.begin(), k.end());
-          ref[Flatten(yi, ys)] += x.GetAsDouble(xf) * w.GetAsDouble(Flatten(wi, cc.w));
+          ref[Ravel(yi, ys)] += x.GetAsDouble(xf) * w.GetAsDouble(Ravel(wi, cc.w));
         }
     }
     for (int64_t i = 0; i < (*r)[0].numel(); ++i) ASSERT_NEAR((*r)[0].GetAsDouble(i), ref[i], 1e-4) << i;

@@ -14,6 +14,7 @@
 #include "ir/graph.h"
 #include "onnx/converter.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
@@ -32,16 +33,8 @@ Tensor Rand(std::vector<int64_t> shape, uint32_t seed, DataType dt = DataType::k
   return t;
 }
 
-struct OneNode {
-  Graph g;
-  Node* n;
-  OneNode(const std::string& op, size_t ins, int64_t opset = 21) {
-    n = g.AddNode(op, "test_" + op);
-    n->opset = opset;
-    for (size_t i = 0; i < ins; ++i) n->inputs.push_back(g.AddValue("in"));
-    n->outputs.push_back(g.AddValue("out"));
-  }
-  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& in) { return cpu::EvaluateNode(*n, in); }
+struct OneNode : testing::OneNode {
+  OneNode(const std::string& op, size_t ins, int64_t opset = 21) : testing::OneNode(op, ins, 1, opset) {}
 };
 
 // Element of `t` at output multi-index `idx` under numpy broadcasting.
@@ -55,14 +48,7 @@ double At(const Tensor& t, const std::vector<int64_t>& idx) {
   return t.GetAsDouble(off);
 }
 
-std::vector<int64_t> Unravel(int64_t i, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return idx;
-}
+using testing::Unravel;
 
 using NaryRef = std::function<double(const std::vector<double>&)>;
 

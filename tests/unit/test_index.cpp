@@ -9,64 +9,34 @@
 #include "backends/cpu/executor.h"
 #include "onnx/converter.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
-std::mt19937& Rng() {
-  static std::mt19937 rng(4321);
-  return rng;
-}
-int64_t RandInt(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(Rng()); }
+std::mt19937 stream(4321);  // this file's random draws
+int64_t RandInt(int64_t lo, int64_t hi) { return testing::RandInt(stream, lo, hi); }
 
 Tensor RandomTensor(DataType t, const std::vector<int64_t>& shape) {
-  Tensor x(t, shape);
-  for (int64_t i = 0; i < x.numel(); ++i) x.SetFromDouble(i, static_cast<double>(RandInt(-50, 50)));
-  return x;
+  return testing::RandomInts(stream, t, shape, -50, 50);
 }
 std::vector<int64_t> RandomShape(int64_t rank, int64_t lo = 1, int64_t hi = 5) {
   std::vector<int64_t> s(rank);
   for (auto& d : s) d = RandInt(lo, hi);
   return s;
 }
-std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
-}
-int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
-  int64_t f = 0;
-  for (size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + idx[d];
-  return f;
-}
+using testing::ExpectEqualTensor;
+using testing::Ravel;
+using testing::Unravel;
 // Index tensor of `shape` with values in [-dim, dim) (negative half the time), int32 or int64.
 Tensor RandomIndices(DataType t, const std::vector<int64_t>& shape, int64_t dim) {
-  Tensor x(t, shape);
-  for (int64_t i = 0; i < x.numel(); ++i) x.SetFromDouble(i, static_cast<double>(RandInt(-dim, dim - 1)));
-  return x;
+  return testing::RandomInts(stream, t, shape, -dim, dim - 1);
 }
 int64_t Wrap(int64_t v, int64_t dim) { return v < 0 ? v + dim : v; }
 
-struct OneNode {
-  Graph g;
-  Node* n;
-  OneNode(const std::string& op, size_t num_inputs, size_t num_outputs = 1) {
-    n = g.AddNode(op, "idx_node");
-    n->opset = 21;
-    for (size_t i = 0; i < num_inputs; ++i) n->inputs.push_back(g.AddValue("in" + std::to_string(i)));
-    for (size_t i = 0; i < num_outputs; ++i) n->outputs.push_back(g.AddValue("out" + std::to_string(i)));
-  }
-  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& ins) { return cpu::EvaluateNode(*n, ins); }
+struct OneNode : testing::OneNode {
+  OneNode(const std::string& op, size_t ins, size_t outs = 1) : testing::OneNode(op, ins, outs, 21, "idx_node") {}
 };
-
-void ExpectSame(const Tensor& got, const Tensor& want) {
-  ASSERT_EQ(got.dtype(), want.dtype());
-  ASSERT_EQ(got.shape(), want.shape()) << ShapeToString(got.shape()) << " vs " << ShapeToString(want.shape());
-  for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.GetAsDouble(i), want.GetAsDouble(i)) << "at " << i;
-}
 
 void ExpectErrorNamingNode(const Result<std::vector<Tensor>>& r) {
   ASSERT_FALSE(r.ok());
@@ -102,7 +72,7 @@ TEST(IndexOps, GatherMatchesNaive) {
       di.insert(di.end(), oi.begin() + a + q, oi.end());
       want.SetFromDouble(i, data.GetAsDouble(Ravel(di, ds)));
     }
-    ExpectSame((*res)[0], want);
+    ExpectEqualTensor((*res)[0], want);
   }
 }
 
@@ -223,7 +193,7 @@ TEST(IndexOps, GatherElementsMatchesNaive) {
       c[a] = Wrap(ind.GetAsInt(i), ds[a]);
       want.SetFromDouble(i, data.GetAsDouble(Ravel(c, ds)));
     }
-    ExpectSame((*res)[0], want);
+    ExpectEqualTensor((*res)[0], want);
   }
   Tensor data = RandomTensor(DataType::kFloat32, {2, 3});
   Tensor ind = Tensor::FromInt64({0, 3}, {1, 2});
@@ -267,7 +237,7 @@ TEST(IndexOps, GatherNDMatchesNaive) {
       di.insert(di.end(), oi.begin() + (q - 1), oi.end());
       want.SetFromDouble(i, data.GetAsDouble(Ravel(di, ds)));
     }
-    ExpectSame((*res)[0], want);
+    ExpectEqualTensor((*res)[0], want);
   }
   Tensor data = RandomTensor(DataType::kFloat32, {2, 3});
   Tensor ind = Tensor::FromInt64({1, 3}, {1, 2});
@@ -325,7 +295,7 @@ TEST(IndexOps, ScatterNDMatchesNaive) {
       for (int64_t e = 0; e < slice; ++e)
         want.SetFromDouble(base + e, Reduce(red, want.GetAsDouble(base + e), upd.GetAsDouble(row * slice + e)));
     }
-    ExpectSame((*res)[0], want);
+    ExpectEqualTensor((*res)[0], want);
     ++checked;
   }
   EXPECT_GE(checked, 20);
@@ -355,7 +325,7 @@ TEST(IndexOps, ScatterElementsMatchesNaive) {
     // "none": a permutation prefix along the axis keeps targets distinct.
     std::vector<int64_t> perm(ds[a]);
     for (int64_t i = 0; i < ds[a]; ++i) perm[i] = i;
-    std::shuffle(perm.begin(), perm.end(), Rng());
+    std::shuffle(perm.begin(), perm.end(), stream);
     for (int64_t i = 0; i < ind.numel(); ++i) {
       const int64_t v = red == "none" ? perm[Unravel(i, is)[a]] : RandInt(0, ds[a] - 1);
       ind.SetFromDouble(i, static_cast<double>(RandInt(0, 1) ? v - ds[a] : v));
@@ -372,7 +342,7 @@ TEST(IndexOps, ScatterElementsMatchesNaive) {
       const int64_t o = Ravel(c, ds);
       want.SetFromDouble(o, Reduce(red, want.GetAsDouble(o), upd.GetAsDouble(i)));
     }
-    ExpectSame((*res)[0], want);
+    ExpectEqualTensor((*res)[0], want);
   }
   Tensor data = RandomTensor(DataType::kFloat32, {3});
   Tensor ind = Tensor::FromInt64({-4});
@@ -417,7 +387,7 @@ TEST(IndexOps, OneHotMatchesNaive) {
       if (v < 0) v += depth;
       want.SetFromDouble(i, v == d ? 4.0 : -1.5);
     }
-    ExpectSame((*res)[0], want);
+    ExpectEqualTensor((*res)[0], want);
   }
   Tensor ind = Tensor::FromInt64({1, 2});
   Tensor huge = Tensor::FromInt64({int64_t{1} << 40}, {});

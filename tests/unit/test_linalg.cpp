@@ -9,6 +9,7 @@
 #include "backends/cpu/executor.h"
 #include "ir/graph.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
@@ -24,16 +25,7 @@ Tensor RandomTensor(std::vector<int64_t> shape, uint32_t seed, DataType dt = Dat
   return t;
 }
 
-struct OneNode {
-  Graph g;
-  Node* n;
-  OneNode(const std::string& op, size_t ins, size_t outs = 1) {
-    n = g.AddNode(op, "test_" + op);
-    for (size_t i = 0; i < ins; ++i) n->inputs.push_back(g.AddValue("in"));
-    for (size_t i = 0; i < outs; ++i) n->outputs.push_back(g.AddValue("out"));
-  }
-  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& in) { return cpu::EvaluateNode(*n, in); }
-};
+using testing::OneNode;
 
 // Naive batched matmul with numpy broadcasting for rank >= 2 operands, in double.
 std::vector<double> NaiveMatMul(const Tensor& a, const Tensor& b, std::vector<int64_t>& out_shape) {

@@ -10,29 +10,19 @@
 #include "ir/graph.h"
 #include "onnx/converter.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
 Tensor RandomTensor(std::vector<int64_t> shape, uint32_t seed, DataType dt = DataType::kFloat32, double lo = -2,
                     double hi = 2) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t(dt, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
-  return t;
+  return testing::Random(std::move(shape), seed, lo, hi, dt);
 }
 
-struct OneNode {
-  Graph g;
-  Node* n;
-  OneNode(const std::string& op, size_t ins, size_t outs = 1, int64_t opset = 18) {
-    n = g.AddNode(op, "test_" + op);
-    n->opset = opset;
-    for (size_t i = 0; i < ins; ++i) n->inputs.push_back(g.AddValue("in"));
-    for (size_t i = 0; i < outs; ++i) n->outputs.push_back(g.AddValue("out"));
-  }
-  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& in) { return cpu::EvaluateNode(*n, in); }
+struct OneNode : testing::OneNode {
+  OneNode(const std::string& op, size_t ins, size_t outs = 1, int64_t opset = 18)
+      : testing::OneNode(op, ins, outs, opset) {}
 };
 
 void ExpectNear(const Tensor& t, const std::vector<double>& ref, double tol) {

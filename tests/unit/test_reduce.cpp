@@ -12,6 +12,7 @@
 #include "ir/graph.h"
 #include "onnx/converter.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
@@ -25,26 +26,11 @@ Tensor RandomTensor(std::vector<int64_t> shape, uint32_t seed, DataType dt = Dat
   return t;
 }
 
-struct OneNode {
-  Graph g;
-  Node* n;
-  OneNode(const std::string& op, size_t ins, size_t outs = 1, int64_t opset = 18) {
-    n = g.AddNode(op, "test_" + op);
-    n->opset = opset;
-    for (size_t i = 0; i < ins; ++i) n->inputs.push_back(g.AddValue("in"));
-    for (size_t i = 0; i < outs; ++i) n->outputs.push_back(g.AddValue("out"));
-  }
-  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& in) { return cpu::EvaluateNode(*n, in); }
+struct OneNode : testing::OneNode {
+  OneNode(const std::string& op, size_t ins, size_t outs = 1, int64_t opset = 18)
+      : testing::OneNode(op, ins, outs, opset) {}
 };
-
-std::vector<int64_t> Unravel(int64_t i, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return idx;
-}
+using testing::Unravel;
 
 // Naive reduction: visits every input element and folds it into its output slot (in double).
 std::vector<double> NaiveReduce(const Tensor& x, const std::vector<int64_t>& axes, const std::string& op,

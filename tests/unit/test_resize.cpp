@@ -8,32 +8,22 @@
 #include "backends/cpu/executor.h"
 #include "onnx/converter.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
-std::mt19937& Rng() {
-  static std::mt19937 rng(777);
-  return rng;
-}
-int64_t RandInt(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(Rng()); }
+std::mt19937 stream(777);  // this file's random draws
+int64_t RandInt(int64_t lo, int64_t hi) { return testing::RandInt(stream, lo, hi); }
 
-struct OneNode {
-  Graph g;
-  Node* n;
-  explicit OneNode(size_t num_inputs, const std::string& op = "Resize") {
-    n = g.AddNode(op, "rs_node");
-    n->opset = 19;
-    for (size_t i = 0; i < num_inputs; ++i) n->inputs.push_back(g.AddValue("in" + std::to_string(i)));
-    n->outputs.push_back(g.AddValue("out"));
-  }
-  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& ins) { return cpu::EvaluateNode(*n, ins); }
+struct OneNode : testing::OneNode {
+  explicit OneNode(size_t ins, const std::string& op = "Resize") : testing::OneNode(op, ins, 1, 19, "rs_node") {}
 };
 
 Tensor RandomFloat(std::vector<int64_t> shape) {
   Tensor x(DataType::kFloat32, std::move(shape));
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int64_t i = 0; i < x.numel(); ++i) x.SetFromDouble(i, u(Rng()));
+  for (int64_t i = 0; i < x.numel(); ++i) x.SetFromDouble(i, u(stream));
   return x;
 }
 

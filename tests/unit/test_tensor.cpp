@@ -8,54 +8,25 @@
 
 #include "backends/cpu/executor.h"
 #include "shape/infer.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
-std::mt19937& Rng() {
-  static std::mt19937 rng(1234);
-  return rng;
-}
-int64_t RandInt(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(Rng()); }
-
+std::mt19937 stream(1234);  // this file's random draws
+int64_t RandInt(int64_t lo, int64_t hi) { return testing::RandInt(stream, lo, hi); }
 Tensor RandomTensor(DataType t, std::vector<int64_t> shape) {
-  Tensor x(t, std::move(shape));
-  for (int64_t i = 0; i < x.numel(); ++i) x.SetFromDouble(i, static_cast<double>(RandInt(-100, 100)));
-  return x;
+  return testing::RandomInts(stream, t, std::move(shape), -100, 100);
 }
+using testing::ExpectEqualTensor;
+using testing::Ravel;
+using testing::Unravel;
 
-std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
-}
-int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
-  int64_t f = 0;
-  for (size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + idx[d];
-  return f;
-}
-
-// One node in its own graph, run through the CPU executor (shape inference + kernel).
-struct OneNode {
-  Graph g;
-  Node* n;
-  OneNode(const std::string& op, size_t num_inputs, size_t num_outputs = 1, int64_t opset = 21) {
-    n = g.AddNode(op, "n0");
-    n->opset = opset;
-    for (size_t i = 0; i < num_inputs; ++i) n->inputs.push_back(g.AddValue("in" + std::to_string(i)));
-    for (size_t i = 0; i < num_outputs; ++i) n->outputs.push_back(g.AddValue("out" + std::to_string(i)));
-  }
-  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& ins) { return cpu::EvaluateNode(*n, ins); }
+// One node named n0 in its own graph, run through the CPU executor (shape inference + kernel).
+struct OneNode : testing::OneNode {
+  OneNode(const std::string& op, size_t ins, size_t outs = 1, int64_t opset = 21)
+      : testing::OneNode(op, ins, outs, opset, "n0") {}
 };
-
-void ExpectSame(const Tensor& got, const Tensor& want) {
-  ASSERT_EQ(got.dtype(), want.dtype());
-  ASSERT_EQ(got.shape(), want.shape()) << ShapeToString(got.shape()) << " vs " << ShapeToString(want.shape());
-  for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.GetAsDouble(i), want.GetAsDouble(i)) << "at " << i;
-}
 
 TEST(TensorOps, TransposeMatchesNaive) {
   for (int trial = 0; trial < 30; ++trial) {
@@ -63,7 +34,7 @@ TEST(TensorOps, TransposeMatchesNaive) {
     std::vector<int64_t> shape(r), perm(r);
     for (auto& d : shape) d = RandInt(1, 7);
     std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), Rng());
+    std::shuffle(perm.begin(), perm.end(), stream);
     const DataType t = trial % 3 == 0 ? DataType::kInt8 : (trial % 3 == 1 ? DataType::kFloat32 : DataType::kFloat16);
     Tensor x = RandomTensor(t, shape);
     OneNode on("Transpose", 1);
@@ -79,7 +50,7 @@ TEST(TensorOps, TransposeMatchesNaive) {
       for (int64_t d = 0; d < r; ++d) xi[perm[d]] = oi[d];
       want.SetFromDouble(i, x.GetAsDouble(Ravel(xi, shape)));
     }
-    ExpectSame((*r0)[0], want);
+    ExpectEqualTensor((*r0)[0], want);
   }
 }
 
@@ -104,7 +75,7 @@ TEST(TensorOps, TiledTransposeMatchesNaive) {
         for (size_t d = 0; d < oi.size(); ++d) xi[cs.perm[d]] = oi[d];
         want.SetFromDouble(i, x.GetAsDouble(Ravel(xi, cs.shape)));
       }
-      ExpectSame((*r0)[0], want);
+      ExpectEqualTensor((*r0)[0], want);
     }
   }
 }
@@ -156,7 +127,7 @@ TEST(TensorOps, SliceMatchesNaive) {
       for (int64_t d = 0; d < r; ++d) oi[d] = take[d][oi[d]];
       want.SetFromDouble(i, x.GetAsDouble(Ravel(oi, shape)));
     }
-    ExpectSame((*r0)[0], want);
+    ExpectEqualTensor((*r0)[0], want);
   }
 }
 
@@ -193,7 +164,7 @@ TEST(TensorOps, ConcatAndSplitRoundTrip) {
     sp.n->attrs["axis"] = Attribute::Int(axis);
     auto rs = sp.Run({&y, &split});
     ASSERT_TRUE(rs.ok()) << rs.status().ToString();
-    for (int p = 0; p < parts; ++p) ExpectSame((*rs)[p], xs[p]);
+    for (int p = 0; p < parts; ++p) ExpectEqualTensor((*rs)[p], xs[p]);
   }
 }
 
@@ -250,7 +221,7 @@ TEST(TensorOps, PadAllModesMatchNaive) {
         }
         want.SetFromDouble(i, constant ? 7.5 : x.GetAsDouble(Ravel(oi, shape)));
       }
-      ExpectSame((*r0)[0], want);
+      ExpectEqualTensor((*r0)[0], want);
     }
   }
 }
@@ -328,7 +299,7 @@ TEST(TensorOps, DepthToSpaceModesAndInverse) {
       s2d.n->attrs["blocksize"] = Attribute::Int(b);
       auto r1 = s2d.Run({&y});
       ASSERT_TRUE(r1.ok()) << r1.status().ToString();
-      ExpectSame((*r1)[0], x);
+      ExpectEqualTensor((*r1)[0], x);
     }
   }
 }
@@ -421,7 +392,7 @@ TEST(TensorOps, DropoutInferenceIsIdentity) {
   OneNode on("Dropout", 2, 2);
   auto r0 = on.Run({&x, &ratio});
   ASSERT_TRUE(r0.ok()) << r0.status().ToString();
-  ExpectSame((*r0)[0], x);
+  ExpectEqualTensor((*r0)[0], x);
   EXPECT_EQ((*r0)[1].dtype(), DataType::kBool);
   for (int64_t i = 0; i < 12; ++i) EXPECT_EQ((*r0)[1].GetAsInt(i), 1);
 }

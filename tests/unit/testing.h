@@ -21,14 +21,64 @@
 
 namespace kiln::testing {
 
-// A tensor of `dt` with values uniform in [lo, hi) from std::mt19937(seed).
+// A tensor of `dt` with values uniform in [lo, hi) from std::mt19937(seed), drawn as `Real` (float draws give
+// other values than double ones).
+template <class Real = double>
 inline Tensor Random(std::vector<int64_t> shape, uint32_t seed, double lo = -1, double hi = 1,
                      DataType dt = DataType::kFloat32) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
+  std::uniform_real_distribution<Real> u(static_cast<Real>(lo), static_cast<Real>(hi));
   Tensor t(dt, std::move(shape));
   for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, u(rng));
   return t;
+}
+
+// An integer uniform in [lo, hi] drawn from `rng`.
+inline int64_t RandInt(std::mt19937& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+// A tensor of `dt` holding integers uniform in [lo, hi] drawn from `rng`.
+inline Tensor RandomInts(std::mt19937& rng, DataType dt, std::vector<int64_t> shape, int64_t lo, int64_t hi) {
+  Tensor t(dt, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, static_cast<double>(RandInt(rng, lo, hi)));
+  return t;
+}
+
+// Row-major multi-index of flat offset `flat` in `shape`, and back.
+inline std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+inline int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
+  int64_t f = 0;
+  for (size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + idx[d];
+  return f;
+}
+
+// One node in its own graph, evaluated by the CPU executor (shape inference + kernel). Inputs are named in0,
+// in1, ..., outputs out0, out1, ...; `name` empty names the node test_<op>.
+struct OneNode {
+  Graph g;
+  Node* n;
+  OneNode(const std::string& op, size_t ins, size_t outs = 1, int64_t opset = 0, const std::string& name = "") {
+    n = g.AddNode(op, name.empty() ? "test_" + op : name);
+    n->opset = opset;
+    for (size_t i = 0; i < ins; ++i) n->inputs.push_back(g.AddValue("in" + std::to_string(i)));
+    for (size_t i = 0; i < outs; ++i) n->outputs.push_back(g.AddValue("out" + std::to_string(i)));
+  }
+  void Ints(const std::string& k, std::vector<int64_t> v) { n->attrs[k] = Attribute::Ints(std::move(v)); }
+  Result<std::vector<Tensor>> Run(const std::vector<const Tensor*>& in) { return cpu::EvaluateNode(*n, in); }
+};
+
+// Same dtype, shape and values (compared as doubles).
+inline void ExpectEqualTensor(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.dtype(), want.dtype());
+  ASSERT_EQ(got.shape(), want.shape()) << ShapeToString(got.shape()) << " vs " << ShapeToString(want.shape());
+  for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.GetAsDouble(i), want.GetAsDouble(i)) << "at " << i;
 }
 
 // A graph under construction plus random feeds for its inputs. Random inputs and constants take their seeds
