@@ -66,22 +66,8 @@ struct Net : testing::TestGraph {
     if (!r.ok()) return {};
     Infer();
     const auto after = Run();
-    EXPECT_EQ(before.size(), after.size());
-    for (const auto& [name, a] : before) {
-      auto it = after.find(name);
-      EXPECT_NE(it, after.end()) << name;
-      if (it == after.end()) continue;
-      const Tensor& b = it->second;
-      EXPECT_EQ(a.shape(), b.shape()) << name;
-      EXPECT_EQ(a.dtype(), b.dtype()) << name;
-      if (a.shape() != b.shape()) continue;
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        const double x = a.GetAsDouble(i), y = b.GetAsDouble(i);
-        if (std::fabs(x - y) <= tol * (1 + std::fabs(x))) continue;
-        ADD_FAILURE() << name << " at " << i << ": " << x << " vs " << y << "\n" << PrintGraph(g);
-        break;
-      }
-    }
+    SCOPED_TRACE(PrintGraph(g));
+    testing::ExpectSameOutputs(before, after, tol, tol);  // |x - y| <= tol * (1 + |x|)
     return *r;
   }
 };
