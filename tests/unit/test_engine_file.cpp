@@ -16,43 +16,25 @@
 #include "engine/engine_internal.h"
 #include "onnx.pb.h"
 #include "onnx/importer.h"
+#include "onnx_testing.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
+using testing::AddNode;
+using testing::IntAttr;
+using testing::IntsAttr;
+
 void Init(onnx::GraphProto* g, const std::string& name, int type, std::vector<int64_t> dims, std::mt19937& rng) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(type);
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= d;
-  }
+  auto* t = testing::AddInitializer(g, name, type, dims);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < NumElements(dims); ++i) {
     if (type == onnx::TensorProto::FLOAT) t->add_float_data(u(rng));
     else if (type == onnx::TensorProto::INT64) t->add_int64_data(static_cast<int64_t>(rng() % 10));
     else if (type == onnx::TensorProto::FLOAT16) t->add_int32_data(FloatToHalf(u(rng)));
     else t->add_int32_data(static_cast<int32_t>(rng() % 2));  // int32 indices / bool
   }
-}
-
-onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name,
-                         std::vector<std::string> ins, std::vector<std::string> outs) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(name);
-  for (auto& i : ins) n->add_input(i);
-  for (auto& o : outs) n->add_output(o);
-  return n;
-}
-
-void IntAttr(onnx::NodeProto* n, const std::string& k, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
 }
 
 // X[N,3,8,8] -> Conv -> LeakyRelu -> Transpose -> Cast(fp16) + fp16 const -> Cast(fp32) -> Reshape -> Gather
@@ -66,18 +48,8 @@ std::unique_ptr<Graph> ImportTestModel() {
   os->set_version(17);
   auto* g = m.mutable_graph();
   g->set_name("engine_test");
-  for (auto [name, dims, io] : {std::tuple{"X", std::vector<std::string>{"N", "3", "8", "8"}, 0},
-                                std::tuple{"Y", std::vector<std::string>{"N", "10"}, 1}}) {
-    auto* vi = io == 0 ? g->add_input() : g->add_output();
-    vi->set_name(name);
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    for (auto& d : dims) {
-      auto* dim = tt->mutable_shape()->add_dim();
-      if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-      else dim->set_dim_param(d);
-    }
-  }
+  testing::SetValueInfo(g->add_input(), "X", {"N", "3", "8", "8"});
+  testing::SetValueInfo(g->add_output(), "Y", {"N", "10"});
   Init(g, "W", onnx::TensorProto::FLOAT, {4, 3, 3, 3}, rng);
   Init(g, "B", onnx::TensorProto::FLOAT, {4}, rng);
   Init(g, "H", onnx::TensorProto::FLOAT16, {8, 4}, rng);
@@ -89,20 +61,13 @@ std::unique_ptr<Graph> ImportTestModel() {
   g->mutable_initializer(g->initializer_size() - 1)->clear_int64_data();
   for (int64_t v : {0, 8, 32}) g->mutable_initializer(g->initializer_size() - 1)->add_int64_data(v);
   auto* conv = AddNode(g, "Conv", "conv", {"X", "W", "B"}, {"c"});
-  auto* pads = conv->add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  IntsAttr(conv, "pads", {1, 1, 1, 1});
   auto* lr = AddNode(g, "LeakyRelu", "lrelu", {"c"}, {"l"});
   auto* alpha = lr->add_attribute();
   alpha->set_name("alpha");
   alpha->set_type(onnx::AttributeProto::FLOAT);
   alpha->set_f(0.25f);
-  auto* tr = AddNode(g, "Transpose", "transpose", {"l"}, {"t"});  // [N,8,8,4]
-  auto* perm = tr->add_attribute();
-  perm->set_name("perm");
-  perm->set_type(onnx::AttributeProto::INTS);
-  for (int p : {0, 2, 3, 1}) perm->add_ints(p);
+  IntsAttr(AddNode(g, "Transpose", "transpose", {"l"}, {"t"}), "perm", {0, 2, 3, 1});  // [N,8,8,4]
   IntAttr(AddNode(g, "Cast", "to_half", {"t"}, {"th"}), "to", onnx::TensorProto::FLOAT16);
   AddNode(g, "Add", "add_half", {"th", "H"}, {"ah"});
   IntAttr(AddNode(g, "Cast", "to_float", {"ah"}, {"af"}), "to", onnx::TensorProto::FLOAT);
@@ -242,13 +207,7 @@ EngineContents MakeContents(std::unique_ptr<Graph> g) {
   return e;
 }
 
-Tensor Input(int64_t n) {
-  Tensor t(DataType::kFloat32, {n, 3, 8, 8});
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
+Tensor Input(int64_t n) { return testing::Random<float>({n, 3, 8, 8}, 5); }
 
 std::vector<uint8_t> SmallEngine() {
   auto g = ImportTestModel();

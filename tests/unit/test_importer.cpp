@@ -9,50 +9,24 @@
 #include "backends/cpu/executor.h"
 #include "onnx.pb.h"
 #include "onnx/importer.h"
+#include "onnx_testing.h"
+#include "testing.h"
 
 namespace kiln {
 namespace {
 
+using testing::AddNode;
+using testing::SetValueInfo;
+
 void AddTensorInit(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims, std::mt19937& rng) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    n *= d;
-  }
+  auto* t = testing::AddInitializer(g, name, onnx::TensorProto::FLOAT, dims);
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  for (int64_t i = 0; i < n; ++i) t->add_float_data(u(rng));
+  for (int64_t i = 0; i < NumElements(dims); ++i) t->add_float_data(u(rng));
 }
 
 void AddInt64Init(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> vals) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(static_cast<int64_t>(vals.size()));
+  auto* t = testing::AddInitializer(g, name, onnx::TensorProto::INT64, {static_cast<int64_t>(vals.size())});
   for (int64_t v : vals) t->add_int64_data(v);
-}
-
-onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name,
-                         std::vector<std::string> ins, std::vector<std::string> outs) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(name);
-  for (auto& i : ins) n->add_input(i);
-  for (auto& o : outs) n->add_output(o);
-  return n;
-}
-
-void SetValueInfo(onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::string> dims) {
-  vi->set_name(name);
-  auto* tt = vi->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (auto& d : dims) {
-    auto* dim = tt->mutable_shape()->add_dim();
-    if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-    else dim->set_dim_param(d);
-  }
 }
 
 // X[N,3,8,8] -> Conv -> Relu -> Reshape([N, -1] from a Shape->Gather->Unsqueeze->Concat subgraph) -> MatMul -> Softmax
@@ -73,20 +47,11 @@ onnx::ModelProto MakeModel() {
   AddInt64Init(g, "zero", {0});
   AddInt64Init(g, "minus_one", {-1});
   auto* conv = AddNode(g, "Conv", "conv", {"X", "W", "B"}, {"c"});
-  auto* pads = conv->add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  testing::IntsAttr(conv, "pads", {1, 1, 1, 1});
   AddNode(g, "Relu", "relu", {"c"}, {"r"});
   AddNode(g, "Shape", "shape", {"r"}, {"s"});
   AddNode(g, "Gather", "gather", {"s", "zero"}, {"n"});
-  AddNode(g, "Concat", "concat", {"n", "minus_one"}, {"shape2"})->add_attribute()->CopyFrom([] {
-    onnx::AttributeProto a;
-    a.set_name("axis");
-    a.set_type(onnx::AttributeProto::INT);
-    a.set_i(0);
-    return a;
-  }());
+  testing::IntAttr(AddNode(g, "Concat", "concat", {"n", "minus_one"}, {"shape2"}), "axis", 0);
   AddNode(g, "Reshape", "reshape", {"r", "shape2"}, {"flat"});
   AddNode(g, "MatMul", "matmul", {"flat", "M"}, {"logits"});
   AddNode(g, "Softmax", "softmax", {"logits"}, {"Y"});
@@ -99,13 +64,7 @@ ImportOptions Opts() {
   return o;
 }
 
-Tensor RandomInput(int64_t n) {
-  Tensor t(DataType::kFloat32, {n, 3, 8, 8});
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
+Tensor RandomInput(int64_t n) { return testing::Random<float>({n, 3, 8, 8}, 1); }
 
 TEST(Importer, ValidModelImportsWithSymbolicShapes) {
   std::string bytes = MakeModel().SerializeAsString();
