@@ -11,6 +11,17 @@
 
 namespace kiln::testing {
 
+// Starts `m` as an IR version 8 model of the default domain at opset 17; returns its graph, named `name`.
+inline onnx::GraphProto* StartModel(onnx::ModelProto& m, const std::string& name) {
+  m.set_ir_version(8);
+  auto* os = m.add_opset_import();
+  os->set_domain("");
+  os->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name(name);
+  return g;
+}
+
 // An initializer `name` of `type` and `dims`, its data left to the caller.
 inline onnx::TensorProto* AddInitializer(onnx::GraphProto* g, const std::string& name, int type,
                                          const std::vector<int64_t>& dims) {

@@ -42,12 +42,7 @@ void Init(onnx::GraphProto* g, const std::string& name, int type, std::vector<in
 std::unique_ptr<Graph> ImportTestModel() {
   std::mt19937 rng(3);
   onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(17);
-  auto* g = m.mutable_graph();
-  g->set_name("engine_test");
+  auto* g = testing::StartModel(m, "engine_test");
   testing::SetValueInfo(g->add_input(), "X", {"N", "3", "8", "8"});
   testing::SetValueInfo(g->add_output(), "Y", {"N", "10"});
   Init(g, "W", onnx::TensorProto::FLOAT, {4, 3, 3, 3}, rng);

@@ -33,12 +33,7 @@ void AddInt64Init(onnx::GraphProto* g, const std::string& name, std::vector<int6
 onnx::ModelProto MakeModel() {
   std::mt19937 rng(7);
   onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(17);
-  auto* g = m.mutable_graph();
-  g->set_name("small");
+  auto* g = testing::StartModel(m, "small");
   SetValueInfo(g->add_input(), "X", {"N", "3", "8", "8"});
   SetValueInfo(g->add_output(), "Y", {"N", "10"});
   AddTensorInit(g, "W", {4, 3, 3, 3}, rng);
