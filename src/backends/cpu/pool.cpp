@@ -93,18 +93,13 @@ bool PoolTypeOk(DataType t, PoolKind kind) {
   return kind == PoolKind::kMax && (t == DataType::kInt8 || t == DataType::kUInt8);
 }
 
+// The float types and int8/uint8 (PoolTypeOk has already rejected any other type).
 template <typename Fn>
 Status DispatchPool(DataType t, const Node& node, Fn&& fn) {
-  switch (t) {
-    case DataType::kFloat32: fn.template operator()<float>(); return Status::Ok();
-    case DataType::kFloat64: fn.template operator()<double>(); return Status::Ok();
-    case DataType::kFloat16: fn.template operator()<Half>(); return Status::Ok();
-    case DataType::kBFloat16: fn.template operator()<BFloat16>(); return Status::Ok();
-    case DataType::kInt8: fn.template operator()<int8_t>(); return Status::Ok();
-    case DataType::kUInt8: fn.template operator()<uint8_t>(); return Status::Ok();
-    default:
-      return Err(StatusCode::kUnsupported, "{}: element type {} is not supported", node.Where(), DataTypeName(t));
-  }
+  if (t == DataType::kInt8) fn.template operator()<int8_t>();
+  else if (t == DataType::kUInt8) fn.template operator()<uint8_t>();
+  else return DispatchFloat(t, node, fn);
+  return Status::Ok();
 }
 
 Status PoolKernel(KernelContext& ctx, PoolKind kind, bool global) {
