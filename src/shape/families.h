@@ -1,4 +1,5 @@
-// Registration functions of the shape-function families (one .cpp file each in src/shape/).
+// Registration functions of the shape-function families (one .cpp file each in src/shape/), and helpers they
+// share (defined in infer.cpp).
 #pragma once
 
 #include "shape/infer.h"
@@ -13,4 +14,9 @@ void RegisterTensorShapes(ShapeRegistry& r);       // shape_tensor.cpp: Reshape,
 void RegisterIndexShapes(ShapeRegistry& r);        // shape_index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS
 void RegisterResizeShapes(ShapeRegistry& r);       // shape_resize.cpp: Resize
 void RegisterFusedShapes(ShapeRegistry& r);        // shape_fused.cpp: ops the optimizer creates (domain "kiln")
+
+// Input i is a floating-point tensor; the error names the node.
+Status RequireFloat(const InferContext& ctx, size_t i);
+// Output i takes x's dtype and shape (rank unknown where x has no shape).
+void SetOutputLike(InferContext& ctx, size_t i, const TensorInfo& x);
 }  // namespace kiln

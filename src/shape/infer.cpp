@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "shape/families.h"
 
 namespace kiln {
 
@@ -42,6 +43,19 @@ Status RequireInputs(const InferContext& ctx, size_t count) {
       return Err(StatusCode::kInvalidModel, "{}: needs at least {} inputs, input {} is missing", ctx.node.Where(),
                  count, i);
   return Status::Ok();
+}
+
+Status RequireFloat(const InferContext& ctx, size_t i) {
+  const DataType t = ctx.in(i).dtype;
+  if (!IsFloatType(t))
+    return Err(StatusCode::kInvalidModel, "{}: input {} must be a floating-point tensor, but it is {}",
+               ctx.node.Where(), i, DataTypeName(t));
+  return Status::Ok();
+}
+
+void SetOutputLike(InferContext& ctx, size_t i, const TensorInfo& x) {
+  if (x.has_shape) ctx.set_output(i, x.dtype, x.shape);
+  else ctx.set_output_rank_unknown(i, x.dtype);
 }
 
 Status InferNode(InferContext& ctx) {

@@ -86,8 +86,7 @@ Status FusedMatMulShape(InferContext& ctx) {
   if (y.has_shape && y.shape.empty())
     return Err(StatusCode::kInvalidModel, "{}: the product is a scalar; a bias over its last axis needs rank >= 1",
                n.Where());
-  if (y.has_shape) ctx.set_output(0, y.dtype, y.shape);
-  else ctx.set_output_rank_unknown(0, y.dtype);
+  SetOutputLike(ctx, 0, y);
   return CheckResidual(ctx);
 }
 

@@ -168,8 +168,7 @@ Status ScatterNDShape(InferContext& ctx) {
       return Err(StatusCode::kInvalidModel, "{}: updates {} must have rank {} (indices {}, data {})", ctx.node.Where(),
                  ShapeToString(upd.shape), expect_rank, ShapeToString(idx.shape), ShapeToString(data.shape));
   }
-  if (data.has_shape) ctx.set_output(0, data.dtype, data.shape);
-  else ctx.set_output_rank_unknown(0, data.dtype);
+  SetOutputLike(ctx, 0, data);
   return Status::Ok();
 }
 

@@ -7,14 +7,6 @@ namespace kiln {
 
 namespace {
 
-Status RequireFloat(const InferContext& ctx, size_t i) {
-  const DataType t = ctx.in(i).dtype;
-  if (!IsFloatType(t))
-    return Err(StatusCode::kInvalidModel, "{}: input {} must be a floating-point tensor, but it is {}",
-               ctx.node.Where(), i, DataTypeName(t));
-  return Status::Ok();
-}
-
 // Checks that input `i` is 1-D with `want` elements (when both are known).
 Status RequireVector(const InferContext& ctx, size_t i, const Dim& want, const char* what) {
   const TensorInfo& t = ctx.in(i);
@@ -61,8 +53,7 @@ Status BatchNormShape(InferContext& ctx) {
     KILN_RETURN_IF_ERROR(RequireFloat(ctx, i));
     if (spatial) KILN_RETURN_IF_ERROR(RequireVector(ctx, i, c, kNames[i]));
   }
-  if (x.has_shape) ctx.set_output(0, x.dtype, x.shape);
-  else ctx.set_output_rank_unknown(0, x.dtype);
+  SetOutputLike(ctx, 0, x);
   for (size_t i = 1; i < 3; ++i)
     if (n.output(i)) ctx.set_output(i, ctx.in(2 + i).dtype, {c});
   return Status::Ok();
@@ -81,8 +72,7 @@ Status InstanceNormShape(InferContext& ctx) {
   const Dim c = x.has_shape ? x.shape[1] : Dim::Unknown();
   KILN_RETURN_IF_ERROR(RequireVector(ctx, 1, c, "scale"));
   KILN_RETURN_IF_ERROR(RequireVector(ctx, 2, c, "B"));
-  if (x.has_shape) ctx.set_output(0, x.dtype, x.shape);
-  else ctx.set_output_rank_unknown(0, x.dtype);
+  SetOutputLike(ctx, 0, x);
   return Status::Ok();
 }
 
@@ -153,8 +143,7 @@ Status GroupNormShape(InferContext& ctx) {
   const Dim want = per_group ? Dim(groups) : c;
   KILN_RETURN_IF_ERROR(RequireVector(ctx, 1, want, "scale"));
   KILN_RETURN_IF_ERROR(RequireVector(ctx, 2, want, "bias"));
-  if (x.has_shape) ctx.set_output(0, x.dtype, x.shape);
-  else ctx.set_output_rank_unknown(0, x.dtype);
+  SetOutputLike(ctx, 0, x);
   return Status::Ok();
 }
 

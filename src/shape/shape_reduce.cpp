@@ -22,14 +22,6 @@ Result<std::vector<int64_t>> NormalizeAxes(const Node& n, const std::vector<int6
   return r;
 }
 
-Status RequireFloat(const InferContext& ctx, size_t i) {
-  const DataType t = ctx.in(i).dtype;
-  if (!IsFloatType(t))
-    return Err(StatusCode::kInvalidModel, "{}: input {} must be a floating-point tensor, but it is {}",
-               ctx.node.Where(), i, DataTypeName(t));
-  return Status::Ok();
-}
-
 // ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp in the canonical form: axes as optional
 // int64 input 1, attributes keepdims (default 1) and noop_with_empty_axes (default 0).
 Status ReduceShape(InferContext& ctx) {
@@ -202,8 +194,7 @@ Status CumSumShape(InferContext& ctx) {
     if (!NormalizeAxis(axis, x.rank()))
       return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for rank {}", n.Where(), axis, x.rank());
   }
-  if (x.has_shape) ctx.set_output(0, x.dtype, x.shape);
-  else ctx.set_output_rank_unknown(0, x.dtype);
+  SetOutputLike(ctx, 0, x);
   return Status::Ok();
 }
 
