@@ -119,6 +119,38 @@ inline void CopyElem(uint8_t* dst, const uint8_t* src, size_t es) {
   }
 }
 
+// GatherElements/ScatterElements: indices may not exceed data on any axis but `axis`.
+Status CheckIndicesFit(const Node& n, const Tensor& data, const Tensor& it, int64_t axis) {
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && it.dim(d) > data.dim(d))
+      return Err(StatusCode::kInvalidArgument, "{}: indices {} exceed data {} on axis {}", n.Where(), it.Describe(),
+                 data.Describe(), d);
+  return Status::Ok();
+}
+
+// GatherElements/ScatterElements: calls fn(i, offset) for each index element i in order, with the offset in
+// data (shape `ds`) it selects along `axis`; stops at the first index out of range.
+template <typename Fn>
+Status ForEachElementOffset(const Node& n, const std::vector<int64_t>& idx, const std::vector<int64_t>& is,
+                            const std::vector<int64_t>& ds, int64_t axis, Fn&& fn) {
+  const auto dstr = Strides(ds);
+  std::vector<int64_t> coord(is.size(), 0);
+  int64_t base = 0;  // data offset of `coord` without the axis term
+  for (size_t i = 0; i < idx.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(int64_t j, FixIndex(n, idx[i], ds[axis], axis));
+    fn(static_cast<int64_t>(i), base + j * dstr[axis]);
+    for (int64_t d = static_cast<int64_t>(is.size()) - 1; d >= 0; --d) {
+      if (++coord[d] < is[d]) {
+        if (d != axis) base += dstr[d];
+        break;
+      }
+      if (d != axis) base -= dstr[d] * (is[d] - 1);
+      coord[d] = 0;
+    }
+  }
+  return Status::Ok();
+}
+
 Status GatherElements(KernelContext& ctx) {
   const Node& n = ctx.node;
   const Tensor& data = ctx.in(0);
@@ -130,32 +162,14 @@ Status GatherElements(KernelContext& ctx) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(n, it));
   const auto& ds = data.shape();
   const auto& is = it.shape();
-  for (int64_t d = 0; d < data.rank(); ++d)
-    if (d != axis && is[d] > ds[d])
-      return Err(StatusCode::kInvalidArgument, "{}: indices {} exceed data {} on axis {}", n.Where(), it.Describe(),
-                 data.Describe(), d);
+  KILN_RETURN_IF_ERROR(CheckIndicesFit(n, data, it, axis));
   KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, data.dtype(), is));
   Tensor& out = *out_ptr;
-  const auto dstr = Strides(ds);
   const size_t es = DataTypeSize(data.dtype());
   const auto* src = static_cast<const uint8_t*>(data.raw());
   auto* dst = static_cast<uint8_t*>(out.raw());
-  std::vector<int64_t> coord(is.size(), 0);
-  int64_t base = 0;  // data offset of `coord` without the axis term
-  const int64_t total = it.numel();
-  for (int64_t i = 0; i < total; ++i) {
-    KILN_ASSIGN_OR_RETURN(int64_t j, FixIndex(n, idx[i], ds[axis], axis));
-    CopyElem(dst + i * es, src + (base + j * dstr[axis]) * es, es);
-    for (int64_t d = static_cast<int64_t>(is.size()) - 1; d >= 0; --d) {
-      if (++coord[d] < is[d]) {
-        if (d != axis) base += dstr[d];
-        break;
-      }
-      if (d != axis) base -= dstr[d] * (is[d] - 1);
-      coord[d] = 0;
-    }
-  }
-  return Status::Ok();
+  return ForEachElementOffset(n, idx, is, ds, axis,
+                              [&](int64_t i, int64_t off) { CopyElem(dst + i * es, src + off * es, es); });
 }
 
 Status GatherND(KernelContext& ctx) {
@@ -287,31 +301,14 @@ Status ScatterElements(KernelContext& ctx) {
   KILN_ASSIGN_OR_RETURN(int64_t axis, AxisOf(n, 0, data.rank()));
   const auto& ds = data.shape();
   const auto& is = it.shape();
-  for (int64_t d = 0; d < data.rank(); ++d)
-    if (d != axis && is[d] > ds[d])
-      return Err(StatusCode::kInvalidArgument, "{}: indices {} exceed data {} on axis {}", n.Where(), it.Describe(),
-                 data.Describe(), d);
+  KILN_RETURN_IF_ERROR(CheckIndicesFit(n, data, it, axis));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ReadIndices(n, it));
   KILN_ASSIGN_OR_RETURN(Tensor* out_ptr, EnsureOutput(ctx, 0, data.dtype(), ds));
   Tensor& out = *out_ptr;
   std::memcpy(out.raw(), data.raw(), data.nbytes());
-  const auto dstr = Strides(ds);
   // Data offset of every update element, validated before anything is written.
   std::vector<int64_t> offs(idx.size());
-  std::vector<int64_t> coord(is.size(), 0);
-  int64_t base = 0;
-  for (size_t i = 0; i < idx.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(int64_t j, FixIndex(n, idx[i], ds[axis], axis));
-    offs[i] = base + j * dstr[axis];
-    for (int64_t d = static_cast<int64_t>(is.size()) - 1; d >= 0; --d) {
-      if (++coord[d] < is[d]) {
-        if (d != axis) base += dstr[d];
-        break;
-      }
-      if (d != axis) base -= dstr[d] * (is[d] - 1);
-      coord[d] = 0;
-    }
-  }
+  KILN_RETURN_IF_ERROR(ForEachElementOffset(n, idx, is, ds, axis, [&](int64_t i, int64_t off) { offs[i] = off; }));
   return DispatchAll(data.dtype(), n, [&]<typename T>() {
     T* o = out.data<T>();
     const T* u = upd.data<T>();
