@@ -49,10 +49,15 @@ std::optional<std::vector<Dim>> SymContents(const InferContext& ctx, size_t i) {
   return r;
 }
 
-Status GatherShape(InferContext& ctx) {
+// Gather/GatherElements: checks data (input 0) and integer indices (input 1); returns the axis attribute.
+Result<int64_t> GatherAxisAttr(const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   KILN_RETURN_IF_ERROR(CheckIndexType(ctx, 1, "indices"));
-  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node.attr_int("axis", 0));
+  return ctx.node.attr_int("axis", 0);
+}
+
+Status GatherShape(InferContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, GatherAxisAttr(ctx));
   const TensorInfo& data = ctx.in(0);
   const TensorInfo& idx = ctx.in(1);
   if (!data.has_shape || !idx.has_shape) {
@@ -89,9 +94,7 @@ Status GatherShape(InferContext& ctx) {
 }
 
 Status GatherElementsShape(InferContext& ctx) {
-  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
-  KILN_RETURN_IF_ERROR(CheckIndexType(ctx, 1, "indices"));
-  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node.attr_int("axis", 0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis_attr, GatherAxisAttr(ctx));
   const TensorInfo& data = ctx.in(0);
   const TensorInfo& idx = ctx.in(1);
   if (!data.has_shape || !idx.has_shape) {
