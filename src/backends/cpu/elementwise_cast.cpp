@@ -259,20 +259,39 @@ void ForQuant(const QuantLayout& l, Fn&& fn) {
       std::max<int64_t>(1, kElemGrain / std::max<int64_t>(1, l.inner)));
 }
 
-Status QuantizeKernel(KernelContext& ctx) {
+// QuantizeLinear/DequantizeLinear's x, scale and zero point (nullptr when omitted), with the layouts of scale
+// and zero point over x.
+struct QuantOperands {
+  const Tensor* x = nullptr;
+  const Tensor* scale = nullptr;
+  const Tensor* zp = nullptr;
+  QuantLayout ls, lz;
+};
+
+Result<QuantOperands> ReadQuantOperands(const KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
   KILN_RETURN_IF_ERROR(NeedInput(ctx, 1));
-  const Tensor& x = ctx.in(0);
-  const Tensor& scale = ctx.in(1);
-  const Tensor* zp = ctx.input(2);
-  if (zp && !zp->defined()) zp = nullptr;
+  QuantOperands q;
+  q.x = &ctx.in(0);
+  q.scale = &ctx.in(1);
+  q.zp = ctx.input(2);
+  if (q.zp && !q.zp->defined()) q.zp = nullptr;
+  KILN_ASSIGN_OR_RETURN(q.ls, MakeQuantLayout(ctx.node, *q.x, *q.scale, "scale"));
+  q.lz = q.ls;
+  if (q.zp) {
+    KILN_ASSIGN_OR_RETURN(q.lz, MakeQuantLayout(ctx.node, *q.x, *q.zp, "zero point"));
+  }
+  return q;
+}
+
+Status QuantizeKernel(KernelContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(QuantOperands qo, ReadQuantOperands(ctx));
+  const Tensor& x = *qo.x;
+  const Tensor& scale = *qo.scale;
+  const Tensor* zp = qo.zp;
+  const QuantLayout &ls = qo.ls, &lz = qo.lz;
   DataType out = zp ? zp->dtype() : static_cast<DataType>(ctx.node.geti("output_dtype", 0));
   if (out == DataType::kUndefined) out = DataType::kUInt8;
-  KILN_ASSIGN_OR_RETURN(QuantLayout ls, MakeQuantLayout(ctx.node, x, scale, "scale"));
-  QuantLayout lz = ls;
-  if (zp) {
-    KILN_ASSIGN_OR_RETURN(lz, MakeQuantLayout(ctx.node, x, *zp, "zero point"));
-  }
   EnsureOutput(ctx, 0, out, x.shape());
   Tensor& y = ctx.out(0);
   const bool saturate = ctx.node.geti("saturate", 1) != 0;
@@ -319,17 +338,11 @@ Status QuantizeKernel(KernelContext& ctx) {
 }
 
 Status DequantizeKernel(KernelContext& ctx) {
-  KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
-  KILN_RETURN_IF_ERROR(NeedInput(ctx, 1));
-  const Tensor& x = ctx.in(0);
-  const Tensor& scale = ctx.in(1);
-  const Tensor* zp = ctx.input(2);
-  if (zp && !zp->defined()) zp = nullptr;
-  KILN_ASSIGN_OR_RETURN(QuantLayout ls, MakeQuantLayout(ctx.node, x, scale, "scale"));
-  QuantLayout lz = ls;
-  if (zp) {
-    KILN_ASSIGN_OR_RETURN(lz, MakeQuantLayout(ctx.node, x, *zp, "zero point"));
-  }
+  KILN_ASSIGN_OR_RETURN(QuantOperands qo, ReadQuantOperands(ctx));
+  const Tensor& x = *qo.x;
+  const Tensor& scale = *qo.scale;
+  const Tensor* zp = qo.zp;
+  const QuantLayout &ls = qo.ls, &lz = qo.lz;
   if (!IsFloatType(scale.dtype()) || IsFloat8Type(scale.dtype()))
     return Err(StatusCode::kInvalidArgument, "{}: scale must be float, float16 or bfloat16, got {}",
                ctx.node.Where(), DataTypeName(scale.dtype()));
