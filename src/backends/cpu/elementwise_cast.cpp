@@ -259,37 +259,8 @@ void ForQuant(const QuantLayout& l, Fn&& fn) {
       std::max<int64_t>(1, kElemGrain / std::max<int64_t>(1, l.inner)));
 }
 
-// QuantizeLinear/DequantizeLinear's x, scale and zero point (nullptr when omitted), with the layouts of scale
-// and zero point over x.
-struct QuantOperands {
-  const Tensor* x = nullptr;
-  const Tensor* scale = nullptr;
-  const Tensor* zp = nullptr;
-  QuantLayout ls, lz;
-};
-
-Result<QuantOperands> ReadQuantOperands(const KernelContext& ctx) {
-  KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
-  KILN_RETURN_IF_ERROR(NeedInput(ctx, 1));
-  QuantOperands q;
-  q.x = &ctx.in(0);
-  q.scale = &ctx.in(1);
-  q.zp = ctx.input(2);
-  if (q.zp && !q.zp->defined()) q.zp = nullptr;
-  KILN_ASSIGN_OR_RETURN(q.ls, MakeQuantLayout(ctx.node, *q.x, *q.scale, "scale"));
-  q.lz = q.ls;
-  if (q.zp) {
-    KILN_ASSIGN_OR_RETURN(q.lz, MakeQuantLayout(ctx.node, *q.x, *q.zp, "zero point"));
-  }
-  return q;
-}
-
-Status QuantizeKernel(KernelContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(QuantOperands qo, ReadQuantOperands(ctx));
-  const Tensor& x = *qo.x;
-  const Tensor& scale = *qo.scale;
-  const Tensor* zp = qo.zp;
-  const QuantLayout &ls = qo.ls, &lz = qo.lz;
+Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zp, const QuantLayout& ls,
+                const QuantLayout& lz) {
   DataType out = zp ? zp->dtype() : static_cast<DataType>(ctx.node.geti("output_dtype", 0));
   if (out == DataType::kUndefined) out = DataType::kUInt8;
   EnsureOutput(ctx, 0, out, x.shape());
@@ -337,12 +308,8 @@ Status QuantizeKernel(KernelContext& ctx) {
   return Status::Ok();
 }
 
-Status DequantizeKernel(KernelContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(QuantOperands qo, ReadQuantOperands(ctx));
-  const Tensor& x = *qo.x;
-  const Tensor& scale = *qo.scale;
-  const Tensor* zp = qo.zp;
-  const QuantLayout &ls = qo.ls, &lz = qo.lz;
+Status Dequantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zp, const QuantLayout& ls,
+                  const QuantLayout& lz) {
   if (!IsFloatType(scale.dtype()) || IsFloat8Type(scale.dtype()))
     return Err(StatusCode::kInvalidArgument, "{}: scale must be float, float16 or bfloat16, got {}",
                ctx.node.Where(), DataTypeName(scale.dtype()));
@@ -364,13 +331,34 @@ Status DequantizeKernel(KernelContext& ctx) {
   });
 }
 
+using QuantBody = Status (*)(KernelContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zp,
+                             const QuantLayout& ls, const QuantLayout& lz);
+
+// Reads QuantizeLinear/DequantizeLinear's x, scale and zero point (nullptr when omitted), lays scale (ls) and
+// zero point (lz) out over x, and runs `body` on them.
+template <QuantBody body>
+Status QuantKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
+  KILN_RETURN_IF_ERROR(NeedInput(ctx, 1));
+  const Tensor& x = ctx.in(0);
+  const Tensor& scale = ctx.in(1);
+  const Tensor* zp = ctx.input(2);
+  if (zp && !zp->defined()) zp = nullptr;
+  KILN_ASSIGN_OR_RETURN(QuantLayout ls, MakeQuantLayout(ctx.node, x, scale, "scale"));
+  QuantLayout lz = ls;
+  if (zp) {
+    KILN_ASSIGN_OR_RETURN(lz, MakeQuantLayout(ctx.node, x, *zp, "zero point"));
+  }
+  return body(ctx, x, scale, zp, ls, lz);
+}
+
 }  // namespace
 
 void RegisterCastQuantKernels(KernelRegistry& r) {
   r.Add("Cast", CastKernel);
   r.Add("CastLike", CastLikeKernel);
-  r.Add("QuantizeLinear", QuantizeKernel);
-  r.Add("DequantizeLinear", DequantizeKernel);
+  r.Add("QuantizeLinear", QuantKernel<Quantize>);
+  r.Add("DequantizeLinear", QuantKernel<Dequantize>);
 }
 
 }  // namespace kiln::cpu::elem
