@@ -17,24 +17,27 @@ void ScaleOnly(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
 }
 
+// Row-major GEMM through `blas` (cblas_sgemm or cblas_dgemm); m or n <= 0 is a no-op, k <= 0 scales C by beta.
+template <typename T, typename Blas>
+void BlasGemm(Blas blas, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+              const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return ScaleOnly(m, n, beta, c, ldc);
+  blas(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+       static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(std::max<int64_t>(1, lda)), b,
+       static_cast<int>(std::max<int64_t>(1, ldb)), beta, c, static_cast<int>(std::max<int64_t>(1, ldc)));
+}
+
 }  // namespace
 
 void GemmF32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) return ScaleOnly(m, n, beta, c, ldc);
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(std::max<int64_t>(1, lda)), b,
-              static_cast<int>(std::max<int64_t>(1, ldb)), beta, c, static_cast<int>(std::max<int64_t>(1, ldc)));
+  BlasGemm(cblas_sgemm, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void GemmF64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
              const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) return ScaleOnly(m, n, beta, c, ldc);
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(std::max<int64_t>(1, lda)), b,
-              static_cast<int>(std::max<int64_t>(1, ldb)), beta, c, static_cast<int>(std::max<int64_t>(1, ldc)));
+  BlasGemm(cblas_dgemm, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 std::vector<float> ToFloatBuffer(const Tensor& t) {
