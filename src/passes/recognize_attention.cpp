@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "passes/fusion_util.h"
 #include "passes/pass_list.h"
+#include "shape/fused_ops.h"
 
 namespace kiln {
 namespace {
@@ -233,7 +234,7 @@ bool HasLayout(const Node* n, const char* name) {
 // Absorbs one head split / merge Transpose into the kiln.Attention node `at` (see the top); false when it has
 // none left.
 bool AbsorbHeadTranspose(Graph& g, const Uses& u, Node* at, PassReport& report) {
-  static const char* const kInputLayouts[3] = {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"};
+  const auto& kInputLayouts = fused::kAttentionInputLayouts;
   if (at->op_type != "Attention" || at->domain != "kiln") return false;
   for (size_t i = 0; i < 3 && i < at->inputs.size(); ++i) {
     Value* x = at->inputs[i];
@@ -246,7 +247,7 @@ bool AbsorbHeadTranspose(Graph& g, const Uses& u, Node* at, PassReport& report) 
     fusion::RemoveUnread(g, {tp});
     return true;
   }
-  if (at->outputs.empty() || !at->outputs[0] || HasLayout(at, "kiln_out_layout")) return false;
+  if (at->outputs.empty() || !at->outputs[0] || HasLayout(at, fused::kAttentionOutputLayout)) return false;
   Value* y = at->outputs[0];
   Node* tp = u.Single(y);
   if (!IsHeadSwap(tp) || !u.OnlyBy(y, tp) || tp->outputs[0] == nullptr) return false;
@@ -256,7 +257,7 @@ bool AbsorbHeadTranspose(Graph& g, const Uses& u, Node* at, PassReport& report) 
   tp->inputs.clear();
   tp->outputs = {y};
   y->producer = tp;
-  at->attrs["kiln_out_layout"] = Attribute::String("BSHD");
+  at->attrs[fused::kAttentionOutputLayout] = Attribute::String("BSHD");
   report.details.push_back(
       fmt::format("attention: {} absorbed into '{}' (kiln_out_layout = BSHD)", tp->name, at->name));
   fusion::RemoveUnread(g, {tp});

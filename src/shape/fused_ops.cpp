@@ -64,4 +64,15 @@ Result<PwProgram> ParseProgram(const Node& n, size_t num_inputs) {
   return p;
 }
 
+Result<AttnLayout> ReadAttentionLayout(const Node& n, const char* name) {
+  const bool output = std::string(name) == kAttentionOutputLayout;
+  const Result<std::string> l = n.attr_string(name, "BHSD");
+  if (!l.ok()) return l.status();
+  if (*l == "BHSD") return AttnLayout::kBHSD;
+  if (*l == "BSHD") return AttnLayout::kBSHD;
+  if (*l == "BS3HD" && !output) return AttnLayout::kBS3HD;
+  return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD{}", n.Where(), name, *l,
+             output ? "" : " or BS3HD");
+}
+
 }  // namespace kiln::fused

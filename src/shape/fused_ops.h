@@ -62,4 +62,14 @@ struct PwProgram {
 // Reads and checks a FusedPointwise node's program (error names the node).
 Result<PwProgram> ParseProgram(const Node& n, size_t num_inputs);
 
+// ---- Attention layouts ----
+// The layout attributes of Attention's Q, K and V (input slots 0, 1, 2), and of its output.
+inline constexpr const char* kAttentionInputLayouts[3] = {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"};
+inline constexpr const char* kAttentionOutputLayout = "kiln_out_layout";
+// BHSD: the logical [.., H, S, D]; BSHD: axes -3 and -2 swapped; BS3HD (inputs only): Q, K and V packed in one
+// [.., S, 3, H, D] tensor, the slot's part read as BSHD.
+enum class AttnLayout { kBHSD, kBSHD, kBS3HD };
+// The layout attribute `name` of `n` (default BHSD); an unknown value, or BS3HD on the output, names the node.
+Result<AttnLayout> ReadAttentionLayout(const Node& n, const char* name);
+
 }  // namespace kiln::fused

@@ -132,17 +132,13 @@ Status FusedPointwiseShape(InferContext& ctx) {
 // (the logical shape of a BSHD input, or the physical shape of a BSHD output), "BS3HD" (inputs only: Q, K and V
 // packed as [.., S, 3, H, D]) drops axis -3 and swaps.
 Status ApplyAttentionLayout(const Node& n, const char* name, Shape* shape) {
-  const Result<std::string> l = n.attr_string(name, "BHSD");
-  if (!l.ok()) return l.status();
-  if (*l == "BHSD") return Status::Ok();
-  if (*l == "BS3HD" && std::string(name) != "kiln_out_layout") {
+  KILN_ASSIGN_OR_RETURN(const fused::AttnLayout l, fused::ReadAttentionLayout(n, name));
+  if (l == fused::AttnLayout::kBHSD) return Status::Ok();
+  if (l == fused::AttnLayout::kBS3HD) {
     if (shape->size() < 4 || ((*shape)[shape->size() - 3].known() && (*shape)[shape->size() - 3].value != 3))
       return Err(StatusCode::kInvalidModel, "{}: {} = BS3HD needs [.., S, 3, H, D], not {}", n.Where(), name,
                  ShapeToString(*shape));
     shape->erase(shape->end() - 3);
-  } else if (*l != "BSHD") {
-    return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD{}", n.Where(), name, *l,
-               std::string(name) == "kiln_out_layout" ? "" : " or BS3HD");
   }
   if (shape->size() < 3)
     return Err(StatusCode::kInvalidModel, "{}: {} = BSHD needs rank >= 3, not {}", n.Where(), name,
@@ -185,9 +181,9 @@ Status AttentionShape(InferContext& ctx) {
   // kiln_{q,k,v}_layout = "BSHD": the input is the logical operand with axes -3 and -2 swapped ([B, S, H, D] for
   // [B, H, S, D]); everything below works on the logical shapes.
   Shape qsh = q.shape, ksh = k.shape, vsh = v.shape;
-  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, "kiln_q_layout", &qsh));
-  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, "kiln_k_layout", &ksh));
-  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, "kiln_v_layout", &vsh));
+  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, fused::kAttentionInputLayouts[0], &qsh));
+  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, fused::kAttentionInputLayouts[1], &ksh));
+  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, fused::kAttentionInputLayouts[2], &vsh));
   const Dim d_q = qsh.back();
   const Dim d_k = kt ? ksh[ksh.size() - 2] : ksh.back();
   const Dim s_k = kt ? ksh.back() : ksh[ksh.size() - 2];
@@ -218,7 +214,7 @@ Status AttentionShape(InferContext& ctx) {
   Shape out = batch;
   out.push_back(qsh[qsh.size() - 2]);
   out.push_back(vsh.back());
-  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, "kiln_out_layout", &out));  // "BSHD": written as [.., Sq, H, dv]
+  KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, fused::kAttentionOutputLayout, &out));  // "BSHD": written as [.., Sq, H, dv]
   ctx.set_output(0, t, out);
   return Status::Ok();
 }

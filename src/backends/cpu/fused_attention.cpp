@@ -11,6 +11,7 @@
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/gemm_blas.h"
+#include "shape/fused_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -63,21 +64,18 @@ MaskView ViewMask(const Tensor& m, const std::vector<int64_t>& batch, int64_t sq
   return v;
 }
 
-// Whether the layout attribute `name` is "BSHD" (else "BHSD", the default). "BS3HD" (Q, K or V packed, see
+// Whether the layout attribute `name` is BSHD (else BHSD, the default). BS3HD (Q, K or V packed, see
 // shape/fused_ops.h) is BSHD once UnpackSlot has taken the operand out.
 Result<bool> IsBshd(const Node& n, const char* name) {
-  const Result<std::string> l = n.attr_string(name, "BHSD");
-  if (!l.ok()) return l.status();
-  if (*l == "BHSD") return false;
-  if (*l == "BSHD" || (*l == "BS3HD" && std::string(name) != "kiln_out_layout")) return true;
-  return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD, BSHD or BS3HD", n.Where(), name, *l);
+  KILN_ASSIGN_OR_RETURN(const fused::AttnLayout l, fused::ReadAttentionLayout(n, name));
+  return l != fused::AttnLayout::kBHSD;
 }
 
-// Input `slot` (0 = Q, 1 = K, 2 = V) as the kernel reads it: a "BS3HD" input [.., S, 3, H, D] gives its part
+// Input `slot` (0 = Q, 1 = K, 2 = V) as the kernel reads it: a BS3HD input [.., S, 3, H, D] gives its part
 // `slot` as a BSHD tensor [.., S, H, D] (copied into *buf); others are returned as they are.
 Result<const Tensor*> UnpackSlot(const Node& n, const Tensor& x, int slot, Tensor* buf) {
-  static const char* const kNames[3] = {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"};
-  if (n.gets(kNames[slot], "BHSD") != "BS3HD") return &x;
+  KILN_ASSIGN_OR_RETURN(const fused::AttnLayout l, fused::ReadAttentionLayout(n, fused::kAttentionInputLayouts[slot]));
+  if (l != fused::AttnLayout::kBS3HD) return &x;
   if (x.rank() < 4 || x.dim(-3) != 3)
     return Err(StatusCode::kInvalidArgument, "{}: a BS3HD input must be [.., S, 3, H, D], not {}", n.Where(),
                x.Describe());
@@ -132,10 +130,10 @@ Status AttentionKernel(KernelContext& ctx) {
   const bool nan_to_zero = n.geti("kiln_nan_to_zero", 0) != 0;  // Where(IsNaN(P), 0, P) was absorbed
   if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
     return Err(StatusCode::kInvalidArgument, "{}: Q, K and V must have rank >= 2", n.Where());
-  KILN_ASSIGN_OR_RETURN(const bool q_bshd, IsBshd(n, "kiln_q_layout"));
-  KILN_ASSIGN_OR_RETURN(const bool k_bshd, IsBshd(n, "kiln_k_layout"));
-  KILN_ASSIGN_OR_RETURN(const bool v_bshd, IsBshd(n, "kiln_v_layout"));
-  KILN_ASSIGN_OR_RETURN(const bool out_bshd, IsBshd(n, "kiln_out_layout"));
+  KILN_ASSIGN_OR_RETURN(const bool q_bshd, IsBshd(n, fused::kAttentionInputLayouts[0]));
+  KILN_ASSIGN_OR_RETURN(const bool k_bshd, IsBshd(n, fused::kAttentionInputLayouts[1]));
+  KILN_ASSIGN_OR_RETURN(const bool v_bshd, IsBshd(n, fused::kAttentionInputLayouts[2]));
+  KILN_ASSIGN_OR_RETURN(const bool out_bshd, IsBshd(n, fused::kAttentionOutputLayout));
   if ((q_bshd && q.rank() < 3) || (k_bshd && k.rank() < 3) || (v_bshd && v.rank() < 3))
     return Err(StatusCode::kInvalidArgument, "{}: a BSHD layout needs rank >= 3 (Q {}, K {}, V {})", n.Where(),
                q.Describe(), k.Describe(), v.Describe());
