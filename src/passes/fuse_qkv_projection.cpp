@@ -10,13 +10,13 @@
 // Fused only when every projection is a kiln.FusedMatMul without activation or residual, with constant weights
 // [K, N] and bias [N] of one dtype, read by its Reshape alone, whose output the attention alone reads as
 // BSHD (K not transposed), and Q, K and V have the same static [H, D] with H * D == N. The other two projections
-// and Reshapes go.
-#include <cstring>
+// and Reshapes go. The weights are concatenated by the options' constant evaluator (none: nothing is fused).
 #include <optional>
 
 #include "core/error.h"
 #include "passes/fusion_util.h"
 #include "passes/pass_list.h"
+#include "shape/fused_ops.h"
 
 namespace kiln {
 namespace {
@@ -47,27 +47,22 @@ std::optional<Projection> MatchProjection(const Uses& u, Node* at, size_t slot) 
   return Projection{r, g};
 }
 
-// The parts side by side along their last axis (tensors of one dtype and shape).
-Tensor ConcatLast(const std::vector<const Tensor*>& parts) {
-  const Tensor& first = *parts[0];
-  std::vector<int64_t> shape = first.shape();
-  const int64_t cols = shape.back();
-  shape.back() = cols * static_cast<int64_t>(parts.size());
-  Tensor r(first.dtype(), shape);
-  const size_t es = DataTypeSize(first.dtype());
-  const int64_t rows = first.numel() / std::max<int64_t>(cols, 1);
-  char* dst = static_cast<char*>(r.raw());
-  for (int64_t i = 0; i < rows; ++i)
-    for (size_t p = 0; p < parts.size(); ++p)
-      std::memcpy(dst + (i * shape.back() + static_cast<int64_t>(p) * cols) * es,
-                  static_cast<const char*>(parts[p]->raw()) + i * cols * es, cols * es);
-  return r;
+// The parts side by side along their last axis: Concat, run by the options' constant evaluator (the CPU reference).
+Result<Tensor> ConcatLast(const PassOptions& o, const std::vector<const Tensor*>& parts, const std::string& name) {
+  Node cat;
+  cat.name = name;
+  cat.op_type = "Concat";
+  cat.opset = 13;
+  cat.attrs["axis"] = Attribute::Int(-1);
+  cat.outputs.push_back(nullptr);
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> r, o.evaluator(cat, parts));
+  return std::move(r.at(0));
 }
 
-bool TryFuse(Graph& g, const Uses& u, Node* at, PassReport& report) {
+Result<bool> TryFuse(Graph& g, const PassOptions& o, const Uses& u, Node* at, PassReport& report) {
   if (at->domain != "kiln" || at->op_type != "Attention" || at->inputs.size() < 3) return false;
   if (at->geti("kiln_k_transposed", 0) != 0) return false;
-  for (const char* l : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"})
+  for (const char* l : fused::kAttentionInputLayouts)
     if (at->gets(l, "BHSD") != "BSHD") return false;
   if (at->inputs[0] == at->inputs[1] || at->inputs[0] == at->inputs[2] || at->inputs[1] == at->inputs[2])
     return false;
@@ -92,16 +87,20 @@ bool TryFuse(Graph& g, const Uses& u, Node* at, PassReport& report) {
         in->dtype != q->dtype || !fusion::SameShape(in, q))
       return false;
   }
-  const int64_t n = wq.dim(1);
+  const int64_t k = wq.dim(0), n = wq.dim(1);
   const std::string qname = p[0].gemm->name, kname = p[1].gemm->name, vname = p[2].gemm->name;
   // The query projection becomes the packed one; its output value keeps its name, its shape widens.
   Node* gemm = p[0].gemm;
   Value* packed = gemm->outputs[0];
-  gemm->inputs[1] = g.AddConstant(qname + "/qkv_weight", ConcatLast({&wq, &*p[1].gemm->inputs[1]->const_value,
-                                                                     &*p[2].gemm->inputs[1]->const_value}));
-  gemm->inputs[2] = g.AddConstant(qname + "/qkv_bias",
-                                  ConcatLast({&*p[0].gemm->inputs[2]->const_value, &*p[1].gemm->inputs[2]->const_value,
-                                              &*p[2].gemm->inputs[2]->const_value}));
+  std::vector<const Tensor*> weights, biases;
+  for (const Projection& pr : p) {
+    weights.push_back(&*pr.gemm->inputs[1]->const_value);
+    biases.push_back(&*pr.gemm->inputs[2]->const_value);
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor w, ConcatLast(o, weights, qname + "/qkv_weight"));
+  KILN_ASSIGN_OR_RETURN(Tensor b, ConcatLast(o, biases, qname + "/qkv_bias"));
+  gemm->inputs[1] = g.AddConstant(qname + "/qkv_weight", std::move(w));
+  gemm->inputs[2] = g.AddConstant(qname + "/qkv_bias", std::move(b));
   gemm->name = qname + "_qkv";
   packed->shape = x->shape;
   packed->shape.back() = Dim(3 * n);
@@ -117,10 +116,10 @@ bool TryFuse(Graph& g, const Uses& u, Node* at, PassReport& report) {
   p5->shape.push_back(h);
   p5->shape.push_back(d);
   for (size_t s = 0; s < 3; ++s) at->inputs[s] = p5;
-  for (const char* l : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"}) at->attrs[l] = Attribute::String("BS3HD");
+  for (const char* l : fused::kAttentionInputLayouts) at->attrs[l] = Attribute::String("BS3HD");
   fusion::RemoveUnread(g, {p[1].reshape, p[2].reshape, p[1].gemm, p[2].gemm});
   report.details.push_back(fmt::format("fused {}, {} and {} -> FusedMatMul '{}' [{} x {}] read packed (BS3HD) by '{}'",
-                                       qname, kname, vname, gemm->name, wq.dim(0), 3 * n,
+                                       qname, kname, vname, gemm->name, k, 3 * n,
                                        at->name));
   return true;
 }
@@ -128,9 +127,16 @@ bool TryFuse(Graph& g, const Uses& u, Node* at, PassReport& report) {
 }  // namespace
 
 Result<PassReport> FuseQkvProjectionPass(Graph& g, const PassOptions& o) {
-  (void)o;
   PassReport report;
-  report.rewrites = fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* n) { return TryFuse(g, u, n, report); });
+  if (!o.evaluator) return report;  // no way to concatenate the weights
+  Status st;
+  report.rewrites = fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* n) {
+    if (!st.ok()) return false;
+    Result<bool> r = TryFuse(g, o, u, n, report);
+    if (!r.ok()) st = r.status();
+    return r.ok() && *r;
+  });
+  KILN_RETURN_IF_ERROR(st);
   return report;
 }
 
