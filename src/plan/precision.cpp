@@ -64,6 +64,19 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
   old_nodes.swap(g.mutable_nodes());
   std::vector<std::unique_ptr<Node>>& out_nodes = g.mutable_nodes();
   int fresh = 0;
+  // Appends Cast(in) -> out (to `to`) to the node list.
+  auto add_cast = [&](const std::string& name, Value* in, Value* out, DataType to) {
+    auto cast = std::make_unique<Node>();
+    cast->name = name;
+    cast->op_type = "Cast";
+    cast->opset = g.opsets.count("") ? g.opsets.at("") : 21;
+    cast->attrs["to"] = Attribute::Int(static_cast<int64_t>(to));
+    cast->inputs = {in};
+    cast->outputs = {out};
+    out->producer = cast.get();
+    out_nodes.push_back(std::move(cast));
+    ++rep.casts_inserted;
+  };
 
   auto convert = [&](Value* v, DataType to) -> Value* {
     auto key = std::make_pair(static_cast<const Value*>(v), to);
@@ -96,16 +109,7 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
       r->dtype = to;
       r->shape = v->shape;
       r->has_shape = v->has_shape;
-      auto cast = std::make_unique<Node>();
-      cast->name = "kiln_cast_" + std::to_string(fresh++) + "_" + v->name;
-      cast->op_type = "Cast";
-      cast->opset = g.opsets.count("") ? g.opsets.at("") : 21;
-      cast->attrs["to"] = Attribute::Int(static_cast<int64_t>(to));
-      cast->inputs = {v};
-      cast->outputs = {r};
-      r->producer = cast.get();
-      out_nodes.push_back(std::move(cast));
-      ++rep.casts_inserted;
+      add_cast("kiln_cast_" + std::to_string(fresh++) + "_" + v->name, v, r, to);
     }
     converted[key] = r;
     return r;
@@ -189,17 +193,8 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
     for (auto& m : out_nodes)
       for (Value*& x : m->inputs)
         if (x == o) x = inner;
-    auto cast = std::make_unique<Node>();
-    cast->name = "kiln_cast_out_" + o->name;
-    cast->op_type = "Cast";
-    cast->opset = g.opsets.count("") ? g.opsets.at("") : 21;
-    cast->attrs["to"] = Attribute::Int(static_cast<int64_t>(boundary));
-    cast->inputs = {inner};
-    cast->outputs = {o};
-    o->producer = cast.get();
     o->dtype = boundary;
-    out_nodes.push_back(std::move(cast));
-    ++rep.casts_inserted;
+    add_cast("kiln_cast_out_" + o->name, inner, o, boundary);
   }
   return rep;
 }
