@@ -32,6 +32,7 @@ void RegisterElementwiseConverters(ConverterRegistry& r) {
   r.Add("IsNaN", OpSupport{9, {}});
   r.Add("Where", OpSupport{9, {}});
   r.Add("IsInf", OpSupport{10, {}});
+  r.Add("Mod", OpSupport{10, {}});  // opset 13 only widened the types; fmod (default 0) is read where used
   r.Add("QuantizeLinear", OpSupport{10, {}});
   r.Add("DequantizeLinear", OpSupport{10, {}});
   r.Add("Round", OpSupport{11, {}});

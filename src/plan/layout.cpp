@@ -22,7 +22,7 @@ bool IsElementwise(const Node& n) {
       "Softplus", "Softsign", "Sin", "Cos", "HardSwish", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Clip",
       "Gelu", "Identity", "Cast", "Mish", "Round", "Sign", "ThresholdedRelu", "Celu",
       // binary and variadic (numpy broadcasting)
-      "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Where"};
+      "Add", "Sub", "Mul", "Div", "Mod", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Where"};
   if (n.domain == "kiln") return n.op_type == "FusedPointwise";
   return n.domain.empty() && kOps.count(n.op_type) != 0;
 }

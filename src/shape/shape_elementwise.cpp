@@ -1,5 +1,5 @@
 // Shape and type inference of the elementwise family: unary math and activations, broadcasting binary
-// arithmetic, comparisons and logic, Where, variadic Min/Max/Sum/Mean, Cast/CastLike and Q/DQ.
+// arithmetic (with Mod and Pow), comparisons and logic, Where, variadic Min/Max/Sum/Mean, Cast/CastLike and Q/DQ.
 // Add/Sub/Mul/Div/Cast also carry the symbolic contents of small int64 shape tensors (sym_value), so that
 // Shape -> Mul -> Reshape keeps "batch*seq"-style dims through the arithmetic.
 #include <algorithm>
@@ -165,6 +165,30 @@ Status PowShape(InferContext& ctx) {
                "int32/int64", ctx.node.Where(), DataTypeName(b));
   KILN_RETURN_IF_ERROR(CheckType(ctx, 1, Cat::kNumeric));
   return SetBroadcastOutput(ctx, {0, 1}, b);
+}
+
+// Mod of two non-negative dims (the only known dims): floored and truncated remainders agree there.
+Dim DimMod(const Dim& a, const Dim& b) {
+  if (a.known() && b.known() && b.value != 0) return Dim(a.value % b.value);
+  if (b.known() && b.value == 1) return Dim(0);
+  if (a.same(b) && !a.unknown()) return Dim(0);
+  return Dim::Unknown();
+}
+
+// Mod (opsets 10, 13): same-type numeric inputs, broadcast; fmod is 0 or 1, and float inputs need fmod=1.
+Status ModShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kNumeric));
+  KILN_RETURN_IF_ERROR(CheckSameType(ctx, 0, 1));
+  KILN_ASSIGN_OR_RETURN(int64_t fmod, ctx.node.attr_int("fmod", 0));
+  if (fmod != 0 && fmod != 1)
+    return Err(StatusCode::kInvalidModel, "{}: Mod attribute fmod must be 0 or 1, got {}", ctx.node.Where(), fmod);
+  if (fmod == 0 && IsPlainFloat(ctx.in(0).dtype))
+    return Err(StatusCode::kInvalidModel, "{}: Mod with float inputs requires fmod=1 (got {} inputs, fmod=0)",
+               ctx.node.Where(), DataTypeName(ctx.in(0).dtype));
+  KILN_RETURN_IF_ERROR(SetBroadcastOutput(ctx, {0, 1}, ctx.in(0).dtype));
+  PropagateSymArith(ctx, DimMod);
+  return Status::Ok();
 }
 
 Status ClipShape(InferContext& ctx) {
@@ -367,6 +391,7 @@ void RegisterElementwiseShapes(ShapeRegistry& r) {
   r.Add("Div", Arith(Cat::kNumeric, DimDiv));
   r.Add("PRelu", Arith(Cat::kNumeric, nullptr));
   r.Add("Pow", PowShape);
+  r.Add("Mod", ModShape);
   r.Add("Equal", Compare(Cat::kAll));
   for (const char* op : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) r.Add(op, Compare(Cat::kNumeric));
   for (const char* op : {"And", "Or", "Xor"}) r.Add(op, Compare(Cat::kBool));

@@ -1,4 +1,4 @@
-// CPU kernels of the elementwise family, part 2: broadcasting binary arithmetic (Add Sub Mul Div Pow PRelu),
+// CPU kernels of the elementwise family, part 2: broadcasting binary arithmetic (Add Sub Mul Div Mod Pow PRelu),
 // comparisons, logic (And Or Xor), Where, and the variadic Min Max Sum Mean.
 // All of them run over a coalesced broadcast plan: contiguous same-shape and scalar cases become one long
 // inner loop without index arithmetic, split across threads.
@@ -207,6 +207,51 @@ Status PowKernel(KernelContext& ctx) {
   return inner;
 }
 
+// ---- Mod ----
+// fmod=0 (integers only): the remainder has the sign of the divisor (Python's %, floored division);
+// fmod=1: the sign of the dividend (C's fmod / %, truncated division). For integers, x mod 0 gives 0 (as
+// integer Div gives x/0 = 0) and x mod -1 gives 0 (no MIN % -1 trap). Floats use std::fmod (x mod 0 = NaN).
+template <bool kFmod, typename C>
+C ModValue(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    if (b == C(0)) return C(0);
+    if constexpr (std::is_signed_v<C>) {
+      if (b == C(-1)) return C(0);
+      const C r = static_cast<C>(a % b);
+      // Opposite signs and |r| < |b|: r + b cannot overflow.
+      if (!kFmod && r != C(0) && ((r < C(0)) != (b < C(0)))) return static_cast<C>(r + b);
+      return r;
+    } else {
+      return static_cast<C>(a % b);
+    }
+  } else {
+    return std::fmod(a, b);
+  }
+}
+
+Status ModKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
+  KILN_RETURN_IF_ERROR(NeedInput(ctx, 1));
+  KILN_RETURN_IF_ERROR(NeedSameType(ctx, 0, 1));
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  const int64_t fmod = ctx.node.geti("fmod", 0);
+  if (fmod != 0 && fmod != 1)
+    return Err(StatusCode::kInvalidArgument, "{}: Mod attribute fmod must be 0 or 1, got {}", ctx.node.Where(),
+               fmod);
+  if (fmod == 0 && IsFloatType(a.dtype()))
+    return Err(StatusCode::kInvalidArgument, "{}: Mod with float inputs requires fmod=1 (got {} inputs, fmod=0)",
+               ctx.node.Where(), DataTypeName(a.dtype()));
+  KILN_ASSIGN_OR_RETURN(BroadcastPlan p, MakeBroadcastPlan(ctx.node, {a.shape(), b.shape()}));
+  EnsureOutput(ctx, 0, a.dtype(), p.out_shape);
+  Tensor& y = ctx.out(0);
+  return DispatchNumeric(a.dtype(), ctx.node, [&]<typename T>() {
+    using C = ComputeT<T>;
+    if (fmod) RunBinary(p, a.data<T>(), b.data<T>(), y.data<T>(), [](C x, C z) { return ModValue<true>(x, z); });
+    else RunBinary(p, a.data<T>(), b.data<T>(), y.data<T>(), [](C x, C z) { return ModValue<false>(x, z); });
+  });
+}
+
 Status WhereKernel(KernelContext& ctx) {
   for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(NeedInput(ctx, i));
   const Tensor& c = ctx.in(0);
@@ -283,6 +328,7 @@ void RegisterBinaryElementwiseKernels(KernelRegistry& r) {
   r.Add("Div", Binary<Cat::kNumeric, false>(DivOp()));
   r.Add("PRelu", Binary<Cat::kNumeric, false>(PReluOp()));
   r.Add("Pow", PowKernel);
+  r.Add("Mod", ModKernel);
   r.Add("Equal", Binary<Cat::kAll, true>([](auto a, auto b) -> bool { return a == b; }));
   r.Add("Less", Binary<Cat::kNumeric, true>([](auto a, auto b) -> bool { return a < b; }));
   r.Add("Greater", Binary<Cat::kNumeric, true>([](auto a, auto b) -> bool { return a > b; }));
