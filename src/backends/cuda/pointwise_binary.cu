@@ -1,4 +1,4 @@
-// Broadcasting pointwise kernels: arithmetic, comparisons and logic, Pow, Where, and the variadic
+// Broadcasting pointwise kernels: arithmetic, comparisons and logic, Mod, Pow, Where, and the variadic
 // Sum/Mean/Max/Min. Each output element finds its operands through PwBroadcast (pointwise_kernels.h); outputs
 // below 2^31 elements use 32-bit index arithmetic, larger ones 64-bit. Float arithmetic without broadcasting
 // (same-shape or scalar operands) takes a vectorized path (ArithVecKernel).
@@ -162,6 +162,37 @@ __global__ void CompareKernel(int op, const T* __restrict__ a, const T* __restri
   }
 }
 
+// ---- Mod ----
+template <typename CT>
+__device__ __forceinline__ CT ModValue(CT a, CT b, bool truncated) {
+  if constexpr (std::is_integral_v<CT>) {
+    if (b == CT(0)) return CT(0);
+    if constexpr (std::is_signed_v<CT>) {
+      if (b == CT(-1)) return CT(0);  // also avoids the MIN % -1 trap
+      const CT r = static_cast<CT>(a % b);
+      // Floored: a nonzero remainder of the other sign than b moves by b (no overflow: |r| < |b|, signs differ).
+      if (!truncated && r != CT(0) && ((r < CT(0)) != (b < CT(0)))) return static_cast<CT>(r + b);
+      return r;
+    } else {
+      return static_cast<CT>(a % b);
+    }
+  } else if constexpr (std::is_same_v<CT, float>) {
+    return fmodf(a, b);
+  } else {
+    return fmod(a, b);
+  }
+}
+
+template <typename T, typename I>
+__global__ void ModKernel(bool truncated, const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
+                          const PwBroadcast bc) {
+  KILN_PW_GRID_LOOP(i, bc.numel) {
+    I off[2];
+    pw::Offsets<2, I>(bc, static_cast<I>(i), off);
+    St(y, i, ModValue<C<T>>(Ld(a, off[0]), Ld(b, off[1]), truncated));
+  }
+}
+
 // ---- Pow ----
 // The exponent is read as a pw::Scalar of its own dtype.
 template <typename CT>
@@ -280,6 +311,17 @@ cudaError_t LaunchCompare(int op, int dtype, const void* a, const void* b, void*
     using T = typename decltype(tag)::type;
     KILN_PW_LAUNCH_INDEXED(CompareKernel, T, bc, stream, op, static_cast<const T*>(a), static_cast<const T*>(b),
                            static_cast<uint8_t*>(y));
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchMod(int dtype, bool truncated, const void* a, const void* b, void* y, const PwBroadcast& bc,
+                      cudaStream_t stream) {
+  if (bc.numel <= 0) return cudaSuccess;
+  const bool ok = DispatchNumeric(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    KILN_PW_LAUNCH_INDEXED(ModKernel, T, bc, stream, truncated, static_cast<const T*>(a), static_cast<const T*>(b),
+                           static_cast<T*>(y));
   });
   return pw::LaunchResult(ok);
 }

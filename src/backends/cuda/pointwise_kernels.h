@@ -71,6 +71,12 @@ cudaError_t LaunchArith(int op, int dtype, const void* a, const void* b, void* y
 enum PwCompareOp : int { kPwEqual, kPwLess, kPwLessOrEqual, kPwGreater, kPwGreaterOrEqual, kPwAnd, kPwOr, kPwXor };
 cudaError_t LaunchCompare(int op, int dtype, const void* a, const void* b, void* y, const PwBroadcast& bc,
                           cudaStream_t stream);
+// Mod, result of the inputs' dtype, as the CPU reference. Integers (every int dtype): `truncated` (ONNX fmod=1)
+// gives C's remainder (sign of the dividend), else the floored one (sign of the divisor, Python's %); x mod 0
+// and x mod -1 give 0. Floats (float32/16, bfloat16, float64; the layer allows them only with fmod=1): fmod,
+// computed in float32 for the 16-bit types (exact in every format); x mod 0 is NaN.
+cudaError_t LaunchMod(int dtype, bool truncated, const void* a, const void* b, void* y, const PwBroadcast& bc,
+                      cudaStream_t stream);
 // Pow: base dtype float32/16, bfloat16, float64, int32, int64 (result of that dtype); exponent any numeric dtype.
 // `simple_exponents`: the CPU reference's fast path (a float base shaped like the output and one float exponent):
 // exponents 1, 2, 3 and 0.5 give x, x*x, x*x*x and sqrt(x) instead of pow.

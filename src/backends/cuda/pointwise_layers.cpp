@@ -1,5 +1,5 @@
 // CUDA layers of the pointwise family, part 1: unary math and activations, Clip, IsNaN/IsInf/Not, broadcasting
-// binary arithmetic, comparisons and logic, Pow, Where, variadic Sum/Mean/Max/Min, and the family's registration.
+// binary arithmetic, comparisons and logic, Mod, Pow, Where, variadic Sum/Mean/Max/Min, and the family's registration.
 // Casts, Q/DQ and kiln.FusedPointwise are in pointwise_cast_layers.cpp; kernels in pointwise_*.cu.
 // Semantics follow the CPU reference (src/backends/cpu/elementwise*.cpp). One tactic each ("default").
 #include <algorithm>
@@ -245,6 +245,32 @@ LayerFactory BinaryFactory(BinKind kind, int op, TypeSet set) {
   });
 }
 
+// Mod: same-dtype numeric inputs; integers with fmod 0 (floored) or 1 (truncated), floats with fmod=1 only.
+LayerFactory ModFactory() {
+  return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    const DataType a = InputType(n, 0), b = InputType(n, 1);
+    if (a != b)
+      return NotSupported(n, fmt::format("inputs of different dtypes ({} and {})", TypeName(a), TypeName(b)),
+                          "cast them to one dtype");
+    if (!IsNumeric(a))
+      return NotSupported(n, "input dtype " + TypeName(a),
+                          "Mod takes integer and float32/float16/bfloat16/float64 inputs");
+    const int64_t fmod = n.geti("fmod", 0);
+    if (fmod != 0 && fmod != 1) return NotSupported(n, fmt::format("fmod={}", fmod), "fmod must be 0 or 1");
+    if (fmod == 0 && !IsIntegerType(a))
+      return NotSupported(n, "fmod=0 with " + TypeName(a) + " inputs", "Mod with float inputs requires fmod=1");
+    const bool truncated = fmod == 1;
+    const std::string where = n.Where();
+    return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                         std::vector<DeviceTensor>& out) -> Status {
+      KILN_ASSIGN_OR_RETURN(PwBroadcast bc, pwl::MakePwBroadcast(where, out[0].shape, {in[0].shape, in[1].shape}));
+      return InNode(where, KILN_CUDA_STATUS(LaunchMod(Code(in[0].dtype), truncated, in[0].data, in[1].data,
+                                                      out[0].data, bc, ctx.stream)));
+    });
+  });
+}
+
 LayerFactory PowFactory() {
   return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
     const Node& n = spec.node;
@@ -368,6 +394,7 @@ void RegisterPointwiseLayers(LayerRegistry& r) {
   r.Add("And", BinaryFactory(BinKind::kCompare, kPwAnd, TypeSet::kBool));
   r.Add("Or", BinaryFactory(BinKind::kCompare, kPwOr, TypeSet::kBool));
   r.Add("Xor", BinaryFactory(BinKind::kCompare, kPwXor, TypeSet::kBool));
+  r.Add("Mod", ModFactory());
   r.Add("Pow", PowFactory());
   r.Add("Where", WhereFactory());
   r.Add("Sum", VariadicFactory(kPwVarSum, false, true));
