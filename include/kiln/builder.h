@@ -114,6 +114,8 @@ struct BuildReport {
   size_t engine_bytes = 0;
   size_t arena_bytes = 0, naive_activation_bytes = 0;
   double build_time_s = 0;
+  // Wall seconds of each build phase in order ("optimize", "precision", "tactics", ...): where a build's time goes.
+  std::vector<std::pair<std::string, double>> phases_s;
   double estimated_latency_ms = 0;
   std::string backend;
   std::string ToJson(const std::string& input_model, const std::string& output_engine, const BuilderConfig& config,

@@ -10,12 +10,12 @@
 namespace kiln {
 
 namespace {
-std::shared_ptr<uint8_t[]> AllocAligned(size_t bytes) {
+std::shared_ptr<uint8_t[]> AllocAligned(size_t bytes, bool zero = true) {
   size_t n = (bytes + 63) / 64 * 64;
   if (n == 0) n = 64;
   auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));
   if (!p) return nullptr;
-  std::memset(p, 0, n);
+  if (zero) std::memset(p, 0, n);
   return std::shared_ptr<uint8_t[]>(p, [](uint8_t* q) { std::free(q); });
 }
 
@@ -37,6 +37,14 @@ Tensor::Tensor(DataType dtype, std::vector<int64_t> shape) : dtype_(dtype), shap
   data_ = AllocAligned(nbytes());
 }
 
+Tensor Tensor::Uninitialized(DataType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = AllocAligned(t.nbytes(), /*zero=*/false);
+  return t;
+}
+
 Tensor Tensor::Reshaped(std::vector<int64_t> shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);
@@ -52,7 +60,7 @@ Tensor Tensor::View(DataType dtype, std::vector<int64_t> shape, void* data) {
 }
 
 Tensor Tensor::Clone() const {
-  Tensor t(dtype_, shape_);
+  Tensor t = Uninitialized(dtype_, shape_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
 }

@@ -18,6 +18,9 @@ class Tensor {
   Tensor() = default;
   // Allocates zero-filled storage.
   Tensor(DataType dtype, std::vector<int64_t> shape);
+  // Allocates storage left uninitialized, for a caller that writes every byte next (large weights: zeroing first
+  // would touch every page twice).
+  static Tensor Uninitialized(DataType dtype, std::vector<int64_t> shape);
 
   DataType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <limits>
+
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "onnx.pb.h"
 #include "onnx/converter.h"
 #include "onnx/tensor_proto.h"
@@ -17,17 +19,24 @@ namespace {
 
 bool IsDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
-Result<std::string> ReadFile(const std::string& path) {
+Status CheckModelPath(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     return Err(StatusCode::kNotFound, "model file '{}' does not exist", path);
   if (std::filesystem::is_directory(path, ec))
     return Err(StatusCode::kInvalidArgument, "'{}' is a directory, not an ONNX model file", path);
-  std::ifstream in(path, std::ios::binary);
+  return Status::Ok();
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  KILN_RETURN_IF_ERROR(CheckModelPath(path));
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return Err(StatusCode::kIoError, "cannot open model file '{}'", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    return Err(StatusCode::kIoError, "cannot read model file '{}'", path);
+  return bytes;
 }
 
 void ReadValueType(const onnx::ValueInfoProto& vi, Value* v) {
@@ -103,11 +112,16 @@ Result<Tensor> ConstantValue(const onnx::NodeProto& np, const std::string& base_
 
 }  // namespace
 
-Result<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
+Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std::string& base_dir,
                                                const std::string& source, const ImportOptions& opts) {
   onnx::ModelProto model;
   if (bytes.empty()) return Err(StatusCode::kInvalidModel, "'{}' is empty, not an ONNX model", source);
-  if (!model.ParseFromString(bytes))
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return Err(StatusCode::kInvalidModel,
+               "'{}' is {} bytes: a protobuf message cannot exceed 2 GiB; save the model's weights as external data "
+               "(onnx.save(model, path, save_as_external_data=True))",
+               source, bytes.size());
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return Err(StatusCode::kInvalidModel,
                "'{}' is not a valid ONNX model: the protobuf cannot be parsed (is the file truncated or corrupted?)",
                source);
@@ -257,9 +271,12 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes, const s
 }
 
 Result<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path, const ImportOptions& opts) {
-  KILN_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  KILN_RETURN_IF_ERROR(CheckModelPath(path));
+  // Mapped, not read: a large model is parsed straight from the page cache, with no copy of the file in memory.
+  auto mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return Err(StatusCode::kIoError, "cannot read model file '{}': {}", path, mapped.status().message());
   const std::string base = std::filesystem::path(path).parent_path().string();
-  return ImportOnnxBytes(bytes, base.empty() ? "." : base, path, opts);
+  return ImportOnnxBytes(mapped->bytes(), base.empty() ? "." : base, path, opts);
 }
 
 Result<Tensor> ReadTensorProtoFile(const std::string& path, std::string* name) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "ir/graph.h"
 #include "shape/infer.h"
@@ -18,8 +19,9 @@ struct ImportOptions {
 };
 
 Result<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path, const ImportOptions& opts);
-// `base_dir` is where external-data files are looked up; `source` names the model in messages.
-Result<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes, const std::string& base_dir,
+// `base_dir` is where external-data files are looked up; `source` names the model in messages. The bytes are only
+// read during the call (the caller may unmap them afterwards).
+Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std::string& base_dir,
                                                const std::string& source, const ImportOptions& opts);
 
 // Reads one serialized onnx.TensorProto (the conformance suite's input_*.pb / output_*.pb files).

@@ -68,7 +68,9 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& ba
     n *= d;
     shape.push_back(d);
   }
-  Tensor t(dtype, shape);
+  // External data and raw_data fill every byte (or fail): no need to zero the storage first.
+  const bool filled_whole = p.data_location() == onnx::TensorProto::EXTERNAL || p.has_raw_data();
+  Tensor t = filled_whole ? Tensor::Uninitialized(dtype, shape) : Tensor(dtype, shape);
   if (n > 0 && !t.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, t.nbytes());
   const size_t esize = DataTypeSize(dtype);
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {

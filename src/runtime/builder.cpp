@@ -195,6 +195,13 @@ Result<double> TimeOnce(const EngineImpl& e) {
 Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefinition& network, const BuilderConfig& cfg,
                                                              BuildReport* report_out) const {
   const auto t0 = std::chrono::steady_clock::now();
+  BuildReport rep;
+  auto lap_start = t0;
+  auto lap = [&](const char* phase) {  // closes the phase that ran since the last lap
+    const auto now = std::chrono::steady_clock::now();
+    rep.phases_s.emplace_back(phase, std::chrono::duration<double>(now - lap_start).count());
+    lap_start = now;
+  };
   const std::string backend = !cfg.backend().empty() ? cfg.backend() : CudaDeviceAvailable() ? "cuda" : "cpu";
   if (backend != "cpu" && backend != "cuda")
     return Err(StatusCode::kInvalidArgument, "unknown backend '{}': kiln has 'cpu' and 'cuda'", backend);
@@ -213,7 +220,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   KILN_ASSIGN_OR_RETURN(const bool specialized, SpecializeStatic(g, e->profiles));
   if (specialized) logger_.log(Severity::kInfo, "every dynamic input is fixed by the profile: building a static engine");
 
-  BuildReport rep;
+  lap("copy-network");
   rep.backend = backend;
   rep.layers_before = network.graph().nodes().size();  // as the network was given, before any specialization
   PassOptions po;
@@ -221,6 +228,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   po.fuse = cfg.builderOptimizationLevel() > 0;
   po.disabled.insert(cfg.disabledPasses().begin(), cfg.disabledPasses().end());
   KILN_ASSIGN_OR_RETURN(OptimizeReport opt, OptimizeGraph(g, po));
+  lap("optimize");
   for (const auto& p : opt.passes) {
     rep.passes.emplace_back(p.name, p.rewrites);
     for (const auto& d : p.details) rep.pass_details.push_back(p.name + ": " + d);
@@ -237,6 +245,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
       st = Reinfer(g);
       if (!st.ok()) return st.WithContext("re-inferring shapes after layout planning");
     }
+    lap("precision-and-layout");
   }
   rep.layers_after = g.nodes().size();
   auto missing = backend == "cuda" ? std::vector<std::string>{} : cpu::MissingKernels(g);
@@ -259,6 +268,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
     for (const auto& [name, v] : e->profiles[0]) opt[name] = v[1];
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> tuned, InferAtShapes(g, opt));
     KILN_ASSIGN_OR_RETURN(e->tactics, ChooseCudaTactics(g, *tuned, cfg, rep, logger_));
+    lap("tactics");
   }
   rep.tactics_selected = static_cast<int>(e->tactics.size());
 
@@ -287,14 +297,17 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   e->Index();
   rep.arena_bytes = static_cast<size_t>(e->plan.arena_bytes);
   rep.naive_activation_bytes = static_cast<size_t>(e->plan.naive_bytes);
+  lap("memory-plan");
 
   auto ms = backend == "cuda" ? TimeOnceCuda(*e) : TimeOnce(*e);
   if (!ms.ok()) return ms.status().WithContext("running the built engine once at the opt shapes");
   rep.estimated_latency_ms = *ms;
+  lap("first-run");
 
   rep.build_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   e->build_report_json = rep.ToJson("", "", cfg, e->profiles.size() > 1 || !e->profiles[0].empty());
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes_out, SerializeEngineImpl(*e));
+  lap("serialize");
   rep.engine_bytes = bytes_out.size();
   if (report_out) *report_out = rep;
   return bytes_out;

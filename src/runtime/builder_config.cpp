@@ -65,6 +65,8 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
   if (config.getFlag(BuilderFlag::kFP8)) precision = "fp8";
   nlohmann::json passes_json = nlohmann::json::array();
   for (const auto& [name, n] : passes) passes_json.push_back({{"name", name}, {"rewrites", n}});
+  nlohmann::json phases_json = nlohmann::json::array();
+  for (const auto& [name, s] : phases_s) phases_json.push_back({{"phase", name}, {"s", s}});
   int total_fusions = 0;
   for (const auto& [k, n] : fusions) total_fusions += n;
   nlohmann::json j = {
@@ -105,6 +107,7 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
          naive_activation_bytes ? static_cast<double>(arena_bytes) / static_cast<double>(naive_activation_bytes) : 0.0}}},
       {"performance",
        {{"build_time_s", build_time_s},
+        {"phases_s", phases_json},
         {"engine_size_mb", static_cast<double>(engine_bytes) / (1 << 20)},
         {"estimated_latency_ms", estimated_latency_ms}}},
   };

@@ -162,7 +162,7 @@ Status OnnxParser::parseFromFile(const std::string& path) {
 Status OnnxParser::parse(const void* data, size_t size, const std::string& base_dir) {
   ImportOptions opts;
   opts.infer.evaluator = cpu::MakeConstEvaluator();
-  auto g = ImportOnnxBytes(std::string(static_cast<const char*>(data), size), base_dir, "<memory>", opts);
+  auto g = ImportOnnxBytes(std::string_view(static_cast<const char*>(data), size), base_dir, "<memory>", opts);
   if (!g.ok()) {
     logger_.log(Severity::kError, g.status().ToString().c_str());
     return g.status();

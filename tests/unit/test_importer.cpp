@@ -2,6 +2,7 @@
 // give an error that names the file/node — never a crash.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -244,6 +245,40 @@ TEST(Importer, ExternalDataIsRead) {
   const Value* mv = (*g)->FindValue("M");
   ASSERT_TRUE(mv && mv->is_const());
   EXPECT_EQ(mv->const_value->data<float>()[5], vals[5]);
+}
+
+TEST(Importer, FileImportMatchesInMemoryImportForRawData) {
+  // Weights stored as raw_data (how exporters write them), read through the mapped file.
+  onnx::ModelProto m = MakeModel();
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.float_data_size() == 0) continue;
+    std::vector<float> vals(t.float_data().begin(), t.float_data().end());
+    t.clear_float_data();
+    t.set_raw_data(std::string(reinterpret_cast<const char*>(vals.data()), vals.size() * sizeof(float)));
+  }
+  const auto dir = std::filesystem::temp_directory_path() / "kiln_importer_raw_test";
+  std::filesystem::create_directories(dir);
+  const std::string bytes = m.SerializeAsString();
+  {
+    std::ofstream w(dir / "model.onnx", std::ios::binary);
+    w << bytes;
+  }
+  auto from_file = ImportOnnxFile((dir / "model.onnx").string(), Opts());
+  auto from_bytes = ImportOnnxBytes(bytes, ".", "model.onnx", Opts());
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  ASSERT_TRUE(from_bytes.ok()) << from_bytes.status().ToString();
+  int compared = 0;
+  for (const auto& t : m.graph().initializer()) {
+    if (!t.has_raw_data()) continue;
+    const Value* a = (*from_file)->FindValue(t.name());
+    const Value* b = (*from_bytes)->FindValue(t.name());
+    if (!a || !b || !a->is_const() || !b->is_const()) continue;  // folded into another constant
+    ASSERT_EQ(a->const_value->nbytes(), t.raw_data().size()) << t.name();
+    EXPECT_EQ(std::memcmp(a->const_value->raw(), t.raw_data().data(), t.raw_data().size()), 0) << t.name();
+    EXPECT_EQ(std::memcmp(b->const_value->raw(), t.raw_data().data(), t.raw_data().size()), 0) << t.name();
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
 }
 
 }  // namespace

@@ -70,6 +70,16 @@ std::unique_ptr<Engine> BuildEngine(int64_t min_b = 1, int64_t opt_b = 4, int64_
   if (!bytes.ok()) return nullptr;
   EXPECT_EQ(report.layers_before, 3u);
   EXPECT_GT(report.engine_bytes, 0u);
+  // The phases cover the build in order and add up to no more than its time.
+  std::vector<std::string> phases;
+  double sum = 0;
+  for (const auto& [name, s] : report.phases_s) {
+    phases.push_back(name);
+    sum += s;
+    EXPECT_GE(s, 0.0) << name;
+  }
+  EXPECT_EQ(phases, (std::vector<std::string>{"copy-network", "optimize", "memory-plan", "first-run", "serialize"}));
+  EXPECT_LE(sum - report.phases_s.back().second, report.build_time_s + 1e-9);  // serialize runs after the timer
   Runtime rt(Logger());
   auto e = rt.deserializeEngine(bytes->data(), bytes->size());
   EXPECT_TRUE(e.ok()) << e.status().ToString();

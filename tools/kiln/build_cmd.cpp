@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "kiln/commands.h"
 
@@ -55,7 +57,9 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   auto net = builder.createNetwork();
   OnnxParser parser(*net, logger);
   std::printf("[kiln] parsing %s\n", o.onnx.c_str());
+  const auto parse_t0 = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(parser.parseFromFile(o.onnx));
+  const double parse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - parse_t0).count();
   auto cfg = builder.createBuilderConfig();
   if (o.no_tf32) cfg->clearFlag(BuilderFlag::kTF32);
   if (o.strongly_typed) cfg->setFlag(BuilderFlag::kSTRONGLY_TYPED);
@@ -131,6 +135,7 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   if (!bytes.ok()) return bytes.status();
   r.engine = std::move(*bytes);
   r.report.engine_bytes = r.engine.size();
+  r.report.phases_s.insert(r.report.phases_s.begin(), {"parse-onnx", parse_s});
   r.report_json = r.report.ToJson(o.onnx, o.save_engine, *cfg, r.dynamic_shapes);
   return r;
 }
@@ -155,6 +160,11 @@ void PrintBuildSummary(const BuildResult& b, const Options& o) {
               r.naive_activation_bytes ? 100.0 * r.arena_bytes / r.naive_activation_bytes : 0.0);
   std::printf("[kiln] engine size: %.2f MiB; build time: %.2f s; estimated latency: %.3f ms\n",
               r.engine_bytes / 1048576.0, r.build_time_s, r.estimated_latency_ms);
+  if (o.verbose) {
+    std::string phases;
+    for (const auto& [name, s] : r.phases_s) phases += fmt::format("{}{} {:.2f} s", phases.empty() ? "" : ", ", name, s);
+    std::printf("[kiln] build phases: %s\n", phases.c_str());
+  }
 }
 
 }  // namespace kiln::cli
