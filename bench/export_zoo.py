@@ -32,10 +32,43 @@ def parse_args(argv=None):
     return a
 
 
+_EXPORT_FIXES_DONE = False
+
+
+def register_export_fixes():
+    """ONNX symbolics the TorchScript exporter lacks at opset 17 and the zoo needs. transformers 5's causal-mask code
+    looks for packed sequences with torch.diff over position_ids (GPT-2), which has no opset-17 symbolic: export it as
+    Concat(prepend, x, append) then Sub of two Slices (n = 1 only, the case transformers uses)."""
+    global _EXPORT_FIXES_DONE
+    if _EXPORT_FIXES_DONE:
+        return
+    import torch
+    from torch.onnx import symbolic_helper as sh
+
+    def diff(g, x, n, dim, prepend, append):
+        n = sh._get_const(n, "i", "n")
+        dim = sh._get_const(dim, "i", "dim")
+        if n != 1:
+            return sh._unimplemented("aten::diff", "n != 1", x)
+        parts = [t for t in (prepend, x, append) if not sh._is_none(t)]
+        whole = parts[0] if len(parts) == 1 else g.op("Concat", *parts, axis_i=dim)
+
+        def const(v):
+            return g.op("Constant", value_t=torch.tensor([v], dtype=torch.int64))
+
+        later = g.op("Slice", whole, const(1), const(2**62), const(dim))
+        earlier = g.op("Slice", whole, const(0), const(-1), const(dim))
+        return g.op("Sub", later, earlier)
+
+    torch.onnx.register_custom_op_symbolic("aten::diff", diff, 17)
+    _EXPORT_FIXES_DONE = True
+
+
 def export_one(name, out_dir, batch):
     """Exports `name`; returns (path, params, attn_impl). Text models try sdpa attention, then eager."""
     import torch
 
+    register_export_fixes()
     spec = zoo.SPECS[name]
     path = os.path.join(out_dir, f"{name}.onnx")
     impls = ["sdpa", "eager"] if spec.kind == "text" else [None]

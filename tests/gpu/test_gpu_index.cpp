@@ -69,6 +69,19 @@ TEST(GpuIndex, GatherEmbeddingLookup) {
   EXPECT_TRUE(OneNode("Gather").Input(Random(kF32, {4, 40}, 8)).Input(Tensor(kI64, {0})).MatchesCpu(0, 0));
 }
 
+TEST(GpuIndex, GatherOneLongRow) {
+  // ViT's packed QKV split: a scalar index along the outer axis copies one row of megabytes, which the kernel
+  // splits over many blocks (odd lengths: a partial last chunk, 2-byte and 16-byte units).
+  for (DataType dt : {kF16, kF32}) {
+    EXPECT_TRUE(OneNode("Gather").Input(Random(dt, {3, 197, 5, 768}, 9)).Const(FromValues(kI64, {}, {2}))
+                    .Attr("axis", A::Int(0)).MatchesCpu(0, 0));
+    EXPECT_TRUE(OneNode("Gather").Input(Random(dt, {3, 101, 3, 77}, 10)).Const(FromValues(kI64, {}, {-2}))
+                    .Attr("axis", A::Int(0)).MatchesCpu(0, 0));
+    EXPECT_TRUE(OneNode("Gather").Input(Random(dt, {2, 3, 4099}, 11)).Const(FromValues(kI64, {2}, {1, 0}))
+                    .Attr("axis", A::Int(1)).MatchesCpu(0, 0));
+  }
+}
+
 // ---- GatherElements / ScatterElements ----
 
 TEST(GpuIndex, GatherElements) {

@@ -2,6 +2,9 @@
 // well typed, parameters that stay float32, pinned layers, and I/O types at the engine boundary.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 
 #include "backends/cpu/executor.h"
@@ -104,6 +107,45 @@ TEST(Precision, LoweredGraphComputesTheSameValues) {
   const Tensor& b = got->at("y");
   ASSERT_EQ(a.shape(), b.shape());
   for (int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.GetAsDouble(i), b.GetAsDouble(i), 5e-3);
+}
+
+TEST(Precision, Fp16ConstantsSaturateAndLeaveTheSourceAlone) {
+  // A small constant with out-of-range, non-finite and ordinary values, and a large one (converted on several
+  // threads) with one out-of-range value near its end.
+  for (const int64_t n : {int64_t{8}, int64_t{3} << 20}) {
+    auto g = MakeGraph();
+    const float special[8] = {-3.4028235e38f, 1e5f, 65504.f, -0.1f, std::numeric_limits<float>::infinity(),
+                              std::numeric_limits<float>::quiet_NaN(), 1.f / 3, -70000.f};
+    Tensor big(DataType::kFloat32, {n});
+    for (int64_t i = 0; i < n; ++i) big.data<float>()[i] = i < 8 ? special[i] : static_cast<float>((i % 2001) - 1000) / 7;
+    if (n > 8) big.data<float>()[n - 3] = 1e9f;
+    const Tensor original = big.Clone();
+    g->FindValue("c")->const_value = big;  // precision planning reads the values only, not the Add's broadcast
+    PrecisionOptions o;
+    o.low = DataType::kFloat16;
+    auto rep = AssignPrecision(*g, o);
+    ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+    EXPECT_EQ(rep->constants_clamped, 1);
+    const Value* h = Find(*g, "add")->inputs[1];
+    ASSERT_TRUE(h->is_const());
+    ASSERT_EQ(h->const_value->dtype(), DataType::kFloat16);
+    ASSERT_EQ(h->const_value->numel(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = original.data<float>()[i];
+      const double got = h->const_value->GetAsDouble(i);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << i;
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(got, static_cast<double>(want)) << i;
+      } else if (std::fabs(want) > 65504.f) {
+        EXPECT_EQ(got, want > 0 ? 65504.0 : -65504.0) << i;
+      } else {
+        EXPECT_NEAR(got, want, std::fabs(want) * 1e-3 + 1e-7) << i;
+      }
+    }
+    // The float32 source is not modified in place.
+    EXPECT_EQ(std::memcmp(big.raw(), original.raw(), original.nbytes()), 0);
+  }
 }
 
 TEST(Precision, PinnedLayerStaysFloat32) {

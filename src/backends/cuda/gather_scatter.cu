@@ -62,14 +62,19 @@ __global__ void CopyRowsFlatKernel(const U* __restrict__ src, U* __restrict__ ds
   }
 }
 
-// One block per row: for long rows.
+// Long rows: each block copies one chunk of a row, so that a few long rows (Gather of one index along an outer
+// axis copies a single row of megabytes) still spread over the whole GPU.
 template <typename U, typename RowFn>
 __global__ void CopyRowsBlockKernel(const U* __restrict__ src, U* __restrict__ dst, int64_t rows, int64_t row_units,
-                                    RowFn row_of) {
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+                                    int64_t chunk_units, int64_t chunks_per_row, RowFn row_of) {
+  const int64_t pieces = rows * chunks_per_row;
+  for (int64_t p = blockIdx.x; p < pieces; p += gridDim.x) {
+    const int64_t r = p / chunks_per_row, c = p - r * chunks_per_row;
+    const int64_t begin = c * chunk_units;
+    const int64_t end = begin + chunk_units < row_units ? begin + chunk_units : row_units;
     const U* s = src + row_of(r) * row_units;
     U* d = dst + r * row_units;
-    for (int64_t u = threadIdx.x; u < row_units; u += blockDim.x) d[u] = s[u];
+    for (int64_t u = begin + threadIdx.x; u < end; u += blockDim.x) d[u] = s[u];
   }
 }
 
@@ -81,8 +86,11 @@ cudaError_t CopyRowsAs(const void* src, void* dst, int64_t rows, int64_t row_byt
   U* d = static_cast<U*>(dst);
   if (units >= 32) {
     const int block = units >= 256 ? 256 : static_cast<int>((units + 31) / 32 * 32);
-    const int64_t grid = rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20);
-    CopyRowsBlockKernel<U><<<static_cast<unsigned>(grid), block, 0, stream>>>(s, d, rows, units, row_of);
+    const int64_t chunk = int64_t{block} * 8;  // units per block and row piece: 8 per thread
+    const int64_t chunks = (units + chunk - 1) / chunk;
+    const int64_t pieces = rows * chunks;
+    const int64_t grid = pieces < (int64_t{1} << 20) ? pieces : (int64_t{1} << 20);
+    CopyRowsBlockKernel<U><<<static_cast<unsigned>(grid), block, 0, stream>>>(s, d, rows, units, chunk, chunks, row_of);
   } else {
     CopyRowsFlatKernel<U><<<GridFor(rows * units), 256, 0, stream>>>(s, d, rows, units, row_of);
   }
