@@ -36,9 +36,10 @@ _EXPORT_FIXES_DONE = False
 
 
 def register_export_fixes():
-    """ONNX symbolics the TorchScript exporter lacks at opset 17 and the zoo needs. transformers 5's causal-mask code
-    looks for packed sequences with torch.diff over position_ids (GPT-2), which has no opset-17 symbolic: export it as
-    Concat(prepend, x, append) then Sub of two Slices (n = 1 only, the case transformers uses)."""
+    """ONNX symbolics the TorchScript exporter lacks or gets wrong at opset 17 and the zoo needs. transformers 5's
+    causal-mask code looks for packed sequences in position_ids (GPT-2): torch.diff has no opset-17 symbolic (export
+    it as Concat(prepend, x, append) then Sub of two Slices; n = 1 only, the case transformers uses), and a cumsum of
+    bools was exported as a CumSum of bool, which ONNX does not allow (cast to int64 first, as torch computes it)."""
     global _EXPORT_FIXES_DONE
     if _EXPORT_FIXES_DONE:
         return
@@ -60,7 +61,20 @@ def register_export_fixes():
         earlier = g.op("Slice", whole, const(0), const(-1), const(dim))
         return g.op("Sub", later, earlier)
 
+    @sh.parse_args("v", "i", "none")
+    def cumsum(g, x, dim, dtype=None):
+        # ONNX CumSum takes no bool; torch sums bools as int64 (transformers 5: (position_diff != 1).cumsum(-1)).
+        from torch.onnx import _type_utils
+
+        if dtype is not None and dtype.node().kind() != "prim::Constant":
+            to = _type_utils.JitScalarType(sh._get_const(dtype, "i", "dtype"))
+            x = g.op("Cast", x, to_i=to.onnx_type())
+        elif x.type().scalarType() == "Bool":
+            x = g.op("Cast", x, to_i=_type_utils.JitScalarType.INT64.onnx_type())
+        return g.op("CumSum", x, g.op("Constant", value_t=torch.tensor(dim, dtype=torch.int64)))
+
     torch.onnx.register_custom_op_symbolic("aten::diff", diff, 17)
+    torch.onnx.register_custom_op_symbolic("aten::cumsum", cumsum, 17)
     _EXPORT_FIXES_DONE = True
 
 

@@ -32,7 +32,7 @@
 namespace kiln {
 
 struct LayoutOptions {
-  bool float32 = false;  // convolutions on float32 inputs go channels-last too (TF32 engines)
+  bool float32 = false;  // convolutions on float32 inputs go channels-last too (the builder sets it for TF32 engines)
   int64_t channel_multiple = 1;  // convolutions whose input channels are not a multiple of this stay NCHW
   int64_t pad_channels = 4;      // NHWC convolutions with fewer input channels read them zero-padded to this (0: off)
 };
