@@ -64,13 +64,11 @@ def register_export_fixes():
     @sh.parse_args("v", "i", "none")
     def cumsum(g, x, dim, dtype=None):
         # ONNX CumSum takes no bool; torch sums bools as int64 (transformers 5: (position_diff != 1).cumsum(-1)).
-        from torch.onnx import _type_utils
-
+        onnx_of_torch = {3: 6, 4: 7, 5: 10, 6: 1, 7: 11, 15: 16}  # int32, int64, float16, float32, float64, bf16
         if dtype is not None and dtype.node().kind() != "prim::Constant":
-            to = _type_utils.JitScalarType(sh._get_const(dtype, "i", "dtype"))
-            x = g.op("Cast", x, to_i=to.onnx_type())
+            x = g.op("Cast", x, to_i=onnx_of_torch[sh._get_const(dtype, "i", "dtype")])
         elif x.type().scalarType() == "Bool":
-            x = g.op("Cast", x, to_i=_type_utils.JitScalarType.INT64.onnx_type())
+            x = g.op("Cast", x, to_i=7)  # int64
         return g.op("CumSum", x, g.op("Constant", value_t=torch.tensor(dim, dtype=torch.int64)))
 
     torch.onnx.register_custom_op_symbolic("aten::diff", diff, 17)

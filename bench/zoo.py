@@ -88,6 +88,12 @@ def _hf_text_model(name, attn_impl):
             self.m = m
 
         def forward(self, input_ids):
+            if name == "gpt2_small":
+                # With no attention mask, transformers 5 looks for packed sequences in position_ids through
+                # indexing that the tracer bakes to the export's batch size; an all-ones mask (no padding, what a
+                # serving stack passes) keeps the exported graph batch-generic.
+                return self.m(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                              **call_kwargs).last_hidden_state
             return self.m(input_ids=input_ids, **call_kwargs).last_hidden_state
 
     wrapper = LastHidden(model)
