@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -10,15 +11,58 @@
 
 #include "core/error.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace kiln {
 
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+// The same conversion with the F16C instructions, 8 values at a time (round to nearest even, as FloatToHalf; a NaN
+// stays a NaN). Values were saturated to the FP16 range before, so none overflows to inf.
+__attribute__((target("avx,f16c"))) bool ToHalfF16C(const float* in, uint16_t* out, int64_t begin, int64_t end) {
+  bool clamped = false;
+  const __m256 limit = _mm256_set1_ps(65504.0f), inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    __m256 x = _mm256_loadu_ps(in + i);
+    const __m256 mag = _mm256_andnot_ps(sign_mask, x);
+    // finite and beyond the range: |x| > 65504 and |x| < inf (NaN compares false on both)
+    const __m256 over = _mm256_and_ps(_mm256_cmp_ps(mag, limit, _CMP_GT_OQ), _mm256_cmp_ps(mag, inf, _CMP_LT_OQ));
+    if (_mm256_movemask_ps(over)) {
+      clamped = true;
+      x = _mm256_blendv_ps(x, _mm256_or_ps(limit, _mm256_and_ps(x, sign_mask)), over);
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < end; ++i) {
+    float x = in[i];
+    if (std::isfinite(x) && std::fabs(x) > 65504.0f) {
+      x = x > 0 ? 65504.0f : -65504.0f;
+      clamped = true;
+    }
+    out[i] = FloatToHalf(x);
+  }
+  return clamped;
+}
+#endif
+
 // float32 -> float16 of a weight, finite values beyond FP16's range saturated to +-65504 (a mask's
 // finfo(float32).min, say, would otherwise become inf and turn 0 * mask into NaN). Large tensors are split over
-// the host's threads: BERT-base's 110M weights take well under a second. Returns whether any value saturated.
+// the host's threads, with F16C where the CPU has it: BERT-base's 110M weights take a few tens of milliseconds.
+// Returns whether any value saturated.
 bool Float32ToHalfSaturating(const float* in, uint16_t* out, int64_t n) {
   auto run = [&](int64_t begin, int64_t end, bool* clamped) {
+#if defined(__x86_64__) || defined(__i386__)
+    static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    if (f16c) {
+      *clamped = ToHalfF16C(in, out, begin, end);
+      return;
+    }
+#endif
     for (int64_t i = begin; i < end; ++i) {
       float x = in[i];
       if (std::isfinite(x) && std::fabs(x) > 65504.0f) {
@@ -28,7 +72,7 @@ bool Float32ToHalfSaturating(const float* in, uint16_t* out, int64_t n) {
       out[i] = FloatToHalf(x);
     }
   };
-  constexpr int64_t kPerThread = int64_t{1} << 20;
+  constexpr int64_t kPerThread = int64_t{1} << 18;
   const int64_t threads = std::clamp<int64_t>(n / kPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
   if (threads == 1) {
     bool clamped = false;
