@@ -105,6 +105,15 @@ def header_lines(meta):
             f"{meta.get('kiln_bench', '?')}"]
 
 
+def run_line(rows):
+    """Which runs measured these rows (a results.json keeps the rows of earlier runs): ratios compare rows of one
+    run only where this names one run."""
+    runs = sorted({(r.get("measured_at") or "an earlier run", r.get("kiln_commit") or "?") for r in rows})
+    if len(runs) == 1:
+        return f"- measured in one run: {runs[0][0]} (kiln {runs[0][1]})"
+    return "- measured in several runs: " + "; ".join(f"{d} (kiln {c})" for d, c in runs)
+
+
 def markdown(meta, rows):
     out = [f"# kiln benchmark — {meta.get('card', 'unknown')}", ""] + header_lines(meta) + [""]
     models = list(dict.fromkeys(r["model"] for r in rows))
@@ -124,7 +133,7 @@ def markdown(meta, rows):
             out.append(f"| {label} | {r['precision']} | {r['batch']} | {_fmt(r['median_ms'], '.3f')} | "
                        f"{_fmt(r['p99_ms'], '.3f')} | {_fmt(r['items_per_s'], ',.1f')} | {_fmt(r['build_s'], '.1f')} "
                        f"| {peak} |")
-        out += [""] + ratio_lines(mr)
+        out += [""] + ratio_lines(mr) + [run_line(mr)]
         if any(r.get("peak_mib_note") for r in mr if r["status"] == "ok"):
             out.append("- \\* kiln peak MiB approximated as the build report's activation arena + engine size")
         if errors:

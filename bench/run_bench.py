@@ -269,7 +269,9 @@ def measure_torch(spec, mode, precision, batch, args):
 
 
 def git_commit():
-    """$KILN_COMMIT, else `git rev-parse --short HEAD` (+ '-dirty' with uncommitted changes), else 'unknown'."""
+    """$KILN_COMMIT, else `git rev-parse --short HEAD` (+ '-dirty' with uncommitted changes), else 'unknown'. On a
+    machine that received a copy of the tree, set KILN_COMMIT from the machine that built the binary: a copied .git
+    may name an older commit."""
     if os.environ.get("KILN_COMMIT"):
         return os.environ["KILN_COMMIT"]
     try:
@@ -332,6 +334,8 @@ def main(argv=None):
         else:
             row = measure_torch(spec, mode, prec, b, args)
         row["card"] = meta["card"]
+        # Which run measured the row: rows of earlier runs are kept, so the file can mix runs (and commits).
+        row["kiln_commit"], row["measured_at"] = meta["kiln_commit"], meta["date"]
         rows = report.merge_rows(rows, [row])
         report.write_json(os.path.join(out_dir, "results.json"), meta, rows)  # after every row: a crash loses one
         what = (f"median {row['median_ms']:.3f} ms, {row['items_per_s']:,.1f} items/s" if row["status"] == "ok"

@@ -200,6 +200,12 @@ def test_markdown_and_ratios():
            "throughput 1.98x" in md
     assert "kiln vs best torch.compile, fp16 batch 64: n/a (no torch.compile result)" in md
     assert "fp16 batch 32: n/a (no kiln result)" in md
+    # Rows without run fields come from an earlier run; rows of several runs say so.
+    assert "- measured in one run: an earlier run (kiln ?)" in md
+    rows = fake_rows()
+    rows[0].update(kiln_commit="abc1234", measured_at="2026-11-26T10:41:13")
+    assert "- measured in several runs: 2026-11-26T10:41:13 (kiln abc1234); an earlier run (kiln ?)" in \
+        report.markdown(meta, rows)
     # Rows sorted: fp32 before fp16, batch 1 before 64, torch eager before kiln.
     lines = md.splitlines()
     assert lines.index(next(ln for ln in lines if ln.startswith("| torch eager | fp32"))) < \
@@ -254,6 +260,7 @@ def test_main_end_to_end_without_gpu(tmp_path, capsys):
     meta, rows = report.load_results(str(out / "results.json"))
     assert [(r["mode"], r["status"]) for r in rows] == [("engine+cudagraph", "ok"), ("eager", "error")]
     assert meta["card"] == "unknown" and "kiln_commit" in meta
+    assert all(r["kiln_commit"] == meta["kiln_commit"] and r["measured_at"] == meta["date"] for r in rows)
     assert "| kiln (CUDA graph) | fp16 | 1 | 1.000 |" in (out / "results.md").read_text()
     # A second run merges: the kiln row is replaced, the eager row kept.
     assert run_bench.main(argv + ["--only-kiln"]) == 0
