@@ -267,3 +267,23 @@ def test_main_end_to_end_without_gpu(tmp_path, capsys):
     _, rows2 = report.load_results(str(out / "results.json"))
     assert sorted(r["mode"] for r in rows2) == ["eager", "engine+cudagraph"]
     assert "kiln vs best torch.compile" in capsys.readouterr().out
+
+
+def test_rebuild_check_compare():
+    import rebuild_check
+
+    def build(t, tuning, hits=0):
+        return {"performance": {"build_time_s": t, "phases_s": [{"phase": "tactics", "s": tuning}]},
+                "optimization": {"tuning_time_s": tuning, "timing_cache_hits": hits}}
+
+    layers = {"layers": [{"name": "conv1", "tactic": "cudnn:eng=1"}, {"name": "fc", "tactic": "cublaslt:ab"}]}
+    other = {"layers": [{"name": "conv1", "tactic": "cudnn:eng=2"}, {"name": "fc", "tactic": "cublaslt:ab"}]}
+    r = rebuild_check.compare({"build": build(10.0, 9.0), "inspect": layers},
+                              {"build": build(1.0, 0.001, hits=2), "inspect": layers})
+    assert r["ratio"] == 0.1 and r["same_tactics"] and r["layers"] == 2 and r["rebuild_cache_hits"] == 2
+    assert r["cold_phases"] == {"tactics": 9.0} and r["differing"] == []
+    r = rebuild_check.compare({"build": build(10.0, 9.0), "inspect": layers}, {"build": build(1.0, 0), "inspect": other})
+    assert not r["same_tactics"] and r["differing"] == [[["conv1", "cudnn:eng=1"], ["conv1", "cudnn:eng=2"]]]
+    # No layers is not "the same tactics".
+    assert not rebuild_check.compare({"build": build(1.0, 0), "inspect": {}}, {"build": build(1.0, 0), "inspect": {}})[
+        "same_tactics"]
