@@ -287,3 +287,17 @@ def test_rebuild_check_compare():
     # No layers is not "the same tactics".
     assert not rebuild_check.compare({"build": build(1.0, 0), "inspect": {}}, {"build": build(1.0, 0), "inspect": {}})[
         "same_tactics"]
+
+
+def test_profile_layers_summarize():
+    import profile_layers
+
+    profile = [{"name": "a", "averageMs": 0.5, "percentage": 50.0}, {"name": "b", "averageMs": 0.3, "percentage": 30.0},
+               {"name": "c", "averageMs": 0.2, "percentage": 20.0}]
+    info = {"layers": [{"name": "a", "op_type": "kiln.FusedConv", "precision": "float16", "tactic": "cudnn:1"},
+                       {"name": "b", "op_type": "Gather", "precision": "float16", "tactic": "default"},
+                       {"name": "c", "op_type": "kiln.FusedConv", "precision": "float16", "tactic": "cudnn:2"}]}
+    types, slow, total = profile_layers.summarize(profile, info, top=2)
+    assert abs(total - 1.0) < 1e-12
+    assert [(op, ms) for op, _, ms in types] == [("kiln.FusedConv", 0.7), ("Gather", 0.3)]
+    assert [s[5] for s in slow] == ["a", "b"] and slow[0][4] == "cudnn:1"
