@@ -37,17 +37,6 @@ struct OneNode : testing::OneNode {
   OneNode(const std::string& op, size_t ins, int64_t opset = 21) : testing::OneNode(op, ins, 1, opset) {}
 };
 
-// Element of `t` at output multi-index `idx` under numpy broadcasting.
-double At(const Tensor& t, const std::vector<int64_t>& idx) {
-  int64_t off = 0;
-  const size_t lead = idx.size() - t.shape().size();
-  for (size_t d = 0; d < t.shape().size(); ++d) {
-    const int64_t n = t.shape()[d];
-    off = off * n + (n == 1 ? 0 : idx[lead + d]);
-  }
-  return t.GetAsDouble(off);
-}
-
 using testing::Unravel;
 
 using NaryRef = std::function<double(const std::vector<double>&)>;
@@ -57,7 +46,7 @@ void ExpectNary(const Tensor& out, const std::vector<const Tensor*>& ins, const 
   for (int64_t i = 0; i < out.numel(); ++i) {
     const auto idx = Unravel(i, out.shape());
     std::vector<double> v;
-    for (const Tensor* t : ins) v.push_back(At(*t, idx));
+    for (const Tensor* t : ins) v.push_back(testing::BroadcastAt(*t, idx));
     const double want = ref(v), got = out.GetAsDouble(i);
     if (std::isnan(want)) {
       EXPECT_TRUE(std::isnan(got)) << "element " << i;

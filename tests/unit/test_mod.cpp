@@ -32,21 +32,10 @@ double RefMod(double a, double b, bool fmod) {
   return a - std::floor(a / b) * b;
 }
 
-// Element of `t` at output multi-index `idx` under numpy broadcasting.
-double At(const Tensor& t, const std::vector<int64_t>& idx) {
-  int64_t off = 0;
-  const size_t lead = idx.size() - t.shape().size();
-  for (size_t d = 0; d < t.shape().size(); ++d) {
-    const int64_t n = t.shape()[d];
-    off = off * n + (n == 1 ? 0 : idx[lead + d]);
-  }
-  return t.GetAsDouble(off);
-}
-
 void ExpectMod(const Tensor& out, const Tensor& a, const Tensor& b, bool fmod) {
   for (int64_t i = 0; i < out.numel(); ++i) {
     const auto idx = testing::Unravel(i, out.shape());
-    const double x = At(a, idx), y = At(b, idx);
+    const double x = testing::BroadcastAt(a, idx), y = testing::BroadcastAt(b, idx);
     // x mod 0: NaN for floats, 0 for integers (the kernel's defined result).
     double want = IsFloatType(a.dtype()) ? std::numeric_limits<double>::quiet_NaN() : 0.0;
     if (y != 0) want = RefMod(x, y, fmod);

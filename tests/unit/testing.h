@@ -53,6 +53,16 @@ inline std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& sh
   }
   return idx;
 }
+// Element of `t` at output multi-index `idx` under numpy broadcasting (`t` may have fewer dims, or 1s).
+inline double BroadcastAt(const Tensor& t, const std::vector<int64_t>& idx) {
+  int64_t off = 0;
+  const size_t lead = idx.size() - t.shape().size();
+  for (size_t d = 0; d < t.shape().size(); ++d) {
+    const int64_t n = t.shape()[d];
+    off = off * n + (n == 1 ? 0 : idx[lead + d]);
+  }
+  return t.GetAsDouble(off);
+}
 inline int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
   int64_t f = 0;
   for (size_t d = 0; d < shape.size(); ++d) f = f * shape[d] + idx[d];
