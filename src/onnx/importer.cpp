@@ -6,7 +6,6 @@
 #include <fstream>
 #include <limits>
 
-
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "onnx.pb.h"

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <thread>
 #include <vector>
@@ -18,6 +18,21 @@
 namespace kiln {
 
 namespace {
+
+// float32 -> float16 of in[begin, end), finite values beyond FP16's range saturated to +-65504; returns whether any
+// value saturated.
+bool ToHalfScalar(const float* in, uint16_t* out, int64_t begin, int64_t end) {
+  bool clamped = false;
+  for (int64_t i = begin; i < end; ++i) {
+    float x = in[i];
+    if (std::isfinite(x) && std::fabs(x) > 65504.0f) {
+      x = x > 0 ? 65504.0f : -65504.0f;
+      clamped = true;
+    }
+    out[i] = FloatToHalf(x);
+  }
+  return clamped;
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 // The same conversion with the F16C instructions, 8 values at a time (round to nearest even, as FloatToHalf; a NaN
@@ -38,15 +53,7 @@ __attribute__((target("avx,f16c"))) bool ToHalfF16C(const float* in, uint16_t* o
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
   }
-  for (; i < end; ++i) {
-    float x = in[i];
-    if (std::isfinite(x) && std::fabs(x) > 65504.0f) {
-      x = x > 0 ? 65504.0f : -65504.0f;
-      clamped = true;
-    }
-    out[i] = FloatToHalf(x);
-  }
-  return clamped;
+  return ToHalfScalar(in, out, i, end) || clamped;
 }
 #endif
 
@@ -55,39 +62,21 @@ __attribute__((target("avx,f16c"))) bool ToHalfF16C(const float* in, uint16_t* o
 // the host's threads, with F16C where the CPU has it: BERT-base's 110M weights take a few tens of milliseconds.
 // Returns whether any value saturated.
 bool Float32ToHalfSaturating(const float* in, uint16_t* out, int64_t n) {
-  auto run = [&](int64_t begin, int64_t end, bool* clamped) {
+  auto run = [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__) || defined(__i386__)
     static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-    if (f16c) {
-      *clamped = ToHalfF16C(in, out, begin, end);
-      return;
-    }
+    if (f16c) return ToHalfF16C(in, out, begin, end);
 #endif
-    for (int64_t i = begin; i < end; ++i) {
-      float x = in[i];
-      if (std::isfinite(x) && std::fabs(x) > 65504.0f) {
-        x = x > 0 ? 65504.0f : -65504.0f;
-        *clamped = true;
-      }
-      out[i] = FloatToHalf(x);
-    }
+    return ToHalfScalar(in, out, begin, end);
   };
   constexpr int64_t kPerThread = int64_t{1} << 18;
   const int64_t threads = std::clamp<int64_t>(n / kPerThread, 1, std::max(1u, std::thread::hardware_concurrency()));
-  if (threads == 1) {
-    bool clamped = false;
-    run(0, n, &clamped);
-    return clamped;
-  }
+  if (threads == 1) return run(0, n);
   std::vector<char> clamped(static_cast<size_t>(threads), 0);
   std::vector<std::thread> pool;
   const int64_t step = (n + threads - 1) / threads;
   for (int64_t t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      bool c = false;
-      run(t * step, std::min(n, (t + 1) * step), &c);
-      clamped[static_cast<size_t>(t)] = c;
-    });
+    pool.emplace_back([&, t] { clamped[static_cast<size_t>(t)] = run(t * step, std::min(n, (t + 1) * step)); });
   for (auto& th : pool) th.join();
   return std::any_of(clamped.begin(), clamped.end(), [](char c) { return c != 0; });
 }
@@ -168,12 +157,8 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
       const Tensor& src = *v->const_value;
       Tensor converted_value;
       bool clamped = false;
-      if (to == DataType::kFloat16 && src.dtype() == DataType::kFloat32) {
-        converted_value = Tensor::Uninitialized(DataType::kFloat16, src.shape());
-        clamped = Float32ToHalfSaturating(src.data<float>(), converted_value.data<uint16_t>(), src.numel());
-      } else if (to == DataType::kFloat16) {
-        // Other float types: through float32, saturating the same way.
-        Tensor f = CastTensor(src, DataType::kFloat32);
+      if (to == DataType::kFloat16) {
+        const Tensor f = CastTensor(src, DataType::kFloat32);  // float32 itself is shared, not copied
         converted_value = Tensor::Uninitialized(DataType::kFloat16, src.shape());
         clamped = Float32ToHalfSaturating(f.data<float>(), converted_value.data<uint16_t>(), f.numel());
       } else {
