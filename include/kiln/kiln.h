@@ -4,6 +4,7 @@
 #include "kiln/builder.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
+#include "kiln/ops.h"
 #include "kiln/profiler.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "onnx.pb.h"
-#include "onnx/converter.h"
+#include "ops/op_def.h"
 #include "onnx/tensor_proto.h"
 
 namespace kiln {
@@ -214,23 +214,30 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
       KILN_ASSIGN_OR_RETURN(Attribute attr, ConvertAttribute(a, base_dir, where));
       n->attrs[a.name()] = std::move(attr);
     }
-    if (!IsDefaultDomain(np.domain())) {
-      unsupported.push_back(fmt::format("{} domain '{}': custom-domain ops need a plugin, and none is registered",
-                                        where, np.domain()));
+    // ONNX ops and plugin ops by (domain, name, the domain's opset); kiln's internal domain is not for models.
+    const OpDef* def = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, n->opset);
+    if (!def) {
+      const OpDef* any = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, 0);
+      if (n->domain == kKilnDomain)
+        unsupported.push_back(fmt::format("{} domain 'kiln': this is kiln's internal op set, which models cannot use",
+                                          where));
+      else if (any)
+        unsupported.push_back(fmt::format("{} opset {}: kiln supports this op from opset {}{}", where, n->opset,
+                                          any->since_version,
+                                          any->until_version < INT64_MAX
+                                              ? fmt::format(" to {}", any->until_version) : std::string()));
+      else if (!n->domain.empty())
+        unsupported.push_back(fmt::format(
+            "{} domain '{}': no plugin defines this op; load one with --dynamicPlugins=lib.so, or write one "
+            "(kiln plugin new {} --domain {})", where, n->domain, n->op_type, n->domain));
+      else
+        unsupported.push_back(fmt::format("{} opset {}: kiln does not implement this op (a plugin can: kiln plugin "
+                                          "new {})", where, opset, n->op_type));
       continue;
     }
-    const OpSupport* sup = Converters().Find(np.op_type());
-    if (!sup) {
-      unsupported.push_back(fmt::format("{} opset {}: kiln does not implement this op", where, opset));
-      continue;
-    }
-    if (opset < sup->min_opset) {
-      unsupported.push_back(fmt::format("{} opset {}: kiln supports this op from opset {}", where, opset, sup->min_opset));
-      continue;
-    }
-    if (sup->convert) {
+    if (def->convert) {
       ConvertContext ctx{*g, *n, opset};
-      Status st = sup->convert(ctx);
+      Status st = def->convert(ctx);
       if (!st.ok()) {
         if (st.code() != StatusCode::kUnsupported) return st;
         unsupported.push_back(fmt::format("{} opset {}: {}", where, opset, st.message()));
@@ -238,7 +245,7 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
       }
     }
     // A converter may rewrite the op (Upsample -> Resize): the op it leaves needs a shape function.
-    if (!Shapes().Find(n->op_type))
+    if (!FindOp(*n))
       unsupported.push_back(fmt::format("{} opset {}: kiln has no shape inference for {}", where, opset, n->op_type));
   }
   if (!unsupported.empty()) {

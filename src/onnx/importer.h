@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "ir/graph.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln {
 

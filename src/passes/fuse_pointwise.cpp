@@ -13,7 +13,8 @@
 #include "core/error.h"
 #include "passes/fusion_util.h"
 #include "passes/pass_list.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
+#include "ops/op_def.h"
 
 namespace kiln {
 namespace {
@@ -32,11 +33,10 @@ std::optional<Step> AsStep(const Node* n) {
   const Value* y = n->outputs[0];
   if (!fusion::IsFloatType(y->dtype) || !y->has_shape) return std::nullopt;
   std::string op = n->op_type;
-  if (op == "GeluTanh") return std::nullopt;  // only reachable through Gelu's attribute
-  const fused::PwOpInfo* info = fused::FindPointwiseOp(op);
-  if (!info) return std::nullopt;
+  const OpTraits& traits = TraitsOf(*n);  // the OpDef says whether the op has a fusable formula
+  if (!traits.fusable_pointwise()) return std::nullopt;
   Step s;
-  size_t operands = static_cast<size_t>(info->arity);
+  size_t operands = static_cast<size_t>(traits.pointwise_arity);
   if (op == "Clip") {
     if (n->inputs.empty() || n->inputs.size() > 3) return std::nullopt;
     s.alpha = -std::numeric_limits<float>::infinity();

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "passes/fusion_util.h"
 #include "passes/pass_list.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 namespace kiln {
 namespace {

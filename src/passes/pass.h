@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln {
 

@@ -1,6 +1,8 @@
 // Layout planning (see layout.h).
 #include "plan/layout.h"
 
+#include "ops/op_def.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -15,17 +17,8 @@ namespace {
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 
-bool IsElementwise(const Node& n) {
-  static const std::set<std::string> kOps = {
-      // unary
-      "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal", "Erf", "Floor", "Ceil",
-      "Softplus", "Softsign", "Sin", "Cos", "HardSwish", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Clip",
-      "Gelu", "Identity", "Cast", "Mish", "Round", "Sign", "ThresholdedRelu", "Celu",
-      // binary and variadic (numpy broadcasting)
-      "Add", "Sub", "Mul", "Div", "Mod", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Where"};
-  if (n.domain == "kiln") return n.op_type == "FusedPointwise";
-  return n.domain.empty() && kOps.count(n.op_type) != 0;
-}
+// Runs unchanged in any layout (OpDef trait layout_neutral).
+bool IsElementwise(const Node& n) { return TraitsOf(n).layout_neutral; }
 
 bool IsReducedFloat(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
 

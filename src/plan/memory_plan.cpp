@@ -2,6 +2,8 @@
 // greedy best-fit placement in one aligned arena, and a validator that checks the result independently.
 #include "plan/memory_plan.h"
 
+#include "ops/op_def.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -158,11 +160,7 @@ std::string Mib(int64_t b) { return fmt::format("{:.1f} MiB", static_cast<double
 
 }  // namespace
 
-bool IsViewOp(const Node& n) {
-  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
-  const std::string& t = n.op_type;
-  return t == "Reshape" || t == "Flatten" || t == "Squeeze" || t == "Unsqueeze" || t == "Identity";
-}
+bool IsViewOp(const Node& n) { return TraitsOf(n).view; }
 
 Result<int64_t> StaticValueBytes(const Value& v) {
   if (!v.has_shape || !IsStatic(v.shape))

@@ -1,6 +1,8 @@
 // Precision planning (see precision.h).
 #include "plan/precision.h"
 
+#include "ops/op_def.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -83,20 +85,11 @@ bool Float32ToHalfSaturating(const float* in, uint16_t* out, int64_t n) {
 
 bool IsFloat32(const Value* v) { return v && v->dtype == DataType::kFloat32; }
 
-// Ops that never compute in the reduced type.
-bool KeepsFloat32(const Node& n) {
-  static const std::set<std::string> kKeep = {
-      "Cast", "CastLike", "Shape", "Size", "Range", "ConstantOfShape", "NonZero", "NonMaxSuppression",
-      "QuantizeLinear", "DequantizeLinear", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-  };
-  return kKeep.count(n.op_type) != 0;
-}
+// Ops that never compute in the reduced type (OpDef trait keeps_fp32).
+bool KeepsFloat32(const Node& n) { return TraitsOf(n).keeps_fp32; }
 
-// Float inputs that are parameters, not data: they keep their type when the node is lowered.
-bool IsParameterInput(const Node& n, size_t i) {
-  if (n.op_type == "Resize") return i != 0;  // roi, scales
-  return false;
-}
+// Float inputs that are parameters, not data (OpDef trait): they keep their type when the node is lowered.
+bool IsParameterInput(const Node& n, size_t i) { return TraitsOf(n).is_parameter_input(i); }
 
 // Nodes whose float outputs are all tiny vectors (rank <= 1, at most 64 elements, or known symbolically): shape and scale arithmetic,
 // which must stay exact (a dim above 2048 is not exact in FP16) and costs nothing in float32.

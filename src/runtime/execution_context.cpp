@@ -6,7 +6,7 @@
 #include "backends/cpu/executor.h"
 #include "core/error.h"
 #include "runtime/engine_impl.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln {
 

@@ -6,9 +6,9 @@
 #include "backends/cpu/executor.h"
 #include "core/error.h"
 #include "ir/graph.h"
-#include "onnx/converter.h"
+#include "ops/op_def.h"
 #include "onnx/importer.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln {
 
@@ -74,9 +74,8 @@ Status NetworkDefinition::addOp(const std::string& op_type, const std::string& n
                                 const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
                                 const AttrMap& attributes) {
   const std::string where = "node '" + name + "' (" + op_type + ")";
-  const OpSupport* sup = Converters().Find(op_type);
-  if (!sup || !Shapes().Find(op_type))
-    return Err(StatusCode::kUnsupported, "{}: kiln does not implement op type {}", where, op_type);
+  const OpDef* def = FindOp(kOnnxDomain, op_type, opset_);
+  if (!def) return Err(StatusCode::kUnsupported, "{}: kiln does not implement op type {} at opset {}", where, op_type, opset_);
   for (const auto& o : outputs)
     if (o.empty() || graph_->FindValue(o))
       return Err(StatusCode::kInvalidArgument, "{}: output name '{}' is empty or used already", where, o);
@@ -104,9 +103,9 @@ Status NetworkDefinition::addOp(const std::string& op_type, const std::string& n
     for (Value* v : n->outputs) v->producer = nullptr;
     graph_->mutable_nodes().pop_back();
   };
-  if (sup->convert) {
+  if (def->convert) {
     ConvertContext ctx{*graph_, *n, opset_};
-    Status st = sup->convert(ctx);
+    Status st = def->convert(ctx);
     if (!st.ok()) {
       undo();
       return st;

@@ -5,7 +5,7 @@
 
 #include "backends/cpu/executor.h"
 #include "backends/cuda/graph_runner.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln::gputest {
 

@@ -12,7 +12,7 @@
 
 #include "backends/cuda/layer.h"
 #include "gpu_test_util.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln::gputest {
 namespace {

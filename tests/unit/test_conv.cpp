@@ -7,7 +7,7 @@
 
 #include "backends/cpu/executor.h"
 #include "ir/graph.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {

@@ -12,8 +12,8 @@
 #include "backends/cpu/elementwise_internal.h"
 #include "backends/cpu/executor.h"
 #include "ir/graph.h"
-#include "onnx/converter.h"
-#include "shape/infer.h"
+#include "ops/op_def.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {
@@ -500,7 +500,7 @@ TEST(Elementwise, ClipConverterMovesOldAttributesToInputs) {
   n->inputs[0]->dtype = DataType::kFloat32;
   n->outputs.push_back(g.AddValue("y"));
   n->attrs["max"] = Attribute::Float(6.0f);
-  const OpSupport* sup = Converters().Find("Clip");
+  const OpDef* sup = FindOp(kOnnxDomain, "Clip");
   ASSERT_NE(sup, nullptr);
   ConvertContext c{g, *n, 6};
   ASSERT_TRUE(sup->convert(c).ok());

@@ -11,7 +11,7 @@
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "passes/pass_list.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {

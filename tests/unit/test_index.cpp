@@ -7,8 +7,8 @@
 #include <random>
 
 #include "backends/cpu/executor.h"
-#include "onnx/converter.h"
-#include "shape/infer.h"
+#include "ops/op_def.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {
@@ -355,7 +355,7 @@ TEST(IndexOps, ScatterConvertsToScatterElements) {
   Graph g;
   Node* n = g.AddNode("Scatter", "idx_node");
   ConvertContext c{g, *n, 10};
-  const OpSupport* s = Converters().Find("Scatter");
+  const OpDef* s = FindOp(kOnnxDomain, "Scatter");
   ASSERT_NE(s, nullptr);
   ASSERT_TRUE(s->convert);
   ASSERT_TRUE(s->convert(c).ok());

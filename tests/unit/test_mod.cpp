@@ -13,7 +13,7 @@
 #include "onnx.pb.h"
 #include "onnx/importer.h"
 #include "onnx_testing.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {

@@ -8,8 +8,8 @@
 
 #include "backends/cpu/executor.h"
 #include "ir/graph.h"
-#include "onnx/converter.h"
-#include "shape/infer.h"
+#include "ops/op_def.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {
@@ -222,7 +222,7 @@ TEST(GroupNorm, ConverterMarksOpset18AndErrors) {
   Node* n = g.AddNode("GroupNormalization", "gn");
   n->attrs["num_groups"] = Attribute::Int(2);
   ConvertContext c{g, *n, 18};
-  ASSERT_TRUE(Converters().Find("GroupNormalization")->convert(c).ok());
+  ASSERT_TRUE(FindOp(kOnnxDomain, "GroupNormalization")->convert(c).ok());
   EXPECT_EQ(n->geti("kiln_scale_per_group", 0), 1);
 
   Tensor x = RandomTensor({1, 4, 2}, 1);

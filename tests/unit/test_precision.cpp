@@ -9,7 +9,7 @@
 
 #include "backends/cpu/executor.h"
 #include "plan/precision.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "backends/cpu/executor.h"
 #include "ir/graph.h"
-#include "onnx/converter.h"
-#include "shape/infer.h"
+#include "ops/op_def.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {
@@ -440,7 +440,7 @@ TEST(ReduceConverters, AttributeFormsBecomeInputs) {
   n->inputs.push_back(g.AddValue("x"));
   n->outputs.push_back(g.AddValue("y"));
   n->attrs["axes"] = Attribute::Ints({1, 2});
-  const OpSupport* sup = Converters().Find("ReduceMean");
+  const OpDef* sup = FindOp(kOnnxDomain, "ReduceMean");
   ASSERT_NE(sup, nullptr);
   ConvertContext c{g, *n, 13};
   ASSERT_TRUE(sup->convert(c).ok());
@@ -452,7 +452,7 @@ TEST(ReduceConverters, AttributeFormsBecomeInputs) {
   s->inputs.push_back(g.AddValue("x2"));
   s->outputs.push_back(g.AddValue("y2"));
   ConvertContext c2{g, *s, 11};
-  ASSERT_TRUE(Converters().Find("Softmax")->convert(c2).ok());
+  ASSERT_TRUE(FindOp(kOnnxDomain, "Softmax")->convert(c2).ok());
   EXPECT_EQ(s->geti("axis", -5), 1);
   EXPECT_EQ(s->geti("kiln_flatten_2d", 0), 1);
 
@@ -460,7 +460,7 @@ TEST(ReduceConverters, AttributeFormsBecomeInputs) {
   k->inputs.push_back(g.AddValue("x3"));
   k->attrs["k"] = Attribute::Int(2);
   ConvertContext c3{g, *k, 9};
-  ASSERT_TRUE(Converters().Find("TopK")->convert(c3).ok());
+  ASSERT_TRUE(FindOp(kOnnxDomain, "TopK")->convert(c3).ok());
   ASSERT_NE(k->input(1), nullptr);
   EXPECT_EQ(k->input(1)->const_value->ToInt64Vector(), (std::vector<int64_t>{2}));
 }

@@ -6,8 +6,8 @@
 #include <random>
 
 #include "backends/cpu/executor.h"
-#include "onnx/converter.h"
-#include "shape/infer.h"
+#include "ops/op_def.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {
@@ -136,7 +136,7 @@ TEST(ResizeOp, UpsampleBecomesResizeWithFloorNearest) {
     else on.n->inputs[1] = on.g.AddConstant("scales", sc);
     on.n->attrs["mode"] = Attribute::String("nearest");
     ConvertContext c{on.g, *on.n, opset};
-    const OpSupport* s = Converters().Find("Upsample");
+    const OpDef* s = FindOp(kOnnxDomain, "Upsample");
     ASSERT_NE(s, nullptr);
     ASSERT_TRUE(s->convert(c).ok());
     EXPECT_EQ(on.n->op_type, "Resize");
@@ -155,7 +155,7 @@ TEST(ResizeOp, Resize10MovesScalesToSlotTwo) {
   Value* sc = on.g.AddConstant("scales", Tensor::FromFloat({1.f, 1.f, 2.f, 2.f}, {4}));
   on.n->inputs[1] = sc;
   ConvertContext c{on.g, *on.n, 10};
-  ASSERT_TRUE(Converters().Find("Resize")->convert(c).ok());
+  ASSERT_TRUE(FindOp(kOnnxDomain, "Resize")->convert(c).ok());
   ASSERT_EQ(on.n->inputs.size(), 3u);
   EXPECT_EQ(on.n->inputs[1], nullptr);
   EXPECT_EQ(on.n->inputs[2], sc);

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "backends/cpu/executor.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 #include "testing.h"
 
 namespace kiln {

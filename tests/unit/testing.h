@@ -17,7 +17,7 @@
 
 #include "backends/cpu/executor.h"
 #include "ir/graph.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln::testing {
 

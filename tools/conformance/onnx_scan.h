@@ -1,8 +1,10 @@
 // kiln-conformance helper (header-only): a tiny reader of the protobuf wire format that lists the op types
 // of an ONNX model (top-level graph and nested subgraphs) without importing it, so that the runner can decide
-// a test's scope and its "main" op even when kiln's importer would reject the model. Also holds the op list
-// of the Foundation issue (the ops a test must be made of to count toward the pass-rate goal).
+// a test's scope and its "main" op even when kiln's importer would reject the model. A test is in scope when
+// every op of it is one kiln implements (the public op table, read from the OpDefs).
 #pragma once
+
+#include "kiln/ops.h"
 
 #include <cstdint>
 #include <fstream>
@@ -14,24 +16,15 @@
 
 namespace kiln::conformance {
 
-// The op types of the Foundation issue (default ONNX domain), plus ops implemented since (Mod). `Constant` is
-// in scope too: the importer turns it into an initializer.
+// The ops in scope: every default-domain op kiln implements (its OpDefs, through the public op table), and
+// `Constant`, which the importer turns into an initializer.
 inline const std::set<std::string>& InScopeOps() {
-  static const std::set<std::string> ops = {
-      "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Exp", "Log", "Abs", "Neg", "Sign", "Floor",
-      "Ceil", "Round", "Erf", "Tanh", "Sigmoid", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "HardSigmoid",
-      "HardSwish", "Softplus", "Mish", "Gelu", "Clip", "Min", "Max", "Sum", "Mean", "Where", "Equal", "Less",
-      "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "Cast",
-      "CastLike", "MatMul", "Gemm", "Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization",
-      "LayerNormalization", "GroupNormalization", "MaxPool", "AveragePool", "GlobalAveragePool",
-      "GlobalMaxPool", "Softmax", "LogSoftmax", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
-      "ReduceProd", "ReduceL2", "ReduceSumSquare", "ArgMax", "ArgMin", "TopK", "CumSum", "Shape", "Size",
-      "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Expand", "Concat", "Split", "Slice",
-      "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Tile", "Pad", "Resize",
-      "Upsample", "DepthToSpace", "SpaceToDepth", "ConstantOfShape", "Range", "Identity", "Dropout", "Einsum",
-      "Trilu", "NonZero", "NonMaxSuppression", "OneHot", "QuantizeLinear", "DequantizeLinear", "Constant",
-      // added after the Foundation issue
-      "Mod"};
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> r = {"Constant"};
+    for (const kiln::OpInfo& op : kiln::getSupportedOps())
+      if (op.domain.empty() && !op.plugin) r.insert(op.name);
+    return r;
+  }();
   return ops;
 }
 

@@ -13,7 +13,7 @@ Result<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<con
 
 Result<std::vector<Tensor>> EvaluateNodeInto(const Node& node, const std::vector<const Tensor*>& inputs,
                                              const OutputAllocator& alloc) {
-  const KernelFn* kernel = Kernels().Find(node.op_type);
+  const KernelFn* kernel = Kernels().Find(node);
   if (!kernel)
     return Err(StatusCode::kUnsupported, "{}: the CPU backend has no kernel for op type {}", node.Where(), node.op_type);
   InferContext ctx{node, {}, {}};
@@ -67,7 +67,7 @@ ConstEvaluator MakeConstEvaluator() { return EvaluateNode; }
 std::vector<std::string> MissingKernels(const Graph& g) {
   std::vector<std::string> r;
   for (const auto& n : g.nodes())
-    if (!Kernels().Find(n->op_type)) r.push_back(n->Where());
+    if (!Kernels().Find(*n)) r.push_back(n->Where());
   return r;
 }
 

@@ -9,7 +9,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "ir/graph.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln::cpu {
 

@@ -6,7 +6,7 @@
 
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 namespace kiln::cpu {
 
@@ -147,9 +147,9 @@ Status FusedMatMulKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterFusedKernels(KernelRegistry& r) {
-  r.Add("FusedConv", [](KernelContext& c) { return FusedConvOrGemm(c, "Conv"); });
-  r.Add("FusedGemm", [](KernelContext& c) { return FusedConvOrGemm(c, "Gemm"); });
-  r.Add("FusedMatMul", FusedMatMulKernel);
+  r.Add("kiln.FusedConv", [](KernelContext& c) { return FusedConvOrGemm(c, "Conv"); });
+  r.Add("kiln.FusedGemm", [](KernelContext& c) { return FusedConvOrGemm(c, "Gemm"); });
+  r.Add("kiln.FusedMatMul", FusedMatMulKernel);
   RegisterFusedPointwiseKernel(r);
   RegisterAttentionKernel(r);
 }

@@ -11,7 +11,7 @@
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/gemm_blas.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -263,6 +263,6 @@ Status AttentionKernel(KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterAttentionKernel(KernelRegistry& r) { r.Add("Attention", AttentionKernel); }
+void RegisterAttentionKernel(KernelRegistry& r) { r.Add("kiln.Attention", AttentionKernel); }
 
 }  // namespace kiln::cpu

@@ -6,7 +6,7 @@
 
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -171,6 +171,6 @@ Status FusedPointwiseKernel(KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterFusedPointwiseKernel(KernelRegistry& r) { r.Add("FusedPointwise", FusedPointwiseKernel); }
+void RegisterFusedPointwiseKernel(KernelRegistry& r) { r.Add("kiln.FusedPointwise", FusedPointwiseKernel); }
 
 }  // namespace kiln::cpu

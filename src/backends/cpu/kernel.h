@@ -12,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ops/op_def.h"
 
 namespace kiln::cpu {
 
@@ -31,12 +32,14 @@ using KernelFn = std::function<Status(KernelContext&)>;
 
 class KernelRegistry {
  public:
-  void Add(const std::string& op_type, KernelFn fn) { fns_[op_type] = std::move(fn); }
-  const KernelFn* Find(const std::string& op_type) const {
-    auto it = fns_.find(op_type);
+  // `op` is the OpDef's qualified name: "Relu" (ONNX), "kiln.FusedConv" (kiln's internal ops).
+  void Add(const std::string& op, KernelFn fn) { fns_[op] = std::move(fn); }
+  const KernelFn* Find(const std::string& op) const {
+    auto it = fns_.find(op);
     return it == fns_.end() ? nullptr : &it->second;
   }
-  std::vector<std::string> OpTypes() const;
+  const KernelFn* Find(const Node& n) const { return Find(QualifiedOpName(n)); }
+  std::vector<std::string> OpTypes() const;  // qualified names
 
  private:
   std::unordered_map<std::string, KernelFn> fns_;

@@ -8,7 +8,7 @@
 
 #include "backends/cpu/common.h"
 #include "backends/cpu/gemm_blas.h"
-#include "shape/einsum_equation.h"
+#include "ops/einsum_equation.h"
 
 namespace kiln::cpu {
 

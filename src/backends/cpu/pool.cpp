@@ -9,7 +9,7 @@
 #include "backends/cpu/families.h"
 #include "backends/cpu/gemm_blas.h"
 #include "backends/cpu/layout_util.h"
-#include "shape/conv_geometry.h"
+#include "ops/conv_geometry.h"
 
 namespace kiln::cpu {
 

@@ -12,7 +12,7 @@
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/index_util.h"
-#include "shape/resize_plan.h"
+#include "ops/resize_plan.h"
 
 namespace kiln::cpu {
 namespace {

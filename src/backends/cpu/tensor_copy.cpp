@@ -4,7 +4,7 @@
 // only the element size matters.
 #include "backends/cpu/common.h"
 #include "backends/cpu/tensor_util.h"
-#include "shape/shape_tensor_params.h"
+#include "ops/shape_tensor_params.h"
 
 namespace kiln::cpu {
 namespace {

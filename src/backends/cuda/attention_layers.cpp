@@ -362,6 +362,6 @@ Result<std::unique_ptr<Layer>> CreateAttention(const LayerSpec& spec, const std:
 
 }  // namespace
 
-void RegisterAttentionLayers(LayerRegistry& r) { r.Add("Attention", LayerFactory{AttentionTactics, CreateAttention}); }
+void RegisterAttentionLayers(LayerRegistry& r) { r.Add("kiln.Attention", LayerFactory{AttentionTactics, CreateAttention}); }
 
 }  // namespace kiln::cuda

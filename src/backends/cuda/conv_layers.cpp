@@ -28,7 +28,7 @@
 #include "backends/cuda/families.h"
 #include "core/error.h"
 #include "plan/layout.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 namespace kiln::cuda {
 
@@ -409,7 +409,7 @@ LayerFactory Factory(ConvOp op) {
 
 void RegisterConvLayers(LayerRegistry& r) {
   r.Add("Conv", Factory(ConvOp::kConv));
-  r.Add("FusedConv", Factory(ConvOp::kFusedConv));
+  r.Add("kiln.FusedConv", Factory(ConvOp::kFusedConv));
   r.Add("ConvTranspose", Factory(ConvOp::kConvTranspose));
 }
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "shape/conv_geometry.h"
+#include "ops/conv_geometry.h"
 
 namespace kiln::cuda {
 

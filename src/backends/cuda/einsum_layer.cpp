@@ -8,7 +8,7 @@
 #include "backends/cuda/layer.h"
 #include "backends/cuda/matmul_kernels.h"
 #include "core/error.h"
-#include "shape/einsum_equation.h"
+#include "ops/einsum_equation.h"
 
 namespace kiln::cuda {
 

@@ -10,7 +10,7 @@
 
 #include "backends/cuda/layer.h"
 #include "backends/cuda/pointwise_kernels.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 namespace kiln::cuda {
 

@@ -7,7 +7,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/handles.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 namespace kiln::cuda {
 

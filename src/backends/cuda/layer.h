@@ -18,6 +18,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ops/op_def.h"
 #include "kiln/status.h"
 
 typedef struct CUstream_st* cudaStream_t;
@@ -90,12 +91,14 @@ struct LayerFactory {
 
 class LayerRegistry {
  public:
-  void Add(const std::string& op_type, LayerFactory f) { factories_[op_type] = std::move(f); }
-  const LayerFactory* Find(const std::string& op_type) const {
-    auto it = factories_.find(op_type);
+  // `op` is the OpDef's qualified name: "Relu" (ONNX), "kiln.FusedConv" (kiln's internal ops).
+  void Add(const std::string& op, LayerFactory f) { factories_[op] = std::move(f); }
+  const LayerFactory* Find(const std::string& op) const {
+    auto it = factories_.find(op);
     return it == factories_.end() ? nullptr : &it->second;
   }
-  std::vector<std::string> OpTypes() const;
+  const LayerFactory* Find(const Node& n) const { return Find(QualifiedOpName(n)); }
+  std::vector<std::string> OpTypes() const;  // qualified names
 
  private:
   std::unordered_map<std::string, LayerFactory> factories_;

@@ -37,7 +37,7 @@ LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32) {
 }
 
 Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec) {
-  const LayerFactory* f = Layers().Find(spec.node.op_type);
+  const LayerFactory* f = Layers().Find(spec.node);
   if (!f)
     return Err(StatusCode::kUnsupported, "{}: the CUDA backend has no kernel for op type {}", spec.node.Where(),
                spec.node.op_type);
@@ -52,7 +52,7 @@ Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec) {
 }
 
 Result<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, const std::string& tactic) {
-  const LayerFactory* f = Layers().Find(spec.node.op_type);
+  const LayerFactory* f = Layers().Find(spec.node);
   if (!f)
     return Err(StatusCode::kUnsupported, "{}: the CUDA backend has no kernel for op type {}", spec.node.Where(),
                spec.node.op_type);

@@ -17,7 +17,7 @@
 #include "backends/cuda/families.h"
 #include "backends/cuda/matmul_kernels.h"
 #include "core/error.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 namespace kiln::cuda {
 
@@ -519,7 +519,7 @@ Result<std::unique_ptr<Layer>> GemmCreate(const LayerSpec& spec, const std::stri
 }  // namespace
 
 void RegisterMatmulLayers(LayerRegistry& r) {
-  for (const char* op : {"MatMul", "Gemm", "FusedGemm", "FusedMatMul"}) r.Add(op, LayerFactory{GemmTactics, GemmCreate});
+  for (const char* op : {"MatMul", "Gemm", "kiln.FusedGemm", "kiln.FusedMatMul"}) r.Add(op, LayerFactory{GemmTactics, GemmCreate});
   r.Add("Einsum", EinsumLayerFactory());
 }
 

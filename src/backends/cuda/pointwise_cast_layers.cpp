@@ -6,7 +6,7 @@
 
 #include "backends/cuda/fused_pointwise_codegen.h"
 #include "backends/cuda/pointwise_layers_util.h"
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 namespace kiln::cuda::pwl {
 namespace {
@@ -273,6 +273,6 @@ void RegisterCastQuantLayers(LayerRegistry& r) {
   r.Add("DequantizeLinear", DequantizeFactory());
 }
 
-void RegisterFusedPointwiseLayer(LayerRegistry& r) { r.Add("FusedPointwise", FusedPointwiseFactory()); }
+void RegisterFusedPointwiseLayer(LayerRegistry& r) { r.Add("kiln.FusedPointwise", FusedPointwiseFactory()); }
 
 }  // namespace kiln::cuda::pwl

@@ -6,7 +6,7 @@
 #include "backends/cuda/families.h"
 #include "backends/cuda/pool_kernels.h"
 #include "core/error.h"
-#include "shape/conv_geometry.h"
+#include "ops/conv_geometry.h"
 
 namespace kiln::cuda {
 

@@ -8,7 +8,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/index_layer_util.h"
 #include "backends/cuda/resize_kernels.h"
-#include "shape/resize_plan.h"
+#include "ops/resize_plan.h"
 
 namespace kiln::cuda {
 

@@ -10,7 +10,7 @@
 #include "backends/cuda/tensor_layers_util.h"
 #include "backends/cuda/tensor_misc_kernels.h"
 #include "core/error.h"
-#include "shape/shape_tensor_params.h"
+#include "ops/shape_tensor_params.h"
 
 namespace kiln::cuda::tensor_layers {
 namespace {

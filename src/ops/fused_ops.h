@@ -1,5 +1,5 @@
 // The internal ops the optimizer creates (domain "kiln"), shared by the passes that create them, their shape
-// functions (shape_fused.cpp) and the backends' kernels:
+// functions (ops/fused.cpp) and the backends' kernels:
 //   FusedConv / FusedGemm   Conv / Gemm with an activation epilogue (attributes: the base op's, plus
 //                           kiln_activation, kiln_activation_alpha, kiln_activation_beta)
 //   FusedMatMul(A, B, bias[N])  MatMul + bias over the last axis + activation (same three attributes)
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/pointwise_op.h"
 
 namespace kiln::fused {
 
@@ -38,13 +39,7 @@ std::optional<Act> ParseActivation(const std::string& name);
 // kiln_alpha, kiln_beta: floats, one per step (LeakyRelu/Elu alpha, HardSigmoid alpha/beta, Clip min/max,
 //             Selu alpha/gamma; 0 where unused)
 // The node's output is the last step's result.
-enum class PwOp {
-  // unary
-  kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kReciprocal, kErf, kFloor, kCeil, kSoftplus, kSoftsign,
-  kSin, kCos, kHardSwish, kLeakyRelu, kElu, kSelu, kHardSigmoid, kClip, kGelu, kGeluTanh,
-  // binary
-  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu,
-};
+using PwOp = kiln::PwOp;  // ops/pointwise_op.h
 struct PwOpInfo {
   const char* name;
   PwOp op;

@@ -8,8 +8,8 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "shape/families.h"
-#include "shape/shape_tensor_params.h"
+#include "ops/families.h"
+#include "ops/shape_tensor_params.h"
 
 namespace kiln {
 namespace {
@@ -420,21 +420,42 @@ Status RangeShape(InferContext& c) {
 
 }  // namespace
 
-void RegisterTensorShapes(ShapeRegistry& r) {
-  r.Add("Shape", ShapeOfShape);
-  r.Add("Size", SizeShape);
-  r.Add("Reshape", ReshapeShape);
-  r.Add("Flatten", FlattenShape);
-  r.Add("Transpose", TransposeShape);
-  r.Add("Squeeze", SqueezeShape);
-  r.Add("Unsqueeze", UnsqueezeShape);
-  r.Add("Expand", ExpandShape);
-  r.Add("Concat", ConcatShape);
-  r.Add("Identity", IdentityShape);
-  r.Add("Dropout", DropoutShape);
-  r.Add("ConstantOfShape", ConstantOfShapeShape);
-  r.Add("Range", RangeShape);
-  RegisterTensorShapesMore(r);
+// ---- converters ----
+// ONNX converters of the data-movement ops. Operands that older opsets gave as attributes become constant
+// inputs so that shape functions and kernels see the newest form only:
+//   Squeeze/Unsqueeze axes (< 13), Split split (< 13), Slice starts/ends/axes (< 10),
+//   Pad pads/value (< 11), Dropout ratio (< 12).
+namespace {
+
+Status ConvertAxesAttr(ConvertContext& c) {
+  if (c.opset < 13) MoveIntsAttrToInput(c, "axes", 1);
+  return Status::Ok();
+}
+
+Status ConvertDropout(ConvertContext& c) {
+  if (c.opset >= 12) return Status::Ok();
+  // Before opset 12 there is no training mode: inference only, and the ratio is informational.
+  MoveFloatAttrToInput(c, "ratio", 1, DataType::kFloat32);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterTensorOps(OpRegistry& r) {
+  r.Onnx("Shape").Shape(ShapeOfShape).KeepsFp32();
+  r.Onnx("Size").Shape(SizeShape).KeepsFp32();
+  r.Onnx("Reshape").Since(5).Shape(ReshapeShape).View();
+  r.Onnx("Flatten").Shape(FlattenShape).View();
+  r.Onnx("Transpose").Shape(TransposeShape);
+  r.Onnx("Squeeze").Convert(ConvertAxesAttr).Shape(SqueezeShape).View();
+  r.Onnx("Unsqueeze").Convert(ConvertAxesAttr).Shape(UnsqueezeShape).View();
+  r.Onnx("Expand").Since(8).Shape(ExpandShape);
+  r.Onnx("Concat").Since(4).Shape(ConcatShape);
+  r.Onnx("Identity").Shape(IdentityShape).View().LayoutNeutral();
+  r.Onnx("Dropout").Since(7).Convert(ConvertDropout).Shape(DropoutShape);
+  r.Onnx("ConstantOfShape").Since(9).Shape(ConstantOfShapeShape).KeepsFp32();
+  r.Onnx("Range").Since(11).Shape(RangeShape).KeepsFp32();
+  RegisterTensorOpsMore(r);
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Einsum equation parsing and label sizes (see einsum_equation.h).
-#include "shape/einsum_equation.h"
+#include "ops/einsum_equation.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,8 +1,9 @@
 // Shape functions of the convolution family: Conv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool,
 // GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
+#include <cmath>
 #include "core/error.h"
-#include "shape/conv_geometry.h"
-#include "shape/families.h"
+#include "ops/conv_geometry.h"
+#include "ops/families.h"
 
 namespace kiln {
 
@@ -185,15 +186,29 @@ ShapeFn ChannelsLast(ShapeFn fn) {
 
 }  // namespace
 
-void RegisterConvShapes(ShapeRegistry& r) {
-  r.Add("Conv", ChannelsLast([](InferContext& c) { return ConvLike(c, false); }));
-  r.Add("ConvTranspose", [](InferContext& c) { return ConvLike(c, true); });
-  r.Add("MaxPool", ChannelsLast([](InferContext& c) { return Pool(c, true, true); }));
-  r.Add("AveragePool", ChannelsLast([](InferContext& c) { return Pool(c, false, false); }));
-  r.Add("LpPool", [](InferContext& c) { return Pool(c, false, false); });
-  r.Add("GlobalAveragePool", GlobalPool);
-  r.Add("GlobalMaxPool", GlobalPool);
-  r.Add("GlobalLpPool", GlobalPool);
+// ---- converters ----
+// Converters of the convolution/pooling family. All of these keep their attribute form across opsets; the
+// kernels read defaults themselves. LpPool-1 gave `p` as a float; it becomes the int of later opsets.
+namespace {
+
+Status ConvertLpPool(ConvertContext& c) {
+  auto it = c.node.attrs.find("p");
+  if (it != c.node.attrs.end() && it->second.kind == Attribute::Kind::kFloat)
+    it->second = Attribute::Int(static_cast<int64_t>(std::lround(it->second.f)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterConvOps(OpRegistry& r) {
+  r.Onnx("Conv").Shape(ChannelsLast([](InferContext& c) { return ConvLike(c, false); }));
+  r.Onnx("ConvTranspose").Shape([](InferContext& c) { return ConvLike(c, true); });
+  r.Onnx("MaxPool").Shape(ChannelsLast([](InferContext& c) { return Pool(c, true, true); }));
+  r.Onnx("AveragePool").Shape(ChannelsLast([](InferContext& c) { return Pool(c, false, false); }));
+  r.Onnx("LpPool").Convert(ConvertLpPool).Shape([](InferContext& c) { return Pool(c, false, false); });
+  r.Onnx("GlobalAveragePool").Shape(GlobalPool);
+  r.Onnx("GlobalMaxPool").Shape(GlobalPool);
+  r.Onnx("GlobalLpPool").Convert(ConvertLpPool).Shape(GlobalPool);
 }
 
 }  // namespace kiln

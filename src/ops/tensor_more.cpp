@@ -4,8 +4,8 @@
 #include <climits>
 
 #include "core/error.h"
-#include "shape/families.h"
-#include "shape/shape_tensor_params.h"
+#include "ops/families.h"
+#include "ops/shape_tensor_params.h"
 
 namespace kiln {
 namespace {
@@ -245,14 +245,40 @@ Status TriluShape(InferContext& c) {
 
 }  // namespace
 
-void RegisterTensorShapesMore(ShapeRegistry& r) {
-  r.Add("Split", SplitShape);
-  r.Add("Slice", SliceShape);
-  r.Add("Tile", TileShape);
-  r.Add("Pad", PadShape);
-  r.Add("DepthToSpace", [](InferContext& c) { return BlockShape(c, true); });
-  r.Add("SpaceToDepth", [](InferContext& c) { return BlockShape(c, false); });
-  r.Add("Trilu", TriluShape);
+// ---- converters: operands older opsets gave as attributes become constant inputs ----
+namespace {
+
+Status ConvertSplit(ConvertContext& c) {
+  if (c.opset < 13) MoveIntsAttrToInput(c, "split", 1);
+  return Status::Ok();
+}
+
+Status ConvertSlice(ConvertContext& c) {
+  if (c.opset >= 10) return Status::Ok();
+  MoveIntsAttrToInput(c, "starts", 1);
+  MoveIntsAttrToInput(c, "ends", 2);
+  MoveIntsAttrToInput(c, "axes", 3);
+  return Status::Ok();
+}
+
+Status ConvertPad(ConvertContext& c) {
+  if (c.opset >= 11) return Status::Ok();
+  const Value* x = c.node.input(0);
+  MoveIntsAttrToInput(c, "pads", 1);
+  MoveFloatAttrToInput(c, "value", 2, x ? x->dtype : DataType::kUndefined);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterTensorOpsMore(OpRegistry& r) {
+  r.Onnx("Split").Since(2).Convert(ConvertSplit).Shape(SplitShape);
+  r.Onnx("Slice").Convert(ConvertSlice).Shape(SliceShape);
+  r.Onnx("Tile").Since(6).Shape(TileShape);
+  r.Onnx("Pad").Since(2).Convert(ConvertPad).Shape(PadShape);
+  r.Onnx("DepthToSpace").Shape([](InferContext& c) { return BlockShape(c, true); });
+  r.Onnx("SpaceToDepth").Shape([](InferContext& c) { return BlockShape(c, false); });
+  r.Onnx("Trilu").Since(14).Shape(TriluShape);
 }
 
 }  // namespace kiln

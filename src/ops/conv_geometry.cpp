@@ -1,5 +1,5 @@
 // Window geometry shared by Conv/ConvTranspose/pooling shape functions and CPU kernels (see conv_geometry.h).
-#include "shape/conv_geometry.h"
+#include "ops/conv_geometry.h"
 
 #include "core/error.h"
 

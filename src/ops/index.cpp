@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "shape/families.h"
+#include "ops/families.h"
 
 namespace kiln {
 namespace {
@@ -289,16 +289,26 @@ Status NonMaxSuppressionShape(InferContext& ctx) {
 
 }  // namespace
 
-void RegisterIndexShapes(ShapeRegistry& r) {
-  r.Add("Gather", GatherShape);
-  r.Add("GatherElements", GatherElementsShape);
-  r.Add("GatherND", GatherNDShape);
-  r.Add("ScatterND", ScatterNDShape);
-  r.Add("ScatterElements", ScatterElementsShape);
-  r.Add("Scatter", ScatterElementsShape);  // opset 9-10 name; the converter renames it to ScatterElements
-  r.Add("OneHot", OneHotShape);
-  r.Add("NonZero", NonZeroShape);
-  r.Add("NonMaxSuppression", NonMaxSuppressionShape);
+// ---- converters ----
+namespace {
+// The deprecated opset 9-10 "Scatter" is ScatterElements under another name.
+Status ConvertScatter(ConvertContext& c) {
+  c.node.op_type = "ScatterElements";
+  return Status::Ok();
+}
+}  // namespace
+
+void RegisterIndexOps(OpRegistry& r) {
+  r.Onnx("Gather").Shape(GatherShape);
+  r.Onnx("GatherElements").Since(11).Shape(GatherElementsShape);
+  r.Onnx("GatherND").Since(11).Shape(GatherNDShape);
+  r.Onnx("ScatterND").Since(11).Shape(ScatterNDShape);
+  r.Onnx("ScatterElements").Since(11).Shape(ScatterElementsShape);
+  // opset 9-10's name for ScatterElements; the converter renames it
+  r.Onnx("Scatter").Since(9).Convert(ConvertScatter).Shape(ScatterElementsShape).ImportOnly();
+  r.Onnx("OneHot").Since(9).Shape(OneHotShape);
+  r.Onnx("NonZero").Since(9).Shape(NonZeroShape).KeepsFp32();
+  r.Onnx("NonMaxSuppression").Since(10).Shape(NonMaxSuppressionShape).KeepsFp32();
 }
 
 }  // namespace kiln

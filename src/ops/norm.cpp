@@ -1,7 +1,7 @@
 // Shape functions of the normalization family: BatchNormalization (inference, and training_mode=1 from
 // opset 14), InstanceNormalization, LayerNormalization (optional Mean/InvStdDev), GroupNormalization.
 #include "core/error.h"
-#include "shape/families.h"
+#include "ops/families.h"
 
 namespace kiln {
 
@@ -149,11 +149,33 @@ Status GroupNormShape(InferContext& ctx) {
 
 }  // namespace
 
-void RegisterNormShapes(ShapeRegistry& r) {
-  r.Add("BatchNormalization", BatchNormShape);
-  r.Add("InstanceNormalization", InstanceNormShape);
-  r.Add("LayerNormalization", LayerNormShape);
-  r.Add("GroupNormalization", GroupNormShape);
+// ---- converters ----
+// Converters of the normalization family.
+//  - BatchNormalization: opset 7..15 share one kernel; the removed is_test/consumed_inputs attributes are
+//    dropped (spatial=0 of opset 7..8 is kept and handled by the kernel).
+//  - GroupNormalization: opset 18..20 give scale/bias per GROUP, opset 21 per CHANNEL; the older form is
+//    recorded as kiln_scale_per_group = 1 so one kernel handles both.
+namespace {
+
+Status ConvertBatchNorm(ConvertContext& c) {
+  c.node.attrs.erase("is_test");
+  c.node.attrs.erase("consumed_inputs");
+  if (c.opset >= 9) c.node.attrs.erase("spatial");
+  return Status::Ok();
+}
+
+Status ConvertGroupNorm(ConvertContext& c) {
+  if (c.opset < 21) c.node.attrs["kiln_scale_per_group"] = Attribute::Int(1);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterNormOps(OpRegistry& r) {
+  r.Onnx("BatchNormalization").Since(7).Convert(ConvertBatchNorm).Shape(BatchNormShape);
+  r.Onnx("InstanceNormalization").Since(6).Shape(InstanceNormShape);
+  r.Onnx("LayerNormalization").Since(17).Shape(LayerNormShape);
+  r.Onnx("GroupNormalization").Since(18).Convert(ConvertGroupNorm).Shape(GroupNormShape);
 }
 
 }  // namespace kiln

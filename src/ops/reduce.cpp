@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "shape/families.h"
+#include "ops/families.h"
 
 namespace kiln {
 
@@ -221,16 +221,72 @@ Status SoftmaxShape(InferContext& ctx) {
 
 }  // namespace
 
-void RegisterReduceShapes(ShapeRegistry& r) {
-  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                         "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
-    r.Add(op, ReduceShape);
-  r.Add("ArgMax", ArgShape);
-  r.Add("ArgMin", ArgShape);
-  r.Add("TopK", TopKShape);
-  r.Add("CumSum", CumSumShape);
-  r.Add("Softmax", SoftmaxShape);
-  r.Add("LogSoftmax", SoftmaxShape);
+// ---- converters ----
+// Converters of the reduction family. Canonical forms the kernels and shape functions see:
+//  - Reduce*: axes as int64 input 1 (the attribute form before opset 13 for ReduceSum, 18 for the others).
+//  - TopK: K as int64 input 1 of shape [1] (the attribute form before opset 10).
+//  - Softmax/LogSoftmax: an explicit `axis`; before opset 13 the op flattened the input to 2-D at `axis`
+//    (default 1), recorded as the internal attribute kiln_flatten_2d = 1.
+namespace {
+
+// Reduce* whose axes became an input at `input_opset`.
+ConverterFn ReduceConverter(int64_t input_opset) {
+  return [input_opset](ConvertContext& c) -> Status {
+                     if (c.opset >= input_opset) return Status::Ok();
+                     if (c.node.input(1))
+                       return Err(StatusCode::kInvalidModel, "{}: opset {} takes axes as an attribute, not an input",
+                                  c.node.Where(), c.opset);
+                     auto it = c.node.attrs.find("axes");
+                     if (it != c.node.attrs.end() && it->second.kind != Attribute::Kind::kInts &&
+                         it->second.kind != Attribute::Kind::kInt)
+                       return Err(StatusCode::kInvalidModel, "{}: attribute 'axes' must be a list of ints, but the model gives {}",
+                                  c.node.Where(), AttributeKindName(it->second.kind));
+                     // Before the input form there was no noop_with_empty_axes: missing/empty axes reduce all.
+                     c.node.attrs.erase("noop_with_empty_axes");
+                     MoveIntsAttrToInput(c, "axes", 1);
+                     return Status::Ok();
+                   };
+}
+
+Status ConvertTopK(ConvertContext& c) {
+  if (c.opset >= 10) return Status::Ok();
+  auto it = c.node.attrs.find("k");
+  if (it == c.node.attrs.end())
+    return Err(StatusCode::kInvalidModel, "{}: opset {} requires the attribute 'k'", c.node.Where(), c.opset);
+  if (it->second.kind != Attribute::Kind::kInt)
+    return Err(StatusCode::kInvalidModel, "{}: attribute 'k' must be an int, but the model gives {}", c.node.Where(),
+               AttributeKindName(it->second.kind));
+  MoveIntsAttrToInput(c, "k", 1);
+  return Status::Ok();
+}
+
+Status ConvertSoftmax(ConvertContext& c) {
+  auto it = c.node.attrs.find("axis");
+  if (it != c.node.attrs.end() && it->second.kind != Attribute::Kind::kInt)
+    return Err(StatusCode::kInvalidModel, "{}: attribute 'axis' must be an int, but the model gives {}",
+               c.node.Where(), AttributeKindName(it->second.kind));
+  if (c.opset < 13) {
+    if (it == c.node.attrs.end()) c.node.attrs["axis"] = Attribute::Int(1);
+    c.node.attrs["kiln_flatten_2d"] = Attribute::Int(1);
+  } else if (it == c.node.attrs.end()) {
+    c.node.attrs["axis"] = Attribute::Int(-1);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterReduceOps(OpRegistry& r) {
+  r.Onnx("ReduceSum").Convert(ReduceConverter(13)).Shape(ReduceShape);
+  for (const char* op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
+    r.Onnx(op).Convert(ReduceConverter(18)).Shape(ReduceShape);
+  r.Onnx("ArgMax").Shape(ArgShape);
+  r.Onnx("ArgMin").Shape(ArgShape);
+  r.Onnx("TopK").Convert(ConvertTopK).Shape(TopKShape);
+  r.Onnx("CumSum").Since(11).Shape(CumSumShape);
+  r.Onnx("Softmax").Convert(ConvertSoftmax).Shape(SoftmaxShape);
+  r.Onnx("LogSoftmax").Convert(ConvertSoftmax).Shape(SoftmaxShape);
 }
 
 }  // namespace kiln

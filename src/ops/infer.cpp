@@ -1,11 +1,12 @@
 // The shape-inference driver: runs every node's shape function in topological order and folds nodes whose
 // inputs are all known into constants (which evaluates shape subgraphs such as Shape->Gather->Concat->Reshape).
-#include "shape/infer.h"
+#include "ops/infer.h"
 
 #include <algorithm>
 
 #include "core/error.h"
-#include "shape/families.h"
+#include "ops/families.h"
+#include "ops/op_def.h"
 
 namespace kiln {
 
@@ -59,15 +60,15 @@ void SetOutputLike(InferContext& ctx, size_t i, const TensorInfo& x) {
 }
 
 Status InferNode(InferContext& ctx) {
-  const ShapeFn* fn = Shapes().Find(ctx.node.op_type);
-  if (!fn)
+  const OpDef* def = FindOp(ctx.node);
+  if (!def || !def->infer)
     return Err(StatusCode::kUnsupported, "{}: kiln has no shape inference for op type {}", ctx.node.Where(),
-               ctx.node.op_type);
+               ctx.node.domain.empty() ? ctx.node.op_type : ctx.node.domain + "." + ctx.node.op_type);
   for (size_t i = 0; i < ctx.inputs.size(); ++i)
     if (ctx.inputs[i] && ctx.inputs[i]->dtype == DataType::kUndefined)
       return Err(StatusCode::kInvalidModel, "{}: the type of input {} ('{}') is unknown", ctx.node.Where(), i,
                  ctx.node.inputs[i] ? ctx.node.inputs[i]->name : "");
-  return (*fn)(ctx);
+  return def->infer(ctx);
 }
 
 namespace {

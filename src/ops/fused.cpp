@@ -2,8 +2,8 @@
 // FusedConv / FusedGemm (the base op's shape function plus the activation attributes), FusedMatMul,
 // FusedPointwise (broadcast of the inputs) and Attention.
 #include "core/error.h"
-#include "shape/families.h"
-#include "shape/fused_ops.h"
+#include "ops/families.h"
+#include "ops/fused_ops.h"
 
 namespace kiln {
 namespace {
@@ -53,7 +53,8 @@ Status CheckResidual(InferContext& ctx) {
 
 // Runs the shape function of `base` on this node (the fused node carries the base op's attributes).
 Status Delegate(InferContext& ctx, const char* base) {
-  const ShapeFn* fn = Shapes().Find(base);
+  const OpDef* def = FindOp(kOnnxDomain, base);
+  const ShapeFn* fn = def ? &def->infer : nullptr;
   if (!fn) return Err(StatusCode::kInternal, "{}: no shape function for {}", ctx.node.Where(), base);
   KILN_RETURN_IF_ERROR(CheckActivation(ctx.node));
   KILN_RETURN_IF_ERROR((*fn)(ctx));
@@ -69,7 +70,8 @@ Status FusedMatMulShape(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckActivation(n));
   InferContext mm{n, {ctx.inputs[0], ctx.inputs[1]}, {}};
   mm.outputs.resize(1);
-  const ShapeFn* fn = Shapes().Find("MatMul");
+  const OpDef* def = FindOp(kOnnxDomain, "MatMul");
+  const ShapeFn* fn = def ? &def->infer : nullptr;
   if (!fn) return Err(StatusCode::kInternal, "{}: no shape function for MatMul", n.Where());
   KILN_RETURN_IF_ERROR((*fn)(mm));
   const TensorInfo& y = mm.outputs[0];
@@ -221,12 +223,12 @@ Status AttentionShape(InferContext& ctx) {
 
 }  // namespace
 
-void RegisterFusedShapes(ShapeRegistry& r) {
-  r.Add("FusedConv", [](InferContext& c) { return Delegate(c, "Conv"); });
-  r.Add("FusedGemm", [](InferContext& c) { return Delegate(c, "Gemm"); });
-  r.Add("FusedMatMul", FusedMatMulShape);
-  r.Add("FusedPointwise", FusedPointwiseShape);
-  r.Add("Attention", AttentionShape);
+void RegisterFusedOps(OpRegistry& r) {
+  r.Kiln("FusedConv").Shape([](InferContext& c) { return Delegate(c, "Conv"); });
+  r.Kiln("FusedGemm").Shape([](InferContext& c) { return Delegate(c, "Gemm"); });
+  r.Kiln("FusedMatMul").Shape(FusedMatMulShape);
+  r.Kiln("FusedPointwise").Shape(FusedPointwiseShape).LayoutNeutral();
+  r.Kiln("Attention").Shape(AttentionShape);
 }
 
 }  // namespace kiln

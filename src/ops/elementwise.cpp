@@ -1,4 +1,4 @@
-// Shape and type inference of the elementwise family: unary math and activations, broadcasting binary
+// The elementwise family's OpDefs (converters, shape and type functions, traits): unary math and activations, broadcasting binary
 // arithmetic (with Mod and Pow), comparisons and logic, Where, variadic Min/Max/Sum/Mean, Cast/CastLike and Q/DQ.
 // Add/Sub/Mul/Div/Cast also carry the symbolic contents of small int64 shape tensors (sym_value), so that
 // Shape -> Mul -> Reshape keeps "batch*seq"-style dims through the arithmetic.
@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "core/error.h"
-#include "shape/families.h"
+#include "ops/families.h"
 
 namespace kiln {
 namespace {
@@ -79,8 +79,7 @@ void SetSameShape(InferContext& ctx, size_t from, DataType dtype) {
   else ctx.set_output_rank_unknown(0, dtype);
 }
 
-ShapeFn Unary(Cat c, std::initializer_list<const char*> float_attrs = {}) {
-  std::vector<const char*> attrs(float_attrs);
+ShapeFn Unary(Cat c, std::vector<const char*> attrs = {}) {
   return [c, attrs](InferContext& ctx) -> Status {
     KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
     KILN_RETURN_IF_ERROR(CheckType(ctx, 0, c));
@@ -359,52 +358,84 @@ Status DequantizeShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// Clip before opset 11 carried min/max as attributes: they become constant inputs 1 and 2, as in later opsets.
+Status ConvertClip(ConvertContext& c) {
+  if (c.opset >= 11 && !c.node.has_attr("min") && !c.node.has_attr("max")) return Status::Ok();
+  const Value* x = c.node.input(0);
+  const DataType dt = x ? x->dtype : DataType::kUndefined;
+  // Old Clip has exactly one input; the bounds go to slots 1 and 2 (absent bound: input omitted).
+  if (c.node.inputs.size() > 1) c.node.inputs.resize(1);
+  MoveFloatAttrToInput(c, "min", 1, dt);
+  MoveFloatAttrToInput(c, "max", 2, dt);
+  return Status::Ok();
+}
+
 }  // namespace
 
-void RegisterElementwiseShapes(ShapeRegistry& r) {
-  for (const char* op : {"Sqrt", "Reciprocal", "Exp", "Log", "Tanh", "Sigmoid", "Floor", "Ceil", "Round",
-                         "Softplus", "Mish", "HardSwish"})
-    r.Add(op, Unary(Cat::kFloat));
-  r.Add("LeakyRelu", Unary(Cat::kFloat, {"alpha"}));
-  r.Add("Elu", Unary(Cat::kFloat, {"alpha"}));
-  r.Add("Selu", Unary(Cat::kFloat, {"alpha", "gamma"}));
-  r.Add("HardSigmoid", Unary(Cat::kFloat, {"alpha", "beta"}));
-  r.Add("Gelu", GeluShape);
-  r.Add("Erf", Unary(Cat::kNumeric));
-  r.Add("Abs", Unary(Cat::kNumeric));
-  r.Add("Sign", Unary(Cat::kNumeric));
-  r.Add("Neg", Unary(Cat::kSigned));
-  r.Add("Relu", Unary(Cat::kSigned));
-  r.Add("Not", Unary(Cat::kBool));
-  r.Add("IsNaN", [](InferContext& ctx) -> Status {
+void RegisterElementwiseOps(OpRegistry& r) {
+  // unary (x in, same type and shape out); pointwise formulas are fusable into FusedPointwise chains
+  auto unary = [&](const char* name, Cat cat, std::vector<const char*> attrs, PwOp pw, int64_t since) {
+    OpDef& d = r.Onnx(name).Since(since).Shape(Unary(cat, std::move(attrs))).LayoutNeutral();
+    if (pw != PwOp::kNone) d.Pointwise(pw, 1);
+  };
+  unary("Sqrt", Cat::kFloat, {}, PwOp::kSqrt, 1);
+  unary("Reciprocal", Cat::kFloat, {}, PwOp::kReciprocal, 1);
+  unary("Exp", Cat::kFloat, {}, PwOp::kExp, 1);
+  unary("Log", Cat::kFloat, {}, PwOp::kLog, 1);
+  unary("Tanh", Cat::kFloat, {}, PwOp::kTanh, 1);
+  unary("Sigmoid", Cat::kFloat, {}, PwOp::kSigmoid, 1);
+  unary("Floor", Cat::kFloat, {}, PwOp::kFloor, 1);
+  unary("Ceil", Cat::kFloat, {}, PwOp::kCeil, 1);
+  unary("Round", Cat::kFloat, {}, PwOp::kNone, 11);
+  unary("Softplus", Cat::kFloat, {}, PwOp::kSoftplus, 1);
+  unary("Mish", Cat::kFloat, {}, PwOp::kNone, 18);
+  unary("HardSwish", Cat::kFloat, {}, PwOp::kHardSwish, 14);
+  unary("LeakyRelu", Cat::kFloat, {"alpha"}, PwOp::kLeakyRelu, 1);
+  unary("Elu", Cat::kFloat, {"alpha"}, PwOp::kElu, 1);
+  unary("Selu", Cat::kFloat, {"alpha", "gamma"}, PwOp::kSelu, 1);
+  unary("HardSigmoid", Cat::kFloat, {"alpha", "beta"}, PwOp::kHardSigmoid, 1);
+  unary("Erf", Cat::kNumeric, {}, PwOp::kErf, 9);
+  unary("Abs", Cat::kNumeric, {}, PwOp::kAbs, 1);
+  unary("Sign", Cat::kNumeric, {}, PwOp::kNone, 9);
+  unary("Neg", Cat::kSigned, {}, PwOp::kNeg, 1);
+  unary("Relu", Cat::kSigned, {}, PwOp::kRelu, 1);
+  r.Onnx("Gelu").Since(20).Shape(GeluShape).LayoutNeutral().Pointwise(PwOp::kGelu, 1);
+  r.Onnx("Not").Shape(Unary(Cat::kBool));
+  r.Onnx("IsNaN").Since(9).Shape([](InferContext& ctx) -> Status {
     KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
     KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kFloat));
     SetSameShape(ctx, 0, DataType::kBool);
     return Status::Ok();
   });
-  r.Add("IsInf", IsInfShape);
-  r.Add("Clip", ClipShape);
+  r.Onnx("IsInf").Since(10).Shape(IsInfShape);
+  r.Onnx("Clip").Convert(ConvertClip).Shape(ClipShape).LayoutNeutral().Pointwise(PwOp::kClip, 1);
 
-  r.Add("Add", Arith(Cat::kNumeric, DimAdd));
-  r.Add("Sub", Arith(Cat::kNumeric, DimSub));
-  r.Add("Mul", Arith(Cat::kNumeric, DimMul));
-  r.Add("Div", Arith(Cat::kNumeric, DimDiv));
-  r.Add("PRelu", Arith(Cat::kNumeric, nullptr));
-  r.Add("Pow", PowShape);
-  r.Add("Mod", ModShape);
-  r.Add("Equal", Compare(Cat::kAll));
-  for (const char* op : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) r.Add(op, Compare(Cat::kNumeric));
-  for (const char* op : {"And", "Or", "Xor"}) r.Add(op, Compare(Cat::kBool));
-  r.Add("Where", WhereShape);
-  r.Add("Min", Variadic(Cat::kNumeric));
-  r.Add("Max", Variadic(Cat::kNumeric));
-  r.Add("Sum", Variadic(Cat::kFloat));
-  r.Add("Mean", Variadic(Cat::kFloat));
+  // binary and variadic, numpy broadcasting
+  r.Onnx("Add").Shape(Arith(Cat::kNumeric, DimAdd)).LayoutNeutral().Pointwise(PwOp::kAdd, 2);
+  r.Onnx("Sub").Shape(Arith(Cat::kNumeric, DimSub)).LayoutNeutral().Pointwise(PwOp::kSub, 2);
+  r.Onnx("Mul").Shape(Arith(Cat::kNumeric, DimMul)).LayoutNeutral().Pointwise(PwOp::kMul, 2);
+  r.Onnx("Div").Shape(Arith(Cat::kNumeric, DimDiv)).LayoutNeutral().Pointwise(PwOp::kDiv, 2);
+  r.Onnx("PRelu").Shape(Arith(Cat::kNumeric, nullptr)).LayoutNeutral().Pointwise(PwOp::kPRelu, 2);
+  r.Onnx("Pow").Shape(PowShape).LayoutNeutral().Pointwise(PwOp::kPow, 2);
+  // opset 13 only widened Mod's types; fmod (default 0) is read where used
+  r.Onnx("Mod").Since(10).Shape(ModShape).LayoutNeutral();
+  r.Onnx("Equal").Shape(Compare(Cat::kAll));
+  r.Onnx("Less").Shape(Compare(Cat::kNumeric));
+  r.Onnx("Greater").Shape(Compare(Cat::kNumeric));
+  r.Onnx("LessOrEqual").Since(12).Shape(Compare(Cat::kNumeric));
+  r.Onnx("GreaterOrEqual").Since(12).Shape(Compare(Cat::kNumeric));
+  for (const char* op : {"And", "Or", "Xor"}) r.Onnx(op).Shape(Compare(Cat::kBool));
+  r.Onnx("Where").Since(9).Shape(WhereShape).LayoutNeutral();
+  r.Onnx("Min").Shape(Variadic(Cat::kNumeric)).LayoutNeutral().Pointwise(PwOp::kMin, 2);
+  r.Onnx("Max").Shape(Variadic(Cat::kNumeric)).LayoutNeutral().Pointwise(PwOp::kMax, 2);
+  r.Onnx("Sum").Shape(Variadic(Cat::kFloat)).LayoutNeutral();
+  r.Onnx("Mean").Shape(Variadic(Cat::kFloat)).LayoutNeutral();
 
-  r.Add("Cast", CastShape);
-  r.Add("CastLike", CastLikeShape);
-  r.Add("QuantizeLinear", QuantizeShape);
-  r.Add("DequantizeLinear", DequantizeShape);
+  // types and quantization: never computed in a reduced float type
+  r.Onnx("Cast").Shape(CastShape).LayoutNeutral().KeepsFp32();
+  r.Onnx("CastLike").Since(15).Shape(CastLikeShape).KeepsFp32();
+  r.Onnx("QuantizeLinear").Since(10).Shape(QuantizeShape).KeepsFp32();
+  r.Onnx("DequantizeLinear").Since(10).Shape(DequantizeShape).KeepsFp32();
 }
 
 }  // namespace kiln

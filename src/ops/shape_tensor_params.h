@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "shape/infer.h"
+#include "ops/infer.h"
+#include "ops/op_def.h"
 
 namespace kiln {
 
@@ -50,7 +51,7 @@ std::optional<std::vector<Dim>> InputDims(const InferContext& c, size_t i);
 // Contents of input i when every element is known (constant, or a sym_value of known dims).
 std::optional<std::vector<int64_t>> InputInts(const InferContext& c, size_t i);
 
-// Registers the second half of the tensor family's shape functions (shape_tensor_more.cpp).
-void RegisterTensorShapesMore(ShapeRegistry& r);
+// Registers the second half of the tensor family's ops (tensor_more.cpp).
+void RegisterTensorOpsMore(OpRegistry& r);
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Parameter arithmetic of the data-movement ops (see shape_tensor_params.h).
-#include "shape/shape_tensor_params.h"
+#include "ops/shape_tensor_params.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Resize geometry (see resize_plan.h).
-#include "shape/resize_plan.h"
+#include "ops/resize_plan.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Shape functions of the linear-algebra family: MatMul (batched, broadcasting, 1-D operands), Gemm, Einsum.
 #include "core/error.h"
-#include "shape/einsum_equation.h"
-#include "shape/families.h"
+#include "ops/einsum_equation.h"
+#include "ops/families.h"
 
 namespace kiln {
 
@@ -133,10 +133,19 @@ Status EinsumShape(InferContext& ctx) {
 
 }  // namespace
 
-void RegisterLinalgShapes(ShapeRegistry& r) {
-  r.Add("MatMul", MatMulShape);
-  r.Add("Gemm", GemmShape);
-  r.Add("Einsum", EinsumShape);
+// ---- converters ----
+namespace {
+// Gemm before opset 7 carried a `broadcast` attribute (C broadcasting is always on in kiln's Gemm): dropped.
+Status ConvertGemm(ConvertContext& c) {
+  c.node.attrs.erase("broadcast");
+  return Status::Ok();
+}
+}  // namespace
+
+void RegisterLinalgOps(OpRegistry& r) {
+  r.Onnx("MatMul").Shape(MatMulShape);
+  r.Onnx("Gemm").Since(6).Convert(ConvertGemm).Shape(GemmShape);
+  r.Onnx("Einsum").Since(12).Shape(EinsumShape);
 }
 
 }  // namespace kiln

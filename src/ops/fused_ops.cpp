@@ -1,5 +1,5 @@
 // Tables of the internal fused ops (see fused_ops.h).
-#include "shape/fused_ops.h"
+#include "ops/fused_ops.h"
 
 #include "core/error.h"
 

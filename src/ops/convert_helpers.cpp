@@ -1,5 +1,5 @@
 // Helpers that converters use to turn attribute forms of operands into constant inputs.
-#include "onnx/converter.h"
+#include "ops/families.h"
 
 namespace kiln {
 
