@@ -313,7 +313,6 @@ void RegisterIndexLayers(LayerRegistry& r) {
   r.Add("GatherElements", {nullptr, CreateGatherElements});
   r.Add("GatherND", {nullptr, CreateGatherND});
   r.Add("ScatterElements", {nullptr, CreateScatterElements});
-  r.Add("Scatter", {nullptr, CreateScatterElements});  // opset 9-10 name (the importer renames it)
   r.Add("ScatterND", {nullptr, CreateScatterND});
   RegisterIndexMiscLayers(r);
   RegisterResizeLayers(r);
