@@ -26,6 +26,18 @@ enum class BuilderFlag : int {
 
 enum class ProfilingVerbosity { kLayerNamesOnly = 0, kNone = 1, kDetailed = 2 };
 
+// Channels-last (NHWC) layout for 2-D convolutions, on backends that plan layouts (cuda; builds at optimization
+// level 0 plan none). The environment variable KILN_LAYOUT, when set, overrides it for experiments: nchw, nhwc-fp32,
+// nhwc-fp16 or nhwc-c8 (the modes below; the build fails on any other value).
+enum class ConvolutionLayout : int {
+  kAuto = 0,             // NHWC for reduced-precision convolutions, and for float32 ones where TF32 is allowed
+  kNCHW = 1,             // no layout planning: every convolution stays NCHW (KILN_LAYOUT=nchw)
+  kNHWCFloat32 = 2,      // float32 convolutions go NHWC even without TF32 (KILN_LAYOUT=nhwc-fp32)
+  kNHWCReducedOnly = 3,  // only reduced-precision convolutions go NHWC (KILN_LAYOUT=nhwc-fp16)
+  kNHWCChannels8 = 4,    // as kAuto, but convolutions whose input channels are not a multiple of 8 (an RGB stem)
+                         // stay NCHW (KILN_LAYOUT=nhwc-c8)
+};
+
 // min/opt/max shapes for the dynamic inputs of a network. An engine holds one or more profiles; a context
 // runs at any shape inside the one it selected.
 class OptimizationProfile {
@@ -72,7 +84,8 @@ class BuilderConfig {
   void setLayerOutputType(const std::string& layer, DataType t) { layer_output_type_[layer] = t; }
   const std::map<std::string, DataType>& layerPrecisions() const { return layer_precision_; }
   const std::map<std::string, DataType>& layerOutputTypes() const { return layer_output_type_; }
-  // "cpu" (reference backend) or "cuda"; default: cuda when a GPU is found, else cpu.
+  // The backend to build for, by name: "cpu" (the reference backend) or "cuda"; default: cuda when a GPU is found,
+  // else cpu.
   void setBackend(const std::string& backend) { backend_ = backend; }
   const std::string& backend() const { return backend_; }
   // Timed runs per tactic candidate (trtexec --avgTiming; default 8); the median decides.
@@ -81,6 +94,13 @@ class BuilderConfig {
   // Types of the engine's inputs/outputs at its boundary, by I/O name (default: the network's own types).
   void setIOType(const std::string& tensor, DataType t) { io_types_[tensor] = t; }
   const std::map<std::string, DataType>& ioTypes() const { return io_types_; }
+  // Layout of 2-D convolutions (default kAuto; KILN_LAYOUT overrides it, see ConvolutionLayout).
+  void setConvolutionLayout(ConvolutionLayout layout) { conv_layout_ = layout; }
+  ConvolutionLayout convolutionLayout() const { return conv_layout_; }
+  // NHWC convolutions with fewer input channels than this read them zero-padded to it: 0 (off), 4 (default), 8 or
+  // 16; the build fails on other values. KILN_LAYOUT_PAD=N, when set, overrides it for experiments.
+  void setLayoutChannelPadding(int channels) { layout_pad_ = channels; }
+  int layoutChannelPadding() const { return layout_pad_; }
 
  private:
   uint32_t flags_ = 0;
@@ -94,6 +114,8 @@ class BuilderConfig {
   std::string backend_;
   int avg_timing_ = 8;
   std::map<std::string, DataType> io_types_;
+  ConvolutionLayout conv_layout_ = ConvolutionLayout::kAuto;
+  int layout_pad_ = 4;
 };
 
 // What a build did, for the build summary and `--json`.

@@ -1,7 +1,7 @@
 // Engine files: what a built engine holds, and its on-disk form.
 //
 // Layout (little-endian):
-//   [0, 256)        fixed header: magic "KILNENG1", format version, kiln version, backend ("cpu"/"cuda"),
+//   [0, 256)        fixed header: magic "KILNENG1", format version, kiln version, backend name (cpu, cuda),
 //                   device name and compute capability, CUDA/cuBLAS/cuDNN versions, build flags, payload and
 //                   weights offsets/sizes, file size, and a 64-bit checksum over the whole file (the header
 //                   with its checksum field zeroed, then everything after it);
@@ -52,7 +52,7 @@ enum EngineBuildFlag : uint64_t {
 
 // What the engine was built for (written into the header).
 struct EngineTarget {
-  std::string backend = "cpu";     // "cpu" or "cuda" (at most 15 characters)
+  std::string backend;             // the backend's name: cpu, cuda (at most 15 characters)
   std::string device_name;         // "NVIDIA H100 80GB HBM3"; empty on cpu (at most 63 bytes are kept)
   int32_t compute_capability = 0;  // major*10 + minor: 90 for sm_90; 0 on cpu
   uint32_t cuda_version = 0;       // CUDA runtime version as CUDA encodes it (12040 = 12.4); 0 on cpu
@@ -63,9 +63,9 @@ struct EngineTarget {
 
 // What the loader runs on.
 struct EngineCompat {
-  std::string backend = "cpu";
+  std::string backend;             // the backend's name
   std::string device_name;         // for messages
-  int32_t compute_capability = 0;  // checked when the engine's backend is "cuda"
+  int32_t compute_capability = 0;  // checked when the engine names a GPU architecture (compute_capability != 0)
   uint32_t cuda_version = 0;       // the runtime's CUDA version; 0 skips the check
 };
 

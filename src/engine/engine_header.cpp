@@ -224,7 +224,7 @@ Status CheckEngineCompat(const EngineTarget& built, const EngineCompat& expected
                "the engine was built for {}, this runtime runs {}: rebuild the engine for {} (kiln build --backend="
                "{} --saveEngine=...), or load it where the {} backend runs",
                built.backend, expected.backend, expected.backend, expected.backend, built.backend);
-  if (built.backend == "cuda") {
+  if (built.compute_capability != 0) {  // an engine for one GPU architecture (and CUDA runtime)
     if (built.compute_capability != expected.compute_capability) {
       auto dev = [](int32_t cc, const std::string& name) {
         return name.empty() ? ComputeCapabilityName(cc) : fmt::format("{} ({})", ComputeCapabilityName(cc), name);

@@ -1,50 +1,22 @@
 // The builder: clone the network, check profiles, optimize, plan memory at the largest shapes, choose kernels,
 // time the engine once at the opt shapes, and serialize.
 #include <chrono>
-#include <cstdlib>
+#include <functional>
 #include <random>
 
 #include "backends/cpu/executor.h"
+#include "backends/factory.h"
 #include "core/error.h"
+#include "engine/engine_file.h"
 #include "kiln/builder.h"
 #include "passes/pass.h"
-#include "plan/layout.h"
-#include "engine/engine_file.h"
-#include "runtime/builder_cuda.h"
+#include "runtime/builder_plan.h"
 #include "runtime/engine_impl.h"
 #include "runtime/engine_io.h"
 
 namespace kiln {
 
 namespace {
-
-Status CheckPrecisionFlags(const BuilderConfig& cfg, const std::string& backend) {
-  if (backend == "cuda") {
-    if (cfg.getFlag(BuilderFlag::kINT8) || cfg.getFlag(BuilderFlag::kFP8))
-      return Err(StatusCode::kUnsupported,
-                 "{} is not available yet: INT8/FP8 kernels and calibration come with the quantization work; build "
-                 "with --fp16 or --bf16",
-                 cfg.getFlag(BuilderFlag::kINT8) ? "--int8" : "--fp8");
-    if (!cfg.layerOutputTypes().empty())
-      return Err(StatusCode::kUnsupported, "--layerOutputTypes is not supported yet; use --layerPrecisions");
-    return Status::Ok();
-  }
-  const std::pair<BuilderFlag, const char*> flags[] = {{BuilderFlag::kFP16, "--fp16"},
-                                                       {BuilderFlag::kBF16, "--bf16"},
-                                                       {BuilderFlag::kINT8, "--int8"},
-                                                       {BuilderFlag::kFP8, "--fp8"}};
-  for (const auto& [f, name] : flags)
-    if (cfg.getFlag(f))
-      return Err(StatusCode::kUnsupported,
-                 "{} is not available yet: the {} backend computes in the network's own types, and reduced-precision "
-                 "kernels come with the CUDA backend; build without {}",
-                 name, backend, name);
-  if (!cfg.layerPrecisions().empty() || !cfg.layerOutputTypes().empty())
-    return Err(StatusCode::kUnsupported,
-               "per-layer precisions (--layerPrecisions/--layerOutputTypes) need the precision planner, which is not "
-               "built yet");
-  return Status::Ok();
-}
 
 // Profiles as the engine keeps them: every dynamic input must be covered, fixed dims must match.
 Result<std::vector<ProfileShapes>> ResolveProfiles(const Graph& g, const BuilderConfig& cfg) {
@@ -139,46 +111,18 @@ const char* FusionKey(const std::string& pass) {
   return nullptr;
 }
 
-std::string TacticFor(const Node& n) {
-  static const char* kBlas[] = {"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv", "FusedGemm", "FusedMatMul"};
-  for (const char* op : kBlas)
-    if (n.op_type == op) return "cpu.openblas";
-  return "cpu.reference";
-}
-
-// Channels-last layout for 2-D convolutions (cuda backend, src/plan/layout.h). Float32 convolutions go NHWC too
-// where TF32 is allowed (ResNet-50 FP32 b64 on an H100: 7.57 -> 4.18 ms of layer time); with --noTF32 they stay
-// NCHW. KILN_LAYOUT=nchw turns it off, KILN_LAYOUT=nhwc-fp32 moves float32 convolutions to NHWC even without TF32,
-// KILN_LAYOUT=nhwc-fp16 keeps them NCHW; KILN_LAYOUT=nhwc-c8 keeps convolutions whose input channels are not a
-// multiple of 8 (an RGB stem) in NCHW. KILN_LAYOUT_PAD=N (default 4; 0: off) zero-pads the input channels of NHWC
-// convolutions with fewer to N.
-Status PlanLayout(Graph& g, bool allow_tf32, BuildReport& rep, ILogger& logger) {
-  const char* env = std::getenv("KILN_LAYOUT");
-  const std::string mode = env ? env : "";
-  if (mode == "nchw") return Status::Ok();
-  if (!mode.empty() && mode != "nhwc-fp32" && mode != "nhwc-fp16" && mode != "nhwc-c8")
-    return Err(StatusCode::kInvalidArgument, "KILN_LAYOUT must be nchw, nhwc-fp32, nhwc-fp16 or nhwc-c8, not '{}'",
-               mode);
-  LayoutOptions lo;
-  lo.float32 = mode == "nhwc-fp32" || (allow_tf32 && mode != "nhwc-fp16");
-  if (mode == "nhwc-c8") lo.channel_multiple = 8;
-  if (const char* pad = std::getenv("KILN_LAYOUT_PAD")) {
-    const std::string p = pad;
-    if (p != "0" && p != "4" && p != "8" && p != "16")
-      return Err(StatusCode::kInvalidArgument, "KILN_LAYOUT_PAD must be 0, 4, 8 or 16, not '{}'", p);
-    lo.pad_channels = std::stoi(p);
-  }
-  KILN_ASSIGN_OR_RETURN(LayoutReport lr, AssignLayout(g, lo));
-  rep.reformats_inserted += lr.reformats_inserted;
-  rep.reformats_eliminated += lr.reformats_eliminated;
-  for (const auto& d : lr.details) logger.log(Severity::kInfo, ("layout: " + d).c_str());
-  return Status::Ok();
-}
-
-// Runs the engine once at the first profile's opt shapes on random data; returns milliseconds.
+// Runs the engine once at the first profile's opt shapes on random data; returns milliseconds. On a backend with
+// device memory the inputs are uploaded and the outputs bound first, and a first enqueue prepares the launch plan.
 Result<double> TimeOnce(const EngineImpl& e) {
+  const DeviceApi* device = e.backend->Device();
   ExecutionContext context(std::make_unique<ExecutionContextImpl>(e));
   std::vector<Tensor> inputs;
+  std::vector<std::unique_ptr<void, std::function<void(void*)>>> buffers;
+  auto device_buffer = [&](size_t bytes) -> Result<void*> {
+    KILN_ASSIGN_OR_RETURN(void* p, device->Allocate(bytes, DeviceApi::Memory::kDevice));
+    buffers.emplace_back(p, [device](void* q) { device->Free(q, DeviceApi::Memory::kDevice); });
+    return p;
+  };
   std::mt19937 rng(1);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   for (const Value* in : e.graph->inputs) {
@@ -186,12 +130,35 @@ Result<double> TimeOnce(const EngineImpl& e) {
     const Dims d = it != e.profiles[0].end() ? it->second[1] : ToStatic(in->shape);
     Tensor t(in->dtype, d);
     for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, IsFloatType(in->dtype) ? u(rng) : 0.0);
+    void* address = t.raw();
+    if (device) {
+      KILN_ASSIGN_OR_RETURN(address, device_buffer(t.nbytes()));
+      Status st = device->Copy(address, t.raw(), t.nbytes(), DeviceApi::Direction::kToDevice, nullptr);
+      if (!st.ok()) return st.WithContext(fmt::format("uploading '{}' ({} bytes)", in->name, t.nbytes()));
+    }
     KILN_RETURN_IF_ERROR(context.setInputShape(in->name, d));
-    KILN_RETURN_IF_ERROR(context.setTensorAddress(in->name, t.raw()));
+    KILN_RETURN_IF_ERROR(context.setTensorAddress(in->name, address));
     inputs.push_back(std::move(t));
   }
+  void* stream = nullptr;
+  std::unique_ptr<void, std::function<void(void*)>> stream_owner;
+  if (device) {
+    for (const Value* o : e.graph->outputs) {
+      KILN_ASSIGN_OR_RETURN(Dims d, context.getTensorShape(o->name));
+      int64_t n = 1;
+      for (int64_t x : d) n *= std::max<int64_t>(x, 0);
+      KILN_ASSIGN_OR_RETURN(void* address, device_buffer(n * DataTypeSize(o->dtype)));
+      KILN_RETURN_IF_ERROR(context.setTensorAddress(o->name, address));
+    }
+    KILN_RETURN_IF_ERROR(device->Synchronize(nullptr));  // the inputs' pageable uploads have landed
+    KILN_ASSIGN_OR_RETURN(stream, device->CreateStream());
+    stream_owner = {stream, [device](void* s) { device->DestroyStream(s); }};
+    KILN_RETURN_IF_ERROR(context.enqueue(stream));  // prepares the launch plan
+    KILN_RETURN_IF_ERROR(device->Synchronize(stream));
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  KILN_RETURN_IF_ERROR(context.enqueue(nullptr));
+  KILN_RETURN_IF_ERROR(context.enqueue(stream));
+  if (device) KILN_RETURN_IF_ERROR(device->Synchronize(stream));
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -207,14 +174,13 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
     rep.phases_s.emplace_back(phase, std::chrono::duration<double>(now - lap_start).count());
     lap_start = now;
   };
-  const std::string backend = !cfg.backend().empty() ? cfg.backend() : CudaDeviceAvailable() ? "cuda" : "cpu";
-  if (backend != "cpu" && backend != "cuda")
-    return Err(StatusCode::kInvalidArgument, "unknown backend '{}': kiln has 'cpu' and 'cuda'", backend);
-  if (backend == "cuda" && !CudaDeviceAvailable())
-    return Err(StatusCode::kUnsupported,
-               "the cuda backend needs a CUDA device and none was found: build for the cpu reference backend "
-               "(--backend=cpu)");
-  KILN_RETURN_IF_ERROR(CheckPrecisionFlags(cfg, backend));
+  const Backend* backend = &DefaultBackend();
+  if (!cfg.backend().empty()) {
+    KILN_ASSIGN_OR_RETURN(backend, FindBackend(cfg.backend()));
+  }
+  KILN_RETURN_IF_ERROR(backend->CheckAvailable());
+  KILN_RETURN_IF_ERROR(backend->CheckConfig(cfg));
+  const BackendTraits traits = backend->Traits();
 
   auto e = std::make_unique<EngineImpl>();
   e->backend = backend;
@@ -226,7 +192,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   if (specialized) logger_.log(Severity::kInfo, "every dynamic input is fixed by the profile: building a static engine");
 
   lap("copy-network");
-  rep.backend = backend;
+  rep.backend = std::string(backend->Name());
   rep.layers_before = network.graph().nodes().size();  // as the network was given, before any specialization
   PassOptions po;
   po.evaluator = cpu::MakeConstEvaluator();
@@ -241,40 +207,26 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
     logger_.log(Severity::kVerbose, fmt::format("pass {}: {} rewrite(s)", p.name, p.rewrites).c_str());
     for (const auto& d : p.details) logger_.log(Severity::kVerbose, ("  " + d).c_str());
   }
-  if (backend == "cuda") {
+  if (traits.reduced_precision) {
     KILN_RETURN_IF_ERROR(PlanPrecision(g, cfg, rep, logger_));
     Status st = Reinfer(g);
     if (!st.ok()) return st.WithContext("re-inferring shapes after precision planning");
-    if (po.fuse) {
-      KILN_RETURN_IF_ERROR(PlanLayout(g, cfg.getFlag(BuilderFlag::kTF32), rep, logger_));
-      st = Reinfer(g);
-      if (!st.ok()) return st.WithContext("re-inferring shapes after layout planning");
-    }
-    lap("precision-and-layout");
   }
+  if (traits.channels_last && po.fuse) {
+    KILN_RETURN_IF_ERROR(PlanLayout(g, cfg, rep, logger_));
+    Status st = Reinfer(g);
+    if (!st.ok()) return st.WithContext("re-inferring shapes after layout planning");
+  }
+  if (traits.reduced_precision || traits.channels_last) lap("precision-and-layout");
   rep.layers_after = g.nodes().size();
-  auto missing = backend == "cuda" ? std::vector<std::string>{} : cpu::MissingKernels(g);
-  if (!missing.empty()) {
-    std::string msg = "the cpu backend has no kernel for:";
-    for (const auto& m : missing) msg += "\n  - " + m;
-    return Status(StatusCode::kUnsupported, msg);
-  }
-  for (const auto& n : g.nodes()) {
-    rep.op_counts[n->domain.empty() ? n->op_type : n->domain + "." + n->op_type] += 1;
-    if (backend == "cpu") e->tactics.push_back(TacticFor(*n));
-  }
   e->allow_tf32 = cfg.getFlag(BuilderFlag::kTF32);
+  KILN_ASSIGN_OR_RETURN(e->tactics, backend->ChooseTactics(BuildRequest{*e, cfg, rep, logger_}));
+  for (const auto& n : g.nodes()) rep.op_counts[n->domain.empty() ? n->op_type : n->domain + "." + n->op_type] += 1;
   e->build_flags = kBuildFlagOptimized;
   if (e->allow_tf32) e->build_flags |= kBuildFlagTF32;
   if (cfg.getFlag(BuilderFlag::kFP16)) e->build_flags |= kBuildFlagFP16;
   if (cfg.getFlag(BuilderFlag::kBF16)) e->build_flags |= kBuildFlagBF16;
-  if (backend == "cuda") {
-    std::map<std::string, Dims> opt;
-    for (const auto& [name, v] : e->profiles[0]) opt[name] = v[1];
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> tuned, InferAtShapes(g, opt));
-    KILN_ASSIGN_OR_RETURN(e->tactics, ChooseCudaTactics(g, *tuned, cfg, rep, logger_));
-    lap("tactics");
-  }
+  if (traits.tunes_tactics) lap("tactics");
   rep.tactics_selected = static_cast<int>(e->tactics.size());
 
   // Memory plan at the largest shapes any profile allows.
@@ -304,7 +256,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   rep.naive_activation_bytes = static_cast<size_t>(e->plan.naive_bytes);
   lap("memory-plan");
 
-  auto ms = backend == "cuda" ? TimeOnceCuda(*e) : TimeOnce(*e);
+  auto ms = TimeOnce(*e);
   if (!ms.ok()) return ms.status().WithContext("running the built engine once at the opt shapes");
   rep.estimated_latency_ms = *ms;
   lap("first-run");

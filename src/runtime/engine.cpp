@@ -20,6 +20,24 @@ const Value* EngineImpl::FindIO(const std::string& name) const {
   return v && (v->is_graph_input || v->is_graph_output) ? v : nullptr;
 }
 
+Result<std::shared_ptr<const Graph>> EngineImpl::TuningGraph() const {
+  std::lock_guard<std::mutex> lock(tuning_mu_);
+  if (tuning_graph_) return tuning_graph_;
+  std::map<std::string, Dims> opt;
+  for (const auto& [name, v] : profiles[0]) opt[name] = v[1];
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, InferAtShapes(*graph, opt));
+  tuning_graph_ = std::move(g);
+  return tuning_graph_;
+}
+
+Result<const BackendEngine*> EngineImpl::State() const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  if (!state_) {
+    KILN_ASSIGN_OR_RETURN(state_, backend->CreateEngine(*this));
+  }
+  return state_.get();
+}
+
 Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
@@ -66,7 +84,7 @@ Dims Engine::getProfileShape(const std::string& input, int profile, ProfileSelec
 
 size_t Engine::getDeviceMemorySize() const { return static_cast<size_t>(impl_->plan.arena_bytes); }
 int Engine::getNbLayers() const { return static_cast<int>(impl_->graph->nodes().size()); }
-std::string Engine::getBackend() const { return impl_->backend; }
+std::string Engine::getBackend() const { return std::string(impl_->backend->Name()); }
 std::string Engine::getBuildReportJson() const { return impl_->build_report_json; }
 
 std::string Engine::getLayerInformationJson() const {
@@ -87,7 +105,7 @@ std::string Engine::getLayerInformationJson() const {
                       {"inputs", ins},
                       {"outputs", outs}});
   }
-  nlohmann::json j = {{"backend", impl_->backend},
+  nlohmann::json j = {{"backend", getBackend()},
                       {"layers", layers},
                       {"memory", {{"arena_bytes", impl_->plan.arena_bytes}, {"naive_bytes", impl_->plan.naive_bytes}}}};
   return j.dump(2);
@@ -95,7 +113,7 @@ std::string Engine::getLayerInformationJson() const {
 
 Result<std::unique_ptr<ExecutionContext>> Engine::createExecutionContext() const {
   auto c = std::make_unique<ExecutionContextImpl>(*impl_);
-  if (impl_->backend == "cuda") KILN_RETURN_IF_ERROR(InitCudaContext(*c));
+  KILN_RETURN_IF_ERROR(c->Init());
   return std::make_unique<ExecutionContext>(std::move(c));
 }
 

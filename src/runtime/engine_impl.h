@@ -1,4 +1,6 @@
-// What an Engine holds once built or loaded, and what one ExecutionContext holds while it runs.
+// What an Engine holds once built or loaded, and what one ExecutionContext holds while it runs. The backend's side
+// of each is opaque here (backends/backend.h): an engine holds its backend's engine state, a context its backend's
+// context state.
 #pragma once
 
 #include <map>
@@ -8,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "kiln/runtime.h"
@@ -15,33 +18,22 @@
 
 namespace kiln {
 
-namespace cuda {
-class GpuEngine;
-class GpuContext;
-}  // namespace cuda
-
-// One optimization profile: per dynamic input, {min, opt, max}.
-using ProfileShapes = std::map<std::string, std::vector<Dims>>;
-
-class EngineImpl {
+class EngineImpl final : public EngineDesc {
  public:
-  std::unique_ptr<Graph> graph;          // the optimized graph, nodes in execution order
-  std::vector<ProfileShapes> profiles;   // at least one (empty maps for fully static networks)
-  MemoryPlan plan;                       // at the profiles' largest shapes
-  std::vector<std::string> tactics;      // per node, the kernel chosen
+  const Backend* backend = nullptr;  // found through backends/factory.h at build or load; never null after
   std::string build_report_json;
-  std::string backend = "cpu";
-  bool allow_tf32 = true;
   uint64_t build_flags = 0;  // EngineBuildFlag bits (engine/engine_file.h)
-  std::unordered_map<std::string, const BufferPlan*> plan_by_name;
-
-  // cuda: layers and weights on the device, created with the first context (a context needs the device).
-  mutable std::mutex gpu_mu;
-  mutable std::shared_ptr<cuda::GpuEngine> gpu;
-  Result<const cuda::GpuEngine*> Gpu() const;
 
   void Index();  // fills plan_by_name
   const Value* FindIO(const std::string& name) const;
+  Result<std::shared_ptr<const Graph>> TuningGraph() const override;
+  // The backend's engine state, created with the first context (a context may need the device).
+  Result<const BackendEngine*> State() const;
+
+ private:
+  mutable std::mutex tuning_mu_, state_mu_;
+  mutable std::shared_ptr<const Graph> tuning_graph_;
+  mutable std::shared_ptr<BackendEngine> state_;
 };
 
 class ExecutionContextImpl {
@@ -51,20 +43,18 @@ class ExecutionContextImpl {
   int profile = 0;
   std::map<std::string, Dims> input_shapes;   // set by setInputShape (static inputs are filled in at start)
   std::map<std::string, void*> addresses;     // caller-bound tensors
-  std::map<std::string, Tensor> last_outputs; // outputs of the last enqueue (for getOutputBuffer)
-  std::vector<uint8_t> arena_storage;
-  uint8_t* arena = nullptr;
   IProfiler* profiler = nullptr;
-  std::shared_ptr<cuda::GpuContext> gpu;  // cuda: arena, workspace, launch plans, CUDA graph
-  bool use_cuda_graph = false;
+  bool capture_graph = false;                 // setUseCudaGraph
+  std::unique_ptr<BackendContext> backend;    // made by Init (or the first enqueue)
 
+  // Creates the backend's context state (and the engine's, with the engine's first context).
+  Status Init();
   // The shape set for graph input `in`; an error where a dynamic input has none yet.
   Result<const Dims*> InputShape(const Value& in) const;
   // Output shapes at the current input shapes (cached per input-shape key).
   Result<std::map<std::string, Dims>> OutputShapes();
   // The engine graph inferred at the current input shapes (shape subgraphs folded), and its key.
-  Result<std::shared_ptr<const Graph>> ShapedGraph();
-  const std::string& shape_key() const { return cached_key_; }
+  Result<ShapedGraph> Shaped();
 
  private:
   std::string cached_key_;
@@ -74,8 +64,5 @@ class ExecutionContextImpl {
 
 // The graph inferred (and folded) at the given input shapes; inputs not named keep their shapes.
 Result<std::shared_ptr<Graph>> InferAtShapes(const Graph& g, const std::map<std::string, Dims>& shapes);
-// The CUDA backend's side of a context (execution_context_cuda.cpp): device state, and enqueue.
-Status InitCudaContext(ExecutionContextImpl& c);
-Status EnqueueCuda(ExecutionContextImpl& c, void* stream);
 
 }  // namespace kiln

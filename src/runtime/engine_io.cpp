@@ -1,40 +1,52 @@
-// EngineImpl <-> engine file bytes.
+// EngineImpl <-> engine file bytes. The header names the engine's backend and device; the loader asks the factory
+// for that backend and checks the engine against the device it runs on here.
 #include "runtime/engine_io.h"
 
+#include "backends/factory.h"
 #include "core/error.h"
 #include "engine/engine_file.h"
-
-#ifdef KILN_HAVE_CUDA
-#include "backends/cuda/device.h"
-#include "backends/cuda/handles.h"
-#endif
 
 namespace kiln {
 
 namespace {
 
-// What the current device is, as engine headers and timing caches name it (cuda only).
-Status FillCudaTarget(EngineTarget* t) {
-#ifdef KILN_HAVE_CUDA
-  KILN_ASSIGN_OR_RETURN(cuda::DeviceInfo info, cuda::GetDeviceInfo(0));
-  t->device_name = info.name;
-  t->compute_capability = info.cc_major * 10 + info.cc_minor;
-  t->cuda_version = static_cast<uint32_t>(info.runtime_version);
-  t->cublas_version = static_cast<uint32_t>(cuda::CublasLtVersion());
-  t->cudnn_version = static_cast<uint32_t>(cuda::CudnnVersion());
-  return Status::Ok();
-#else
-  return Err(StatusCode::kUnsupported, "this kiln was built without CUDA: cuda engines cannot be made or loaded");
-#endif
+void CopyDevice(const DeviceTarget& d, EngineTarget* t) {
+  t->device_name = d.device_name;
+  t->compute_capability = d.compute_capability;
+  t->cuda_version = d.cuda_version;
+  t->cublas_version = d.cublas_version;
+  t->cudnn_version = d.cudnn_version;
+}
+
+// What this process runs an engine built for `header`'s backend on. A backend this kiln lacks (or does not know)
+// is answered with the reference backend, so that the loader's compatibility check names both and says what to do.
+Result<EngineCompat> CompatFor(const Result<EngineHeader>& header, const Backend** backend) {
+  *backend = &ReferenceBackend();
+  if (header.ok()) {
+    auto found = FindBackend(header->target.backend);
+    if (found.ok()) *backend = *found;
+  }
+  const Backend& b = **backend;
+  const std::string context = fmt::format("loading a {} engine", b.Name());
+  KILN_RETURN_IF_ERROR(b.CheckAvailable().WithContext(context));
+  auto here = b.Target();
+  if (!here.ok()) return here.status().WithContext(context);
+  EngineCompat compat;
+  compat.backend = std::string(b.Name());
+  compat.device_name = here->device_name;
+  compat.compute_capability = here->compute_capability;
+  compat.cuda_version = here->cuda_version;
+  return compat;
 }
 
 }  // namespace
 
 Result<std::vector<uint8_t>> SerializeEngineImpl(const EngineImpl& e) {
   EngineContents c;
-  c.target.backend = e.backend;
+  c.target.backend = std::string(e.backend->Name());
   c.target.build_flags = e.build_flags;
-  if (e.backend == "cuda") KILN_RETURN_IF_ERROR(FillCudaTarget(&c.target));
+  KILN_ASSIGN_OR_RETURN(DeviceTarget device, e.backend->Target());
+  CopyDevice(device, &c.target);
   c.graph = e.graph->Clone();
   for (const ProfileShapes& p : e.profiles) {
     EngineProfile ep;
@@ -48,21 +60,11 @@ Result<std::vector<uint8_t>> SerializeEngineImpl(const EngineImpl& e) {
 }
 
 Result<std::unique_ptr<EngineImpl>> DeserializeEngineImpl(const uint8_t* data, size_t size) {
-  EngineCompat compat;
-  compat.backend = "cpu";
-  auto header = ReadEngineHeader(data, size);
-  if (header.ok() && header->target.backend == "cuda") {
-    // A cuda engine runs where a GPU of its architecture is.
-    EngineTarget here;
-    KILN_RETURN_IF_ERROR(FillCudaTarget(&here).WithContext("loading a cuda engine"));
-    compat.backend = "cuda";
-    compat.device_name = here.device_name;
-    compat.compute_capability = here.compute_capability;
-    compat.cuda_version = here.cuda_version;
-  }
+  const Backend* backend = nullptr;
+  KILN_ASSIGN_OR_RETURN(EngineCompat compat, CompatFor(ReadEngineHeader(data, size), &backend));
   KILN_ASSIGN_OR_RETURN(EngineContents c, DeserializeEngine(data, size, compat));
   auto e = std::make_unique<EngineImpl>();
-  e->backend = c.target.backend;
+  e->backend = backend;
   e->build_flags = c.target.build_flags;
   e->allow_tf32 = (c.target.build_flags & kBuildFlagTF32) != 0;
   e->graph = std::move(c.graph);

@@ -187,8 +187,12 @@ Result<int64_t> BytesAtBatch2(const Value& v) {
   return n;
 }
 
+// Engines in these tests are for the cpu backend, and load where it runs.
+const EngineCompat kOnCpu{"cpu"};
+
 EngineContents MakeContents(std::unique_ptr<Graph> g) {
   EngineContents e;
+  e.target.backend = "cpu";
   e.graph = std::move(g);
   auto plan = PlanMemory(*e.graph, BytesAtBatch2);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
@@ -230,7 +234,7 @@ TEST(EngineFile, RoundTripKeepsEverythingAndRunsTheSame) {
   EXPECT_EQ(hdr->target.backend, "cpu");
   EXPECT_EQ(hdr->kiln_version, KilnVersion());
 
-  auto back = DeserializeEngine(bytes->data(), bytes->size(), EngineCompat{});
+  auto back = DeserializeEngine(bytes->data(), bytes->size(), kOnCpu);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ExpectSameGraph(*e.graph, *back->graph);
   EXPECT_EQ(back->tactics, e.tactics);
@@ -270,6 +274,7 @@ TEST(EngineFile, RoundTripKeepsEverythingAndRunsTheSame) {
 
 TEST(EngineFile, ConstantsOfEveryTypeRoundTrip) {
   EngineContents src;
+  src.target.backend = "cpu";
   src.graph = std::make_unique<Graph>();
   Graph& g = *src.graph;
   g.name = "consts";
@@ -314,7 +319,7 @@ TEST(EngineFile, ConstantsOfEveryTypeRoundTrip) {
 
   auto bytes = SerializeEngine(src);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  auto back = DeserializeEngine(bytes->data(), bytes->size(), EngineCompat{});
+  auto back = DeserializeEngine(bytes->data(), bytes->size(), kOnCpu);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ExpectSameGraph(g, *back->graph);
   EXPECT_EQ(back->graph->FindValue("dead_weight"), nullptr);
@@ -326,6 +331,7 @@ TEST(EngineFile, ConstantsOfEveryTypeRoundTrip) {
 
   // A string constant cannot be written: a clear error, not a crash.
   EngineContents sc;
+  sc.target.backend = "cpu";
   sc.graph = std::make_unique<Graph>();
   Graph& s = *sc.graph;
   Value* in = s.AddValue("in");
@@ -356,13 +362,13 @@ TEST(EngineFile, MismatchMessagesSayWhichAndWhatToDo) {
 
   std::vector<uint8_t> b = good;
   std::memcpy(b.data(), "PK\x03\x04....", 8);
-  ExpectError(b, {}, {"not a kiln engine", "KILNENG1"});
+  ExpectError(b, kOnCpu, {"not a kiln engine", "KILNENG1"});
 
   for (uint32_t v : {kEngineFormatVersion + 1, kEngineFormatVersion - 1}) {
     b = good;
     engine_layout::Put32(b.data() + engine_layout::kFormatVersion, v);
     ResealEngine(b);
-    ExpectError(b, {}, {"format version", v > kEngineFormatVersion ? "newer" : "older", "rebuild the engine with this kiln"});
+    ExpectError(b, kOnCpu, {"format version", v > kEngineFormatVersion ? "newer" : "older", "rebuild the engine with this kiln"});
   }
 
   auto g = ImportTestModel();
@@ -374,7 +380,7 @@ TEST(EngineFile, MismatchMessagesSayWhichAndWhatToDo) {
   cuda.target.cuda_version = 12040;
   auto cb = SerializeEngine(cuda);
   ASSERT_TRUE(cb.ok());
-  ExpectError(*cb, EngineCompat{}, {"built for cuda", "runs cpu", "rebuild"});
+  ExpectError(*cb, kOnCpu, {"built for cuda", "runs cpu", "rebuild"});
   EngineCompat a100{"cuda", "NVIDIA A100-SXM4-80GB", 80, 12040};
   ExpectError(*cb, a100, {"built for sm_90 (NVIDIA H100 80GB HBM3)", "this GPU is sm_80", "rebuild the engine on this GPU"});
   EngineCompat old_cuda{"cuda", "NVIDIA H100", 90, 12020};
@@ -389,23 +395,23 @@ TEST(EngineFile, MismatchMessagesSayWhichAndWhatToDo) {
 
   b = good;
   b[b.size() - 3] ^= 0x10;  // a weight byte
-  ExpectError(b, {}, {"checksum mismatch", "corrupted"});
+  ExpectError(b, kOnCpu, {"checksum mismatch", "corrupted"});
   b = good;
   b.push_back(0);
-  ExpectError(b, {}, {"extra bytes", "corrupted"});
+  ExpectError(b, kOnCpu, {"extra bytes", "corrupted"});
 
   // A payload that fails the FlatBuffers verifier (root offset out of range), with a valid checksum.
   b = good;
   engine_layout::Put32(b.data() + kEngineHeaderSize, 0x7FFFFFF0u);
   ResealEngine(b);
-  ExpectError(b, {}, {"FlatBuffers verification", "corrupted"});
+  ExpectError(b, kOnCpu, {"FlatBuffers verification", "corrupted"});
 }
 
 TEST(EngineFile, EveryTruncationIsAnError) {
   const std::vector<uint8_t> good = SmallEngine();
   ASSERT_FALSE(good.empty());
   for (size_t len = 0; len < good.size(); ++len) {
-    auto r = DeserializeEngine(good.data(), len, EngineCompat{});
+    auto r = DeserializeEngine(good.data(), len, kOnCpu);
     ASSERT_FALSE(r.ok()) << "truncated to " << len << " bytes was accepted";
     if (len >= 8) {
       EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
@@ -415,7 +421,7 @@ TEST(EngineFile, EveryTruncationIsAnError) {
             << r.status().message();
     }
   }
-  auto none = DeserializeEngine(nullptr, 0, EngineCompat{});
+  auto none = DeserializeEngine(nullptr, 0, kOnCpu);
   EXPECT_FALSE(none.ok());
 }
 
@@ -444,7 +450,7 @@ TEST(EngineFile, FuzzedEnginesNeverCrash) {
       }
     }
     if (mode >= 2) ResealEngine(b);
-    auto r = DeserializeEngine(b.data(), b.size(), EngineCompat{});
+    auto r = DeserializeEngine(b.data(), b.size(), kOnCpu);
     if (!r.ok()) {
       ++rejected;
       EXPECT_FALSE(r.status().message().empty());
@@ -473,25 +479,25 @@ TEST(EngineFile, SaveAndLoadFiles) {
   ASSERT_NE(g, nullptr);
   EngineContents e = MakeContents(std::move(g));
   ASSERT_TRUE(SaveEngineFile(path, e).ok());
-  auto back = LoadEngineFile(path, EngineCompat{});
+  auto back = LoadEngineFile(path, kOnCpu);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ExpectSameGraph(*e.graph, *back->graph);
 
-  auto missing = LoadEngineFile((dir / "nope.engine").string(), EngineCompat{});
+  auto missing = LoadEngineFile((dir / "nope.engine").string(), kOnCpu);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("nope.engine"), std::string::npos);
 
   const std::string cut = (dir / "cut.engine").string();
   std::filesystem::copy_file(path, cut);
   std::filesystem::resize_file(cut, 1000);
-  auto rc = LoadEngineFile(cut, EngineCompat{});
+  auto rc = LoadEngineFile(cut, kOnCpu);
   ASSERT_FALSE(rc.ok());
   EXPECT_NE(rc.status().message().find("cut.engine"), std::string::npos);
   EXPECT_NE(rc.status().message().find("truncated"), std::string::npos);
 
   const std::string empty = (dir / "empty.engine").string();
   std::ofstream(empty).close();
-  EXPECT_FALSE(LoadEngineFile(empty, EngineCompat{}).ok());
+  EXPECT_FALSE(LoadEngineFile(empty, kOnCpu).ok());
   EXPECT_FALSE(SaveEngineFile((dir / "no_such_dir" / "x.engine").string(), e).ok());
   std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,91 @@
+// The CPU reference backend (see cpu_backend.h): which settings it takes, its tactics (a kernel per node, no
+// timing), and node-by-node graph runs.
+#include "backends/cpu/cpu_backend.h"
+
+#include <thread>
+
+#include "backends/cpu/executor.h"
+#include "core/error.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+constexpr std::string_view kName = "cpu";
+
+// The one report of the nodes without a CPU kernel (empty: every node has one).
+Status CheckKernels(const Graph& g) {
+  const auto missing = MissingKernels(g);
+  if (missing.empty()) return Status::Ok();
+  std::string msg = fmt::format("the {} backend has no kernel for:", kName);
+  for (const auto& m : missing) msg += "\n  - " + m;
+  return Status(StatusCode::kUnsupported, msg);
+}
+
+std::string TacticFor(const Node& n) {
+  static const char* kBlas[] = {"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv", "FusedGemm", "FusedMatMul"};
+  for (const char* op : kBlas)
+    if (n.op_type == op) return "cpu.openblas";
+  return "cpu.reference";
+}
+
+class CpuBackendImpl final : public Backend {
+ public:
+  std::string_view Name() const override { return kName; }
+  Status CheckAvailable() const override { return Status::Ok(); }
+  std::string Description() const override {
+    return fmt::format("the host CPU, {} hardware threads (reference kernels; GEMM and convolution through OpenBLAS)",
+                       std::thread::hardware_concurrency());
+  }
+  BackendTraits Traits() const override { return {}; }
+  const DeviceApi* Device() const override { return nullptr; }
+
+  Status CheckConfig(const BuilderConfig& cfg) const override {
+    const std::pair<BuilderFlag, const char*> flags[] = {{BuilderFlag::kFP16, "--fp16"},
+                                                         {BuilderFlag::kBF16, "--bf16"},
+                                                         {BuilderFlag::kINT8, "--int8"},
+                                                         {BuilderFlag::kFP8, "--fp8"}};
+    for (const auto& [f, name] : flags)
+      if (cfg.getFlag(f))
+        return Err(StatusCode::kUnsupported,
+                   "{} is not available yet: the {} backend computes in the network's own types, and "
+                   "reduced-precision kernels come with the CUDA backend; build without {}",
+                   name, kName, name);
+    if (!cfg.layerPrecisions().empty() || !cfg.layerOutputTypes().empty())
+      return Err(StatusCode::kUnsupported,
+                 "per-layer precisions (--layerPrecisions/--layerOutputTypes) need the precision planner, which is "
+                 "not built yet");
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ChooseTactics(const BuildRequest& r) const override {
+    const Graph& g = *r.engine.graph;
+    KILN_RETURN_IF_ERROR(CheckKernels(g));
+    std::vector<std::string> tactics;
+    for (const auto& n : g.nodes()) tactics.push_back(TacticFor(*n));
+    return tactics;
+  }
+
+  Result<DeviceTarget> Target() const override { return DeviceTarget{}; }
+
+  Result<std::shared_ptr<BackendEngine>> CreateEngine(const EngineDesc& engine) const override {
+    return MakeEngine(engine);
+  }
+
+  Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                                 const GraphRunOptions& options) const override {
+    KILN_RETURN_IF_ERROR(CheckKernels(g));
+    RunOptions ro;
+    ro.keep_all = options.keep_all;
+    return cpu::RunGraph(g, inputs, ro);
+  }
+};
+
+}  // namespace
+
+const Backend& CpuBackend() {
+  static const CpuBackendImpl backend;
+  return backend;
+}
+
+}  // namespace kiln::cpu

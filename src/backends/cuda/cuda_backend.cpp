@@ -1,0 +1,180 @@
+// The CUDA backend (see cuda_backend.h): the settings it takes, the support check (one report listing every node
+// without a GPU layer), tactic selection with the timing cache, the engine's layers and weights on the device, and
+// contexts over the planned executor.
+#include "backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include "backends/cuda/capture_guard.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/engine_exec.h"
+#include "backends/cuda/graph_runner.h"
+#include "backends/cuda/handles.h"
+#include "backends/cuda/timing_cache.h"
+#include "backends/cuda/tuning.h"
+#include "core/error.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr std::string_view kName = "cuda";
+
+// One context: its arena, workspace and launch plans (engine_exec.h). Outputs go to the caller's addresses.
+class CudaContext final : public BackendContext {
+ public:
+  CudaContext(const GpuEngine& engine, const MemoryPlan& plan) : gpu_(engine, plan) {}
+
+  Status Enqueue(const EnqueueArgs& args) override {
+    KILN_ASSIGN_OR_RETURN(ShapedGraph shaped, args.shaped_graph());  // checks every input has a shape
+    gpu_.set_use_cuda_graph(args.capture_graph);
+    return gpu_.Enqueue(static_cast<cudaStream_t>(args.stream), std::move(shaped.graph), shaped.key, args.addresses,
+                        args.profiler);
+  }
+
+  Result<const void*> OutputBuffer(const std::string& name,
+                                   const std::map<std::string, void*>& addresses) const override {
+    auto a = addresses.find(name);
+    if (a == addresses.end())
+      return Err(StatusCode::kNotFound, "no output named '{}' is bound (call setTensorAddress and enqueue first)", name);
+    return static_cast<const void*>(a->second);
+  }
+
+ private:
+  GpuContext gpu_;
+};
+
+class CudaEngine final : public BackendEngine {
+ public:
+  CudaEngine(const EngineDesc& e, std::unique_ptr<GpuEngine> gpu) : e_(e), gpu_(std::move(gpu)) {}
+  Result<std::unique_ptr<BackendContext>> CreateContext() const override {
+    return std::unique_ptr<BackendContext>(std::make_unique<CudaContext>(*gpu_, e_.plan));
+  }
+
+ private:
+  const EngineDesc& e_;
+  std::unique_ptr<GpuEngine> gpu_;
+};
+
+class CudaBackendImpl final : public Backend {
+ public:
+  std::string_view Name() const override { return kName; }
+
+  Status CheckAvailable() const override {
+    if (DeviceCount() > 0) return Status::Ok();
+    return Err(StatusCode::kUnsupported,
+               "the cuda backend needs a CUDA device and none was found: use the cpu reference backend "
+               "(--backend=cpu), or run on a machine with an NVIDIA GPU");
+  }
+
+  std::string Description() const override {
+    if (DeviceCount() == 0) return "no CUDA device found";
+    auto info = GetDeviceInfo(0);
+    return info.ok() ? info->ToString() : info.status().message();
+  }
+
+  BackendTraits Traits() const override {
+    BackendTraits t;
+    t.reduced_precision = true;
+    t.channels_last = true;
+    t.tunes_tactics = true;
+    t.graph_capture = true;
+    return t;
+  }
+
+  const DeviceApi* Device() const override { return &CudaDeviceApi(); }
+
+  Status CheckConfig(const BuilderConfig& cfg) const override {
+    if (cfg.getFlag(BuilderFlag::kINT8) || cfg.getFlag(BuilderFlag::kFP8))
+      return Err(StatusCode::kUnsupported,
+                 "{} is not available yet: INT8/FP8 kernels and calibration come with the quantization work; build "
+                 "with --fp16 or --bf16",
+                 cfg.getFlag(BuilderFlag::kINT8) ? "--int8" : "--fp8");
+    if (!cfg.layerOutputTypes().empty())
+      return Err(StatusCode::kUnsupported, "--layerOutputTypes is not supported yet; use --layerPrecisions");
+    for (const auto& [layer, t] : cfg.layerPrecisions())
+      if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+        return Err(StatusCode::kUnsupported,
+                   "--layerPrecisions {}:{}: the cuda backend computes layers in fp32, fp16 or bf16", layer,
+                   DataTypeName(t));
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ChooseTactics(const BuildRequest& r) const override {
+    const BuilderConfig& cfg = r.config;
+    ILogger& logger = r.logger;
+    const Graph& g = *r.engine.graph;
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> tuned, r.engine.TuningGraph());
+    const bool tf32 = cfg.getFlag(BuilderFlag::kTF32);
+    KILN_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> candidates, CheckSupport(g, *tuned, tf32));
+    TimingCache cache;
+    const std::string& path = cfg.timingCacheFile();
+    if (!path.empty()) {
+      KILN_ASSIGN_OR_RETURN(std::string warning, cache.Load(path));
+      if (!warning.empty()) logger.log(Severity::kWarning, warning.c_str());
+      else if (cache.size())
+        logger.log(Severity::kInfo, fmt::format("timing cache '{}': {} entries", path, cache.size()).c_str());
+    }
+    TuneOptions to;
+    to.avg_timing = cfg.avgTimingIterations();
+    to.allow_tf32 = tf32;
+    to.cache = path.empty() ? nullptr : &cache;
+    to.log = [&](const std::string& line) { logger.log(Severity::kVerbose, line.c_str()); };
+    TuneReport tr;
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, SelectTactics(g, *tuned, candidates, to, &tr));
+    for (const auto& f : tr.failures) logger.log(Severity::kVerbose, ("tactic failed: " + f).c_str());
+    BuildReport& rep = r.report;
+    rep.layers_timed = tr.timed;
+    rep.timing_cache_hits = tr.cache_hits;
+    rep.candidates_timed = tr.candidates;
+    rep.tuning_time_s = tr.seconds;
+    logger.log(Severity::kInfo, fmt::format("tactics: {} layer(s), {} timed ({} candidates, {:.2f} s), {} from the "
+                                            "timing cache",
+                                            tr.layers, tr.timed, tr.candidates, tr.seconds, tr.cache_hits)
+                                    .c_str());
+    if (!path.empty()) KILN_RETURN_IF_ERROR(cache.Save(path));
+    auto info = GetDeviceInfo(0);
+    if (info.ok()) rep.device = info->name;
+    return tactics;
+  }
+
+  Result<DeviceTarget> Target() const override {
+    KILN_ASSIGN_OR_RETURN(DeviceInfo info, GetDeviceInfo(0));
+    DeviceTarget t;
+    t.device_name = info.name;
+    t.compute_capability = info.cc_major * 10 + info.cc_minor;
+    t.cuda_version = static_cast<uint32_t>(info.runtime_version);
+    t.cublas_version = static_cast<uint32_t>(CublasLtVersion());
+    t.cudnn_version = static_cast<uint32_t>(CudnnVersion());
+    return t;
+  }
+
+  Result<std::shared_ptr<BackendEngine>> CreateEngine(const EngineDesc& e) const override {
+    if (DeviceCount() == 0)
+      return Err(StatusCode::kUnsupported, "this engine was built for the cuda backend but no CUDA device is available");
+    // Layers are created for the shapes they were tuned at: the first profile's opt shapes.
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> tuned, e.TuningGraph());
+    // Uploads, cuDNN plans and a device synchronize: not while another context captures (capture_guard.h).
+    NoCaptureScope no_capture;
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<GpuEngine> gpu, GpuEngine::Create(*e.graph, *tuned, e.tactics, e.allow_tf32));
+    return std::shared_ptr<BackendEngine>(std::make_shared<CudaEngine>(e, std::move(gpu)));
+  }
+
+  Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                                 const GraphRunOptions& options) const override {
+    GpuRunOptions go;
+    go.keep_all = options.keep_all;
+    go.tactics = options.tactics;
+    go.allow_tf32 = options.allow_tf32;
+    return cuda::RunGraph(g, inputs, go);
+  }
+};
+
+}  // namespace
+
+const Backend& CudaBackend() {
+  static const CudaBackendImpl backend;
+  return backend;
+}
+
+}  // namespace kiln::cuda
