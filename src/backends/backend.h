@@ -152,6 +152,10 @@ class Backend {
   // ---- build ----
   // Checks the config's precision flags and per-layer settings against what the backend computes.
   virtual Status CheckConfig(const BuilderConfig& config) const = 0;
+  // Whether the backend's kernel for `n` computes in float type `t` (kernels declare the types they take); the
+  // precision planner keeps a node float32 where its kernel takes no reduced type. Nodes without a kernel: true
+  // (ChooseTactics reports them).
+  virtual bool ComputesIn(const Node& n, DataType t) const = 0;
   // One tactic per node of request.engine.graph. Fails with one report listing every node the backend cannot run.
   virtual Result<std::vector<std::string>> ChooseTactics(const BuildRequest& request) const = 0;
   // The device engines are built for here (written into engine headers, checked when they load).

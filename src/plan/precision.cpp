@@ -199,15 +199,20 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
     auto pin = opts.layer_precision.find(n.name);
     if (pin != opts.layer_precision.end()) target = pin->second;
     bool lower = target != DataType::kFloat32 && has_float && !KeepsFloat32(n);
+    std::string why_fp32 = "op kept exact";
     if (lower && IsShapeArithmetic(n)) {
       lower = false;
-      rep.details.push_back(n.Where() + ": computes in float32 (small tensors: shape or scale arithmetic)");
+      why_fp32 = "small tensors: shape or scale arithmetic";
+    } else if (lower && opts.kernel_takes && !opts.kernel_takes(n, target)) {
+      lower = false;  // the backend's kernel for this node declares no reduced-type variant
+      why_fp32 = std::string("the backend's kernel takes no ") + DataTypeName(target);
     }
     if (has_float && pin != opts.layer_precision.end())
       rep.details.push_back(n.Where() + ": computes in " + DataTypeName(lower ? target : DataType::kFloat32) +
-                            " (--layerPrecisions)");
+                            (lower || target == DataType::kFloat32 ? " (--layerPrecisions)"
+                                                                    : " (--layerPrecisions; " + why_fp32 + ")"));
     else if (has_float && !lower && low != DataType::kFloat32)
-      rep.details.push_back(n.Where() + ": computes in float32 (op kept exact)");
+      rep.details.push_back(n.Where() + ": computes in float32 (" + why_fp32 + ")");
     if (has_float && (low != DataType::kFloat32 || pin != opts.layer_precision.end()))
       (lower ? rep.lowered : rep.kept_fp32) += 1;
     for (size_t i = 0; i < n.inputs.size(); ++i) {

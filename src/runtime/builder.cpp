@@ -208,7 +208,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
     for (const auto& d : p.details) logger_.log(Severity::kVerbose, ("  " + d).c_str());
   }
   if (traits.reduced_precision) {
-    KILN_RETURN_IF_ERROR(PlanPrecision(g, cfg, rep, logger_));
+    KILN_RETURN_IF_ERROR(PlanPrecision(g, cfg, *backend, rep, logger_));
     Status st = Reinfer(g);
     if (!st.ok()) return st.WithContext("re-inferring shapes after precision planning");
   }

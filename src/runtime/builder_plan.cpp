@@ -41,8 +41,10 @@ Result<int> LayoutPad(const BuilderConfig& cfg) {
 
 }  // namespace
 
-Status PlanPrecision(Graph& g, const BuilderConfig& cfg, BuildReport& rep, ILogger& logger) {
+Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend, BuildReport& rep,
+                     ILogger& logger) {
   PrecisionOptions po;
+  po.kernel_takes = [&backend](const Node& n, DataType t) { return backend.ComputesIn(n, t); };
   if (cfg.getFlag(BuilderFlag::kFP16)) po.low = DataType::kFloat16;
   else if (cfg.getFlag(BuilderFlag::kBF16)) po.low = DataType::kBFloat16;
   for (const auto& [layer, t] : cfg.layerPrecisions()) {

@@ -164,6 +164,32 @@ TEST(Precision, PinnedLayerStaysFloat32) {
   EXPECT_EQ(rep->kept_fp32, 1);
 }
 
+TEST(Precision, NodeWhoseKernelTakesNoReducedTypeStaysFloat32) {
+  auto g = MakeGraph();
+  PrecisionOptions o;
+  o.low = DataType::kFloat16;
+  std::vector<std::string> asked;
+  // A backend whose Softmax kernel declares float32 only; every other kernel takes float16.
+  o.kernel_takes = [&](const Node& n, DataType t) {
+    asked.push_back(n.name);
+    EXPECT_EQ(t, DataType::kFloat16);
+    return n.op_type != "Softmax";
+  };
+  auto rep = AssignPrecision(*g, o);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  ASSERT_TRUE(Reinfer(*g).ok());
+  EXPECT_EQ(Find(*g, "softmax")->inputs[0]->dtype, DataType::kFloat32);
+  EXPECT_EQ(Find(*g, "softmax")->outputs[0]->dtype, DataType::kFloat32);
+  EXPECT_EQ(Find(*g, "relu")->outputs[0]->dtype, DataType::kFloat16);
+  EXPECT_EQ(rep->kept_fp32, 1);
+  EXPECT_EQ(rep->lowered, 3);
+  bool said = false;
+  for (const std::string& d : rep->details) said |= d.find("softmax") != std::string::npos &&
+                                                   d.find("kernel takes no float16") != std::string::npos;
+  EXPECT_TRUE(said) << ::testing::PrintToString(rep->details);
+  EXPECT_EQ(asked.size(), 4u) << "every lowerable node is asked once";
+}
+
 TEST(Precision, OneLayerInBf16InAFloat32Engine) {
   auto g = MakeGraph();
   PrecisionOptions o;

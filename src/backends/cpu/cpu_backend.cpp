@@ -38,6 +38,8 @@ class CpuBackendImpl final : public Backend {
                        std::thread::hardware_concurrency());
   }
   BackendTraits Traits() const override { return {}; }
+  // The reference kernels take every float type (reduced types computed in float32).
+  bool ComputesIn(const Node& n, DataType t) const override { return true; }
   const DeviceApi* Device() const override { return nullptr; }
 
   Status CheckConfig(const BuilderConfig& cfg) const override {

@@ -3,6 +3,8 @@
 // contexts over the planned executor.
 #include "backends/cuda/cuda_backend.h"
 
+#include <algorithm>
+
 #include <cuda_runtime.h>
 
 #include "backends/cuda/capture_guard.h"
@@ -83,6 +85,11 @@ class CudaBackendImpl final : public Backend {
   }
 
   const DeviceApi* Device() const override { return &CudaDeviceApi(); }
+
+  bool ComputesIn(const Node& n, DataType t) const override {
+    const LayerFactory* f = Layers().Find(n);
+    return !f || std::find(f->compute_types.begin(), f->compute_types.end(), t) != f->compute_types.end();
+  }
 
   Status CheckConfig(const BuilderConfig& cfg) const override {
     if (cfg.getFlag(BuilderFlag::kINT8) || cfg.getFlag(BuilderFlag::kFP8))

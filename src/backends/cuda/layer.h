@@ -87,6 +87,9 @@ struct LayerFactory {
   std::function<Result<std::vector<std::string>>(const LayerSpec&)> tactics;
   // Creates the layer for one of the tactics (weights uploaded/repacked here, once).
   std::function<Result<std::unique_ptr<Layer>>(const LayerSpec&, const std::string& tactic)> create;
+  // The float types the layer computes in (its float data inputs and outputs); the precision planner keeps a node
+  // float32 where the engine's reduced type is not listed. A layer that takes only some lists them here.
+  std::vector<DataType> compute_types = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 };
 
 class LayerRegistry {
