@@ -17,7 +17,7 @@ add_custom_command(
   VERBATIM)
 add_custom_target(kiln_engine_schema DEPENDS ${KILN_ENGINE_GEN_DIR}/engine_generated.h)
 add_dependencies(kiln kiln_engine_schema)
-target_include_directories(kiln PUBLIC $<BUILD_INTERFACE:${KILN_ENGINE_GEN_DIR}>)
+target_include_directories(kiln PRIVATE ${KILN_ENGINE_GEN_DIR})  # internal: the library and its tests
 target_include_directories(kiln PRIVATE
   $<TARGET_PROPERTY:flatbuffers::flatbuffers,INTERFACE_INCLUDE_DIRECTORIES>)
 # The kiln version written into engine headers.

@@ -13,6 +13,7 @@
 #include "runtime/builder_plan.h"
 #include "runtime/engine_impl.h"
 #include "runtime/engine_io.h"
+#include "runtime/network_graph.h"
 
 namespace kiln {
 
@@ -184,7 +185,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
 
   auto e = std::make_unique<EngineImpl>();
   e->backend = backend;
-  e->graph = network.graph().Clone();
+  e->graph = GraphOf(network).Clone();
   Graph& g = *e->graph;
   if (g.outputs.empty()) return Err(StatusCode::kInvalidArgument, "the network has no outputs: mark at least one");
   KILN_ASSIGN_OR_RETURN(e->profiles, ResolveProfiles(g, cfg));
@@ -193,7 +194,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
 
   lap("copy-network");
   rep.backend = std::string(backend->Name());
-  rep.layers_before = network.graph().nodes().size();  // as the network was given, before any specialization
+  rep.layers_before = GraphOf(network).nodes().size();  // as the network was given, before any specialization
   PassOptions po;
   po.evaluator = cpu::MakeConstEvaluator();
   po.fuse = cfg.builderOptimizationLevel() > 0;
