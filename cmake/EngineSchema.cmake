@@ -1,5 +1,5 @@
 # FlatBuffers engine schema: generates engine_generated.h from src/engine/engine.fbs into the build tree
-# (owned by the engine-file work). Included from src/CMakeLists.txt after the kiln target is defined, so the
+# (owned by the engine-file work). Included from src/CMakeLists.txt before the stages are defined, so the
 # kiln sources can `#include "engine_generated.h"`. The FlatBuffers runtime used here (builder, verifier) is
 # header-only, so only its include directory is used (linking the static libflatbuffers.a, which is not
 # position-independent, would break a shared Python module later).
@@ -16,9 +16,4 @@ add_custom_command(
   COMMENT "flatc: engine.fbs -> engine_generated.h"
   VERBATIM)
 add_custom_target(kiln_engine_schema DEPENDS ${KILN_ENGINE_GEN_DIR}/engine_generated.h)
-add_dependencies(kiln kiln_engine_schema)
-target_include_directories(kiln PUBLIC $<BUILD_INTERFACE:${KILN_ENGINE_GEN_DIR}>)
-target_include_directories(kiln PRIVATE
-  $<TARGET_PROPERTY:flatbuffers::flatbuffers,INTERFACE_INCLUDE_DIRECTORIES>)
-# The kiln version written into engine headers.
-target_compile_definitions(kiln PRIVATE KILN_VERSION_STRING="${PROJECT_VERSION}")
+# The engine stage (src/CMakeLists.txt) compiles against the generated header and the FlatBuffers runtime.

@@ -1,6 +1,8 @@
-// kiln — the public API in one include.
+// kiln — the public API in one include (the debug API, kiln/debug.h, and the formatting helper, kiln/error.h, are
+// included on their own).
 #pragma once
 
+#include "kiln/backend.h"
 #include "kiln/builder.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
@@ -8,4 +10,5 @@
 #include "kiln/profiler.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "kiln/tensor.h"
 #include "kiln/types.h"

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -18,6 +19,22 @@ class Graph;
 // An attribute value for NetworkDefinition::addOp.
 using AttrValue = std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>>;
 using AttrMap = std::map<std::string, AttrValue>;
+
+// A tensor of a network, as the network describes it.
+struct NetworkTensor {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  Dims dims;                           // -1 where the dimension is not fixed
+  std::vector<std::string> dim_names;  // per dimension: its value, its symbol ("batch", "seq+1"), or "?"
+  std::string type;                    // "float32[batch,3,224,224]"
+};
+
+// A layer (node) of a network.
+struct NetworkLayer {
+  std::string name, op_type;
+  std::string domain;                        // "" for ONNX's default domain
+  std::vector<std::string> inputs, outputs;  // tensor names ("" for an omitted optional input)
+};
 
 class NetworkDefinition {
  public:
@@ -43,14 +60,18 @@ class NetworkDefinition {
   std::string getInputName(int index) const;
   std::string getOutputName(int index) const;
   int getNbLayers() const;
+  NetworkTensor getInput(int index) const;   // an empty name where index is out of range
+  NetworkTensor getOutput(int index) const;
+  NetworkLayer getLayer(int index) const;    // layers in execution order
+  size_t getWeightBytes() const;             // bytes of every constant (weights)
+  // The network as text: one line per layer with its inputs' and outputs' types (`kiln run --verbose`).
+  std::string toString() const;
   int64_t getOpset() const;
   void setOpset(int64_t opset);
 
-  // Internal: the IR graph (used by the builder and the parser).
-  Graph& graph();
-  const Graph& graph() const;
-
  private:
+  friend Graph& GraphOf(NetworkDefinition& network);  // the builder's and the parser's access (internal)
+  friend const Graph& GraphOf(const NetworkDefinition& network);
   std::unique_ptr<Graph> graph_;
   int64_t opset_ = 17;
 };
@@ -60,6 +81,9 @@ class NetworkDefinition {
 class OnnxParser {
  public:
   OnnxParser(NetworkDefinition& network, ILogger& logger) : network_(network), logger_(logger) {}
+  // Fixes the named inputs' shapes for the parse: shape inference and constant folding run at these shapes (a
+  // reference run at one shape, `kiln run --shapes`). Inputs not named keep the model's shapes.
+  void setInputShapes(std::map<std::string, Dims> shapes) { input_shapes_ = std::move(shapes); }
   Status parseFromFile(const std::string& path);
   // `base_dir` is where external-data files are looked up.
   Status parse(const void* data, size_t size, const std::string& base_dir = ".");
@@ -67,6 +91,7 @@ class OnnxParser {
  private:
   NetworkDefinition& network_;
   ILogger& logger_;
+  std::map<std::string, Dims> input_shapes_;
 };
 
 }  // namespace kiln

@@ -40,10 +40,10 @@ class Engine {
   std::string getBuildReportJson() const;
   Result<std::unique_ptr<ExecutionContext>> createExecutionContext() const;
 
-  EngineImpl& impl() const { return *impl_; }
   explicit Engine(std::unique_ptr<EngineImpl> impl);
 
  private:
+  friend const EngineImpl& ImplOf(const Engine& engine);  // the library's access (internal)
   std::unique_ptr<EngineImpl> impl_;
 };
 
@@ -76,6 +76,20 @@ class ExecutionContext {
  private:
   std::unique_ptr<ExecutionContextImpl> impl_;
 };
+
+// What an engine file's fixed header says: for tools that describe an engine before (or without) loading it.
+struct EngineFileInfo {
+  uint32_t format_version = 0;
+  std::string kiln_version;        // of the kiln that built it
+  std::string backend;             // the backend it was built for
+  std::string device_name;         // the GPU it was built on; empty for a host backend
+  int32_t compute_capability = 0;  // major*10 + minor; 0 for a host backend
+  uint64_t size_bytes = 0;
+};
+
+// Reads an engine file's header (magic, format version, size and layout are checked; not the checksum, and not
+// whether this process can run it: Runtime::deserializeEngine does that).
+Result<EngineFileInfo> ReadEngineFileInfo(const void* data, size_t size);
 
 class Runtime {
  public:

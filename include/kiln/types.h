@@ -1,6 +1,7 @@
 // kiln — public types: element types, dimensions, tensor IO modes, profile selectors.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,8 +31,17 @@ enum class DataType : int32_t {
   kFloat8E5M2FNUZ = 20,
 };
 
+// Bytes per element; 0 for types kiln cannot hold (string, undefined).
+size_t DataTypeSize(DataType t);
+// "float32", "float16", ... (numpy spelling).
+const char* DataTypeName(DataType t);
+bool IsFloatType(DataType t);  // float16/32/64, bfloat16, fp8
+
 // A tensor's dimensions; -1 marks a dimension that is only known at run time (dynamic).
 using Dims = std::vector<int64_t>;
+
+std::string ShapeToString(const Dims& d);  // "[1,3,224,224]"
+int64_t NumElements(const Dims& d);        // the product of the dims (1 for a scalar)
 
 enum class TensorIOMode { kNone, kInput, kOutput };
 

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -38,7 +39,7 @@ class EngineDesc {
   std::vector<ProfileShapes> profiles;  // at least one (empty maps for fully static networks)
   MemoryPlan plan;                      // at the profiles' largest shapes
   std::unordered_map<std::string, const BufferPlan*> plan_by_name;
-  std::vector<std::string> tactics;     // per node, the kernel chosen
+  std::vector<std::string> tactics;  // per node, the kernel chosen
   bool allow_tf32 = true;
 
   // The graph inferred at the first profile's opt shapes (the shapes layers are tuned and created for), node for
@@ -57,11 +58,11 @@ struct ShapedGraph {
 
 // One enqueue of a context: every graph input has its shape (the runtime checked them against the profile).
 struct EnqueueArgs {
-  void* stream = nullptr;                            // the backend's stream (nullptr: its default)
-  const std::map<std::string, Dims>& input_shapes;   // by graph input name
-  const std::map<std::string, void*>& addresses;     // the caller's tensor addresses, by I/O name
-  IProfiler* profiler = nullptr;                     // per-layer times, when set
-  bool capture_graph = false;                        // capture the launches once and replay them (setUseCudaGraph)
+  void* stream = nullptr;                           // the backend's stream (nullptr: its default)
+  const std::map<std::string, Dims>& input_shapes;  // by graph input name
+  const std::map<std::string, void*>& addresses;    // the caller's tensor addresses, by I/O name
+  IProfiler* profiler = nullptr;                    // per-layer times, when set
+  bool capture_graph = false;                       // capture the launches once and replay them (setUseCudaGraph)
   // The graph at input_shapes; computed on first use per set of shapes (backends that need it call it).
   std::function<Result<ShapedGraph>()> shaped_graph;
 };

@@ -2,6 +2,7 @@
 #include "backends/factory.h"
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/executor.h"
 #include "core/error.h"
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -46,6 +47,8 @@ std::vector<const Backend*> AvailableBackends() {
   r.push_back(&cpu::CpuBackend());
   return r;
 }
+
+ConstEvaluator ConstantFolder() { return cpu::MakeConstEvaluator(); }
 
 std::vector<std::string> BackendNames() { return {std::string(kCpu), std::string(kCuda)}; }
 

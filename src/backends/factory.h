@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "ops/infer.h"
 
 namespace kiln {
 
@@ -20,6 +21,9 @@ const Backend& DefaultBackend();
 const Backend& ReferenceBackend();
 // The backends built into this kiln that can run on this machine, preferred first.
 std::vector<const Backend*> AvailableBackends();
+// Evaluates a node on constant inputs for constant folding at import, build and run time (the reference
+// backend's kernels).
+ConstEvaluator ConstantFolder();
 // Every backend name kiln knows, whether or not this build has it (for option checks and messages).
 std::vector<std::string> BackendNames();
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/types.h"  // Dims, and ShapeToString / NumElements of static dims
+
 namespace kiln {
 
 struct Dim {
@@ -34,9 +36,7 @@ using Shape = std::vector<Dim>;
 bool IsStatic(const Shape& s);
 std::vector<int64_t> ToStatic(const Shape& s);  // requires IsStatic
 Shape FromStatic(const std::vector<int64_t>& v);
-std::string ShapeToString(const Shape& s);               // "[batch,3,224,224]"
-std::string ShapeToString(const std::vector<int64_t>& s);
-int64_t NumElements(const std::vector<int64_t>& s);
+std::string ShapeToString(const Shape& s);  // "[batch,3,224,224]"
 std::optional<int64_t> NumElements(const Shape& s);
 
 // Arithmetic that keeps symbols: a*b with a=2, b="seq" gives "2*seq"; unknown in, unknown out.

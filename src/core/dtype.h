@@ -9,15 +9,10 @@
 
 namespace kiln {
 
-// DataType (the ONNX TensorProto codes) is public: include/kiln/types.h.
+// DataType (the ONNX TensorProto codes), DataTypeSize, DataTypeName and IsFloatType are public: include/kiln/types.h.
 
-// Bytes per element; 0 for types kiln cannot hold (string, undefined).
-size_t DataTypeSize(DataType t);
-// "float32", "float16", ... (numpy spelling).
-const char* DataTypeName(DataType t);
 // Parses "float32"/"fp32"/"float" etc.; kUndefined when unknown.
 DataType DataTypeFromName(const std::string& name);
-bool IsFloatType(DataType t);    // float16/32/64, bfloat16, fp8
 bool IsIntegerType(DataType t);  // signed and unsigned ints
 bool IsSignedType(DataType t);
 // Types kiln's kernels compute with (everything except string and the fp8 variants other than E4M3FN).

@@ -1,16 +1,7 @@
-// Helpers to build a Status with fmt-style formatting: return Err(StatusCode::kInvalidModel, "x {}", y);
+// Err (include/kiln/error.h: public), and fmt's range formatting for the messages built with it.
 #pragma once
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kiln/status.h"
-
-namespace kiln {
-
-template <typename... Args>
-Status Err(StatusCode code, fmt::format_string<Args...> f, Args&&... args) {
-  return Status(code, fmt::format(f, std::forward<Args>(args)...));
-}
-
-}  // namespace kiln
+#include "kiln/error.h"

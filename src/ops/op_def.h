@@ -57,6 +57,9 @@ struct OpTraits {
   // Bit i set: float input i is a parameter (Resize's roi and scales), not data; it keeps float32 when the
   // node computes in a reduced type.
   uint64_t parameter_inputs = 0;
+  // May draw random numbers (random ops, Dropout in training mode): never folded into a constant nor merged
+  // with an identical node.
+  bool nondeterministic = false;
   // The converter always rewrites the node to another op (Upsample -> Resize, Scatter -> ScatterElements):
   // no kernel runs it, so backends need none.
   bool import_only = false;
@@ -93,6 +96,7 @@ struct OpDef {
     traits.parameter_inputs = first >= 64 ? 0 : ~uint64_t{0} << first;
     return *this;
   }
+  OpDef& Nondeterministic() { traits.nondeterministic = true; return *this; }
   OpDef& ImportOnly() { traits.import_only = true; return *this; }
   OpDef& Pointwise(PwOp op, int arity) {
     traits.pointwise = op;

@@ -452,7 +452,7 @@ void RegisterTensorOps(OpRegistry& r) {
   r.Onnx("Expand").Since(8).Shape(ExpandShape);
   r.Onnx("Concat").Since(4).Shape(ConcatShape);
   r.Onnx("Identity").Shape(IdentityShape).View().LayoutNeutral();
-  r.Onnx("Dropout").Since(7).Convert(ConvertDropout).Shape(DropoutShape);
+  r.Onnx("Dropout").Since(7).Convert(ConvertDropout).Shape(DropoutShape).Nondeterministic();
   r.Onnx("ConstantOfShape").Since(9).Shape(ConstantOfShapeShape).KeepsFp32();
   r.Onnx("Range").Since(11).Shape(RangeShape).KeepsFp32();
   RegisterTensorOpsMore(r);

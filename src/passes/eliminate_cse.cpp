@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "ops/op_def.h"
 #include "passes/pass_list.h"
 
 namespace kiln {
@@ -93,12 +94,8 @@ bool SameAttrs(const Node& a, const Node& b) {
   return true;
 }
 
-bool NeverMerge(const Node& n) {
-  static const std::unordered_set<std::string> ops = {"RandomNormal",      "RandomUniform", "RandomNormalLike",
-                                                      "RandomUniformLike", "Bernoulli",     "Multinomial",
-                                                      "Dropout"};
-  return n.inputs.empty() || ops.count(n.op_type) != 0;
-}
+// Nodes without inputs, and ops that may draw random numbers (OpDef trait), are never merged.
+bool NeverMerge(const Node& n) { return n.inputs.empty() || TraitsOf(n).nondeterministic; }
 
 bool SameSignature(const Node& a, const Node& b) {
   if (a.op_type != b.op_type || a.domain != b.domain || a.opset != b.opset || a.inputs != b.inputs) return false;

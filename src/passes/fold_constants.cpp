@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "ops/op_def.h"
 #include "passes/pass_list.h"
 
 namespace kiln {
@@ -16,16 +17,14 @@ namespace {
 
 constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
 
+// Ops that may draw random numbers (OpDef trait) are not folded; Dropout does only in training mode.
 bool IsNondeterministic(const Node& n) {
-  static const std::unordered_set<std::string> ops = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                                      "RandomUniformLike", "Bernoulli", "Multinomial"};
-  if (ops.count(n.op_type)) return true;
-  // Dropout in training mode draws a random mask.
-  if (n.op_type == "Dropout") {
+  if (!TraitsOf(n).nondeterministic) return false;
+  if (n.domain.empty() && n.op_type == "Dropout") {
     const Value* tm = n.input(2);
     return tm && (!tm->is_const() || tm->const_value->numel() != 1 || tm->const_value->GetAsDouble(0) != 0);
   }
-  return false;
+  return true;
 }
 
 bool AllInputsConst(const Node& n) {

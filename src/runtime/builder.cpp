@@ -4,7 +4,6 @@
 #include <functional>
 #include <random>
 
-#include "backends/cpu/executor.h"
 #include "backends/factory.h"
 #include "core/error.h"
 #include "engine/engine_file.h"
@@ -13,6 +12,7 @@
 #include "runtime/builder_plan.h"
 #include "runtime/engine_impl.h"
 #include "runtime/engine_io.h"
+#include "runtime/network_graph.h"
 
 namespace kiln {
 
@@ -77,7 +77,7 @@ void ClearInferredShapes(Graph& g) {
 Status Reinfer(Graph& g) {
   ClearInferredShapes(g);
   InferOptions io;
-  io.evaluator = cpu::MakeConstEvaluator();
+  io.evaluator = ConstantFolder();
   KILN_RETURN_IF_ERROR(InferGraph(g, io));
   g.RemoveFoldedNodes();
   g.RemoveDeadNodes();
@@ -184,7 +184,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
 
   auto e = std::make_unique<EngineImpl>();
   e->backend = backend;
-  e->graph = network.graph().Clone();
+  e->graph = GraphOf(network).Clone();
   Graph& g = *e->graph;
   if (g.outputs.empty()) return Err(StatusCode::kInvalidArgument, "the network has no outputs: mark at least one");
   KILN_ASSIGN_OR_RETURN(e->profiles, ResolveProfiles(g, cfg));
@@ -193,9 +193,9 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
 
   lap("copy-network");
   rep.backend = std::string(backend->Name());
-  rep.layers_before = network.graph().nodes().size();  // as the network was given, before any specialization
+  rep.layers_before = GraphOf(network).nodes().size();  // as the network was given, before any specialization
   PassOptions po;
-  po.evaluator = cpu::MakeConstEvaluator();
+  po.evaluator = ConstantFolder();
   po.fuse = cfg.builderOptimizationLevel() > 0;
   po.disabled.insert(cfg.disabledPasses().begin(), cfg.disabledPasses().end());
   KILN_ASSIGN_OR_RETURN(OptimizeReport opt, OptimizeGraph(g, po));
@@ -241,7 +241,7 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   }
   ClearInferredShapes(*pg);
   InferOptions io;
-  io.evaluator = cpu::MakeConstEvaluator();
+  io.evaluator = ConstantFolder();
   Status st = InferGraph(*pg, io);  // nodes stay as they are: the plan follows the engine's node order
   if (!st.ok()) return st.WithContext("inferring shapes at the profile's largest input shapes");
   ValueBytesFn bytes = [](const Value& v) -> Result<int64_t> {

@@ -34,8 +34,9 @@ Result<int> LayoutPad(const BuilderConfig& cfg) {
     return std::stoi(p);
   }
   if (!valid(cfg.layoutChannelPadding()))
-    return Err(StatusCode::kInvalidArgument, "the layout channel padding must be 0, 4, 8 or 16, not {} "
-               "(BuilderConfig::setLayoutChannelPadding)", cfg.layoutChannelPadding());
+    return Err(StatusCode::kInvalidArgument,
+               "the layout channel padding must be 0, 4, 8 or 16, not {} (BuilderConfig::setLayoutChannelPadding)",
+               cfg.layoutChannelPadding());
   return cfg.layoutChannelPadding();
 }
 

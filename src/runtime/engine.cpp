@@ -38,6 +38,8 @@ Result<const BackendEngine*> EngineImpl::State() const {
   return state_.get();
 }
 
+const EngineImpl& ImplOf(const Engine& engine) { return *engine.impl_; }
+
 Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 

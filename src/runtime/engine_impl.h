@@ -62,6 +62,9 @@ class ExecutionContextImpl {
   std::shared_ptr<const Graph> cached_graph_;
 };
 
+// The EngineImpl behind an Engine (the public header declares this accessor as a friend, nothing more).
+const EngineImpl& ImplOf(const Engine& engine);
+
 // The graph inferred (and folded) at the given input shapes; inputs not named keep their shapes.
 Result<std::shared_ptr<Graph>> InferAtShapes(const Graph& g, const std::map<std::string, Dims>& shapes);
 

@@ -41,6 +41,18 @@ Result<EngineCompat> CompatFor(const Result<EngineHeader>& header, const Backend
 
 }  // namespace
 
+Result<EngineFileInfo> ReadEngineFileInfo(const void* data, size_t size) {
+  KILN_ASSIGN_OR_RETURN(EngineHeader h, ReadEngineHeader(static_cast<const uint8_t*>(data), size));
+  EngineFileInfo info;
+  info.format_version = h.format_version;
+  info.kiln_version = h.kiln_version;
+  info.backend = h.target.backend;
+  info.device_name = h.target.device_name;
+  info.compute_capability = h.target.compute_capability;
+  info.size_bytes = size;
+  return info;
+}
+
 Result<std::vector<uint8_t>> SerializeEngineImpl(const EngineImpl& e) {
   EngineContents c;
   c.target.backend = std::string(e.backend->Name());

@@ -1,6 +1,6 @@
 // ExecutionContext: checks shapes against the selected profile, keeps the caller's tensor addresses, infers output
 // shapes, and enqueues on the engine's backend (backends/backend.h), which owns the context's memory and kernels.
-#include "backends/cpu/executor.h"
+#include "backends/factory.h"
 #include "core/error.h"
 #include "runtime/engine_impl.h"
 #include "ops/infer.h"
@@ -25,7 +25,7 @@ Result<std::shared_ptr<Graph>> InferAtShapes(const Graph& graph, const std::map<
   for (Value* v : g->values())
     if (!v->is_const() && !v->is_graph_input) v->sym_value.reset();
   InferOptions opts;
-  opts.evaluator = cpu::MakeConstEvaluator();
+  opts.evaluator = ConstantFolder();
   KILN_RETURN_IF_ERROR(InferGraph(*g, opts));
   return g;
 }

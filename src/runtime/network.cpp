@@ -3,20 +3,21 @@
 
 #include <cstring>
 
-#include "backends/cpu/executor.h"
+#include "backends/factory.h"
 #include "core/error.h"
 #include "ir/graph.h"
 #include "ops/op_def.h"
 #include "onnx/importer.h"
 #include "ops/infer.h"
+#include "runtime/network_graph.h"
 
 namespace kiln {
 
 NetworkDefinition::NetworkDefinition() : graph_(std::make_unique<Graph>()) { graph_->opsets[""] = opset_; }
 NetworkDefinition::~NetworkDefinition() = default;
 
-Graph& NetworkDefinition::graph() { return *graph_; }
-const Graph& NetworkDefinition::graph() const { return *graph_; }
+Graph& GraphOf(NetworkDefinition& network) { return *network.graph_; }
+const Graph& GraphOf(const NetworkDefinition& network) { return *network.graph_; }
 int64_t NetworkDefinition::getOpset() const { return opset_; }
 void NetworkDefinition::setOpset(int64_t opset) {
   opset_ = opset;
@@ -146,28 +147,79 @@ std::string NetworkDefinition::getOutputName(int i) const {
 }
 int NetworkDefinition::getNbLayers() const { return static_cast<int>(graph_->nodes().size()); }
 
-Status OnnxParser::parseFromFile(const std::string& path) {
+namespace {
+NetworkTensor Describe(const Value* v) {
+  NetworkTensor t;
+  if (!v) return t;
+  t.name = v->name;
+  t.dtype = v->dtype;
+  for (const Dim& d : v->shape) {
+    t.dims.push_back(d.known() ? d.value : -1);
+    t.dim_names.push_back(d.ToString());
+  }
+  t.type = v->TypeString();
+  return t;
+}
+}  // namespace
+
+NetworkTensor NetworkDefinition::getInput(int i) const {
+  return Describe(i >= 0 && i < getNbInputs() ? graph_->inputs[i] : nullptr);
+}
+NetworkTensor NetworkDefinition::getOutput(int i) const {
+  return Describe(i >= 0 && i < getNbOutputs() ? graph_->outputs[i] : nullptr);
+}
+
+NetworkLayer NetworkDefinition::getLayer(int i) const {
+  NetworkLayer l;
+  if (i < 0 || i >= getNbLayers()) return l;
+  const Node& n = *graph_->nodes()[i];
+  l.name = n.name;
+  l.op_type = n.op_type;
+  l.domain = n.domain;
+  for (const Value* v : n.inputs) l.inputs.push_back(v ? v->name : "");
+  for (const Value* v : n.outputs) l.outputs.push_back(v ? v->name : "");
+  return l;
+}
+
+size_t NetworkDefinition::getWeightBytes() const {
+  size_t bytes = 0;
+  for (const Value* v : graph_->values())
+    if (v->is_const()) bytes += v->const_value->nbytes();
+  return bytes;
+}
+
+std::string NetworkDefinition::toString() const { return PrintGraph(*graph_); }
+
+namespace {
+
+ImportOptions ParseOptions(const std::map<std::string, Dims>& input_shapes) {
   ImportOptions opts;
-  opts.infer.evaluator = cpu::MakeConstEvaluator();
-  auto g = ImportOnnxFile(path, opts);
+  opts.infer.evaluator = ConstantFolder();
+  for (const auto& [name, d] : input_shapes) opts.input_shapes[name] = FromStatic(d);
+  return opts;
+}
+
+// The parsed graph becomes the network's (its opset too); a failure is logged and returned.
+Status Adopt(Result<std::unique_ptr<Graph>> g, NetworkDefinition& network, ILogger& logger) {
   if (!g.ok()) {
-    logger_.log(Severity::kError, g.status().ToString().c_str());
+    logger.log(Severity::kError, g.status().ToString().c_str());
     return g.status();
   }
-  network_.graph() = std::move(**g);
+  GraphOf(network) = std::move(**g);
+  if (auto it = GraphOf(network).opsets.find(""); it != GraphOf(network).opsets.end()) network.setOpset(it->second);
   return Status::Ok();
 }
 
+}  // namespace
+
+Status OnnxParser::parseFromFile(const std::string& path) {
+  return Adopt(ImportOnnxFile(path, ParseOptions(input_shapes_)), network_, logger_);
+}
+
 Status OnnxParser::parse(const void* data, size_t size, const std::string& base_dir) {
-  ImportOptions opts;
-  opts.infer.evaluator = cpu::MakeConstEvaluator();
-  auto g = ImportOnnxBytes(std::string_view(static_cast<const char*>(data), size), base_dir, "<memory>", opts);
-  if (!g.ok()) {
-    logger_.log(Severity::kError, g.status().ToString().c_str());
-    return g.status();
-  }
-  network_.graph() = std::move(**g);
-  return Status::Ok();
+  return Adopt(ImportOnnxBytes(std::string_view(static_cast<const char*>(data), size), base_dir, "<memory>",
+                               ParseOptions(input_shapes_)),
+               network_, logger_);
 }
 
 }  // namespace kiln

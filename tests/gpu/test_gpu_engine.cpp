@@ -253,7 +253,7 @@ TEST(GpuEngine, TimingCacheRebuildPicksTheSameTacticsWithoutTiming) {
   ASSERT_TRUE(std::filesystem::exists(cache));
   Built warm = Build("cuda", true, true, cache);
   ASSERT_TRUE(warm.engine);
-  EXPECT_EQ(cold.engine->impl().tactics, warm.engine->impl().tactics);
+  EXPECT_EQ(ImplOf(*cold.engine).tactics, ImplOf(*warm.engine).tactics);
   EXPECT_EQ(warm.report.layers_timed, 0);
   EXPECT_EQ(warm.report.timing_cache_hits, cold.report.layers_timed);
   std::filesystem::remove(cache);
@@ -275,7 +275,7 @@ TEST(GpuEngine, EngineFileRoundTripKeepsTactics) {
   auto e = rt.deserializeEngine(bytes->data(), bytes->size());
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_EQ((*e)->getBackend(), "cuda");
-  EXPECT_EQ((*e)->impl().tactics.size(), static_cast<size_t>((*e)->getNbLayers()));
+  EXPECT_EQ(ImplOf(**e).tactics.size(), static_cast<size_t>((*e)->getNbLayers()));
 }
 
 TEST(GpuEngine, ShapeOutsideTheProfileNamesTheInput) {

@@ -26,13 +26,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "backends/cpu/executor.h"
-#ifdef KILN_HAVE_CUDA
-#include "backends/cuda/graph_runner.h"
-#endif
 #include "compare.h"
+#include "kiln/debug.h"
+#include "kiln/kiln.h"
 #include "onnx_scan.h"
-#include "onnx/importer.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -51,7 +48,7 @@ struct Options {
   double rtol = 1e-3;  // float32 / float64
   double atol = 1e-5;
   bool verbose = false;
-  std::string backend = "cpu";  // cpu, or cuda (each node test's graph runs on the CUDA layers)
+  std::string backend = debug::ReferenceBackendName();  // or cuda: each node test's graph runs on the CUDA layers
 };
 
 struct TestCase {
@@ -96,11 +93,13 @@ Tensor AsBFloat16IfStoredAsUInt16(Tensor t, DataType model_type) {
 
 // Runs one test directory; returns "" on success, else the reason of the failure.
 std::string RunTest(const fs::path& dir, const Options& o) {
-  ImportOptions io;
-  io.infer.evaluator = cpu::MakeConstEvaluator();
-  auto graph = ImportOnnxFile((dir / "model.onnx").string(), io);
-  if (!graph.ok()) return "import: " + graph.status().ToString();
-  const Graph& g = **graph;
+  NetworkDefinition g;
+  StderrLogger quiet(Severity::kInternalError);  // the import error is the test's message
+  OnnxParser parser(g, quiet);
+  const Status imported = parser.parseFromFile((dir / "model.onnx").string());
+  if (!imported.ok()) return "import: " + imported.ToString();
+  std::vector<NetworkTensor> graph_inputs;
+  for (int k = 0; k < g.getNbInputs(); ++k) graph_inputs.push_back(g.getInput(k));
 
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir))
@@ -115,37 +114,34 @@ std::string RunTest(const fs::path& dir, const Options& o) {
     const auto input_files = NumberedFiles(set, "input_");
     for (size_t k = 0; k < input_files.size(); ++k) {
       std::string name;
-      auto t = ReadTensorProtoFile(input_files[k].string(), &name);
+      auto t = debug::ReadOnnxTensorFile(input_files[k].string(), &name);
       if (!t.ok())
         return where + "reading " + input_files[k].filename().string() + ": " + t.status().ToString();
       // By name when the file names a graph input, else by position among the graph's inputs.
-      const bool named = !name.empty() && std::any_of(g.inputs.begin(), g.inputs.end(),
-                                                      [&](const Value* v) { return v->name == name; });
+      auto is_named = [&](const NetworkTensor& v) { return v.name == name; };
+      const bool named = !name.empty() && std::any_of(graph_inputs.begin(), graph_inputs.end(), is_named);
       if (!named) {
-        if (k >= g.inputs.size())
+        if (k >= graph_inputs.size())
           return where + input_files[k].filename().string() + " has no matching graph input (the graph has " +
-                 std::to_string(g.inputs.size()) + ")";
-        name = g.inputs[k]->name;
+                 std::to_string(graph_inputs.size()) + ")";
+        name = graph_inputs[k].name;
       }
-      const Value* in = *std::find_if(g.inputs.begin(), g.inputs.end(),
-                                      [&](const Value* v) { return v->name == name; });
-      inputs[name] = AsBFloat16IfStoredAsUInt16(std::move(*t), in->dtype);
+      const NetworkTensor& in = *std::find_if(graph_inputs.begin(), graph_inputs.end(), is_named);
+      inputs[name] = AsBFloat16IfStoredAsUInt16(std::move(*t), in.dtype);
     }
-#ifdef KILN_HAVE_CUDA
-    auto outputs = o.backend == "cuda" ? cuda::RunGraph(g, inputs) : cpu::RunGraph(g, inputs);
-#else
-    auto outputs = cpu::RunGraph(g, inputs);
-#endif
+    debug::NetworkRunOptions run;
+    run.backend = o.backend;
+    auto outputs = debug::RunNetwork(g, inputs, run);
     if (!outputs.ok()) return where + "run: " + outputs.status().ToString();
     const auto output_files = NumberedFiles(set, "output_");
-    if (output_files.size() > g.outputs.size())
+    if (output_files.size() > static_cast<size_t>(g.getNbOutputs()))
       return where + std::to_string(output_files.size()) + " expected outputs but the graph has " +
-             std::to_string(g.outputs.size());
+             std::to_string(g.getNbOutputs());
     for (size_t k = 0; k < output_files.size(); ++k) {
-      auto want = ReadTensorProtoFile(output_files[k].string());
+      auto want = debug::ReadOnnxTensorFile(output_files[k].string());
       if (!want.ok())
         return where + "reading " + output_files[k].filename().string() + ": " + want.status().ToString();
-      const std::string& oname = g.outputs[k]->name;
+      const std::string oname = g.getOutputName(static_cast<int>(k));
       auto it = outputs->find(oname);
       if (it == outputs->end())
         return where + "output " + std::to_string(k) + " '" + oname + "' was not produced";
@@ -467,7 +463,7 @@ int Main(int argc, char** argv) {
   app.add_option("--atol", o.atol, "absolute tolerance for float32/float64 outputs");
   app.add_flag("-v,--verbose", o.verbose, "print every test, and let children print to the terminal");
   app.add_option("--backend", o.backend, "cpu (reference kernels) or cuda (the GPU layers, node by node)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(CLI::IsMember(GetBackendNames()));
   CLI11_PARSE(app, argc, argv);
 
   if (o.data_dir.empty()) o.data_dir = DefaultDataDir();

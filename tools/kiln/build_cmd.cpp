@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "kiln/commands.h"
+#include "commands.h"
+#include "kiln/error.h"
 
 namespace kiln::cli {
 

@@ -9,9 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/tensor.h"
 #include "kiln/kiln.h"
-#include "kiln/options.h"  // tools/kiln/options.h
+#include "options.h"
 
 namespace kiln::cli {
 

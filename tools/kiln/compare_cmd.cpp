@@ -7,17 +7,11 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "backends/cpu/executor.h"
-#include "core/error.h"
-#include "kiln/commands.h"
-#include "kiln/infer_cuda.h"
-#include "kiln/npy.h"
-#include "onnx/importer.h"
-#include "runtime/engine_impl.h"
-
-#ifdef KILN_HAVE_CUDA
-#include "backends/cuda/graph_runner.h"
-#endif
+#include "commands.h"
+#include "infer_device.h"
+#include "kiln/debug.h"
+#include "kiln/error.h"
+#include "npy.h"
 
 namespace kiln::cli {
 
@@ -73,11 +67,12 @@ Result<std::map<std::string, Tensor>> RunEngine(const Engine& e, const std::map<
     host_in[n].assign(p, p + t.nbytes());
   }
   std::map<std::string, Tensor> out;
-  if (e.getBackend() == "cuda") {
-    KILN_ASSIGN_OR_RETURN(auto run, CudaSetup(*ctx, e, host_in, outputs, false));
+  KILN_ASSIGN_OR_RETURN(const BackendInfo backend, GetBackendInfo(e.getBackend()));
+  if (backend.device_memory) {
+    KILN_ASSIGN_OR_RETURN(auto run, DeviceSetup(*ctx, e, host_in, outputs, false));
     RunTimes rt;
-    KILN_RETURN_IF_ERROR(CudaRunOnce(*run, *ctx, true, &rt));
-    KILN_ASSIGN_OR_RETURN(auto bytes, CudaFetchOutputs(*run, *ctx));
+    KILN_RETURN_IF_ERROR(DeviceRunOnce(*run, *ctx, true, &rt));
+    KILN_ASSIGN_OR_RETURN(auto bytes, DeviceFetchOutputs(*run, *ctx));
     for (const auto& n : outputs) {
       KILN_ASSIGN_OR_RETURN(Dims d, ctx->getTensorShape(n));
       Tensor t(e.getTensorDataType(n), d);
@@ -135,8 +130,8 @@ Result<std::map<std::string, Tensor>> RunOnnxruntime(const std::string& model, c
   const std::string cmd = fmt::format("python3 '{}' '{}' '{}'", (dir / "run_ort.py").string(), model, dir.string());
   if (std::system(cmd.c_str()) != 0)
     return Err(StatusCode::kUnsupported,
-               "running onnxruntime failed ({}): is the onnxruntime Python package installed? (or use --reference=cpu)",
-               cmd);
+               "running onnxruntime failed ({}): is the onnxruntime Python package installed? (or use --reference={})",
+               cmd, debug::ReferenceBackendName());
   std::map<std::string, Tensor> out;
   std::ifstream m(dir / "outputs.tsv");
   std::string line;
@@ -171,24 +166,28 @@ Status Compare(const Options& o, ILogger& logger, nlohmann::json* report) {
   KILN_ASSIGN_OR_RETURN(auto got, RunEngine(*engine, inputs));
 
   // The reference: the model as imported, at the inputs' shapes.
-  ImportOptions io;
-  io.infer.evaluator = cpu::MakeConstEvaluator();
-  for (const auto& [name, t] : inputs) io.input_shapes[name] = FromStatic(t.shape());
-  KILN_ASSIGN_OR_RETURN(auto ref_graph, ImportOnnxFile(o.onnx, io));
+  NetworkDefinition ref_net;
+  StderrLogger quiet(Severity::kInternalError);  // a parse error comes back as the Status, printed once
+  OnnxParser parser(ref_net, quiet);
+  std::map<std::string, Dims> shapes;
+  for (const auto& [name, t] : inputs) shapes[name] = t.shape();
+  parser.setInputShapes(shapes);
+  KILN_RETURN_IF_ERROR(parser.parseFromFile(o.onnx));
   // The reference takes the model's own input types (an engine built with --inputIOFormats=fp16 takes fp16).
   std::map<std::string, Tensor> ref_inputs;
-  for (const Value* v : ref_graph->inputs) {
-    auto it = inputs.find(v->name);
-    if (it == inputs.end()) return Err(StatusCode::kNotFound, "the engine has no input '{}' of the model", v->name);
-    ref_inputs[v->name] = it->second.dtype() == v->dtype ? it->second : CastTensor(it->second, v->dtype);
+  for (int k = 0; k < ref_net.getNbInputs(); ++k) {
+    const NetworkTensor v = ref_net.getInput(k);
+    auto it = inputs.find(v.name);
+    if (it == inputs.end()) return Err(StatusCode::kNotFound, "the engine has no input '{}' of the model", v.name);
+    ref_inputs[v.name] = it->second.dtype() == v.dtype ? it->second : CastTensor(it->second, v.dtype);
   }
   std::map<std::string, Tensor> ref;
   if (o.reference == "onnxruntime") {
     KILN_ASSIGN_OR_RETURN(ref, RunOnnxruntime(o.onnx, ref_inputs));
   } else {
-    cpu::RunOptions ro;
+    debug::NetworkRunOptions ro;
     ro.keep_all = o.mark_all;
-    KILN_ASSIGN_OR_RETURN(ref, cpu::RunGraph(*ref_graph, ref_inputs, ro));
+    KILN_ASSIGN_OR_RETURN(ref, debug::RunNetwork(ref_net, ref_inputs, ro));
   }
 
   std::printf("[kiln] compare: %s engine vs %s reference, atol %g rtol %g\n", engine->getBackend().c_str(),
@@ -196,69 +195,59 @@ Status Compare(const Options& o, ILogger& logger, nlohmann::json* report) {
   std::printf("%-32s %12s %12s %12s %10s  %s\n", "output", "max abs", "max rel", "rel L2", "mismatch", "result");
   bool all_ok = true;
   nlohmann::json outs = nlohmann::json::array();
-  for (const Value* v : ref_graph->outputs) {
-    auto r = ref.find(v->name);
-    auto g = got.find(v->name);
+  for (int k = 0; k < ref_net.getNbOutputs(); ++k) {
+    const std::string name = ref_net.getOutputName(k);
+    auto r = ref.find(name);
+    auto g = got.find(name);
     if (r == ref.end() || g == got.end())
-      return Err(StatusCode::kNotFound, "output '{}' is missing from the {}", v->name, r == ref.end() ? "reference" : "engine");
+      return Err(StatusCode::kNotFound, "output '{}' is missing from the {}", name, r == ref.end() ? "reference" : "engine");
     const Diff d = Measure(AsFloat(g->second), AsFloat(r->second), o.atol, o.rtol);
     const bool ok = d.shape_ok && d.bad == 0;
     all_ok &= ok;
     if (!d.shape_ok)
-      std::printf("%-32s shape %s vs reference %s  FAIL\n", v->name.c_str(), ShapeToString(g->second.shape()).c_str(),
+      std::printf("%-32s shape %s vs reference %s  FAIL\n", name.c_str(), ShapeToString(g->second.shape()).c_str(),
                   ShapeToString(r->second.shape()).c_str());
     else
-      std::printf("%-32s %12.4g %12.4g %12.4g %10lld  %s\n", v->name.c_str(), d.max_abs, d.max_rel, d.rel_l2,
+      std::printf("%-32s %12.4g %12.4g %12.4g %10lld  %s\n", name.c_str(), d.max_abs, d.max_rel, d.rel_l2,
                   static_cast<long long>(d.bad), ok ? "pass" : "FAIL");
-    outs.push_back({{"name", v->name}, {"max_abs", d.max_abs}, {"max_rel", d.max_rel}, {"rel_l2", d.rel_l2},
+    outs.push_back({{"name", name}, {"max_abs", d.max_abs}, {"max_rel", d.max_rel}, {"rel_l2", d.rel_l2},
                     {"mismatched", d.bad}, {"shape_ok", d.shape_ok}, {"pass", ok}});
   }
   nlohmann::json j = {{"operation", "compare"}, {"backend", engine->getBackend()}, {"reference", o.reference},
                       {"atol", o.atol}, {"rtol", o.rtol}, {"outputs", outs}, {"pass", all_ok}};
 
   if (o.mark_all) {
-    if (o.reference != "cpu")
-      return Err(StatusCode::kInvalidArgument, "--markAll compares against the cpu reference (drop --reference)");
-    // Every tensor the engine's graph keeps under the model's names, in the model's order.
-    std::map<std::string, Tensor> inter;
-    if (engine->getBackend() == "cuda") {
-#ifdef KILN_HAVE_CUDA
-      cuda::GpuRunOptions go;
-      go.keep_all = true;
-      go.allow_tf32 = engine->impl().allow_tf32;
-      const auto& nodes = engine->impl().graph->nodes();
-      for (size_t k = 0; k < nodes.size() && k < engine->impl().tactics.size(); ++k)
-        go.tactics[nodes[k]->name] = engine->impl().tactics[k];  // the kernels the engine chose
-      KILN_ASSIGN_OR_RETURN(inter, cuda::RunGraph(*engine->impl().graph, inputs, go));
-#endif
-    } else {
-      cpu::RunOptions ro;
-      ro.keep_all = true;
-      KILN_ASSIGN_OR_RETURN(inter, cpu::RunGraph(*engine->impl().graph, inputs, ro));
-    }
+    if (o.reference != debug::ReferenceBackendName())
+      return Err(StatusCode::kInvalidArgument, "--markAll compares against the {} reference (drop --reference)",
+                 debug::ReferenceBackendName());
+    // Every tensor the engine's graph keeps under the model's names (its layers run with the kernels it chose), in
+    // the model's order.
+    KILN_ASSIGN_OR_RETURN(const auto inter, debug::RunEngineLayers(*engine, inputs));
     nlohmann::json layers = nlohmann::json::array();
     std::string first;
     int compared = 0;
-    for (const auto& n : ref_graph->nodes())
-      for (const Value* v : n->outputs) {
-        if (!v) continue;
-        auto r = ref.find(v->name);
-        auto g = inter.find(v->name);
+    for (int k = 0; k < ref_net.getNbLayers(); ++k) {
+      const NetworkLayer n = ref_net.getLayer(k);
+      for (const std::string& tensor : n.outputs) {
+        if (tensor.empty()) continue;
+        auto r = ref.find(tensor);
+        auto g = inter.find(tensor);
         if (r == ref.end() || g == inter.end() || !IsFloatType(r->second.dtype())) continue;
         const Diff d = Measure(AsFloat(g->second), AsFloat(r->second), o.atol, o.rtol);
         if (!d.shape_ok) continue;
         ++compared;
         const bool ok = d.bad == 0;
-        layers.push_back({{"layer", n->name}, {"op", n->op_type}, {"tensor", v->name}, {"max_abs", d.max_abs},
+        layers.push_back({{"layer", n.name}, {"op", n.op_type}, {"tensor", tensor}, {"max_abs", d.max_abs},
                           {"rel_l2", d.rel_l2}, {"pass", ok}});
         if (!ok && first.empty()) {
-          first = n->name;
+          first = n.name;
           std::printf("[kiln] first drift: layer '%s' (%s), tensor '%s': max abs %.4g, rel L2 %.4g, %lld element(s) "
                       "outside tolerance\n",
-                      n->name.c_str(), n->op_type.c_str(), v->name.c_str(), d.max_abs, d.rel_l2,
+                      n.name.c_str(), n.op_type.c_str(), tensor.c_str(), d.max_abs, d.rel_l2,
                       static_cast<long long>(d.bad));
         }
       }
+    }
     std::printf("[kiln] --markAll: %d intermediate tensor(s) compared (tensors fused away have no counterpart)%s\n",
                 compared, first.empty() ? "; none drifts" : "");
     j["mark_all"] = {{"compared", compared}, {"first_drift", first}, {"layers", layers}};

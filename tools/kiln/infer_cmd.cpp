@@ -8,10 +8,9 @@
 #include <mutex>
 #include <thread>
 
-#include "core/error.h"
-#include "core/tensor.h"
-#include "kiln/commands.h"
-#include "kiln/infer_cuda.h"
+#include "commands.h"
+#include "infer_device.h"
+#include "kiln/error.h"
 
 namespace kiln::cli {
 
@@ -53,16 +52,16 @@ struct Stream {
   std::map<std::string, std::vector<uint8_t>> host_in, device_in;  // "device" = what the context reads
   std::map<std::string, std::vector<uint8_t>> host_out;
   std::vector<Timing> times;
-  std::shared_ptr<CudaRun> cuda;  // cuda engines: device buffers, stream, events
+  std::shared_ptr<DeviceRun> device;  // engines on a device-memory backend: device buffers, stream, events
 };
 
 Status RunOnce(Stream& s, const Engine& e, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
                bool transfers, Clock::time_point origin) {
   Timing t{};
   const auto a = Clock::now();
-  if (s.cuda) {
+  if (s.device) {
     RunTimes rt;
-    KILN_RETURN_IF_ERROR(CudaRunOnce(*s.cuda, *s.ctx, transfers, &rt));
+    KILN_RETURN_IF_ERROR(DeviceRunOnce(*s.device, *s.ctx, transfers, &rt));
     t.start_ms = Ms(a - origin);
     t.h2d_ms = rt.h2d_ms;
     t.compute_ms = rt.compute_ms;
@@ -150,9 +149,14 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
       pos = comma + 1;
     }
   }
-  const bool cuda = e.getBackend() == "cuda";
-  if (o.use_spin_wait && !cuda) std::printf("[kiln] note: --useSpinWait has no effect on the cpu backend (it computes inside enqueue)\n");
-  if (o.use_cuda_graph && !cuda) std::printf("[kiln] note: --useCudaGraph has no effect on the cpu backend\n");
+  KILN_ASSIGN_OR_RETURN(const BackendInfo backend, GetBackendInfo(e.getBackend()));
+  const bool device = backend.device_memory;
+  const bool graphs = backend.graph_capture && o.use_cuda_graph;
+  if (o.use_spin_wait && !device)
+    std::printf("[kiln] note: --useSpinWait has no effect on the %s backend (it computes inside enqueue)\n",
+                backend.name.c_str());
+  if (o.use_cuda_graph && !backend.graph_capture)
+    std::printf("[kiln] note: --useCudaGraph has no effect on the %s backend\n", backend.name.c_str());
   KILN_ASSIGN_OR_RETURN(auto input_tensors, MakeEngineInputs(e, o));
   std::vector<std::string> inputs, outputs;
   for (int i = 0; i < e.getNbIOTensors(); ++i) {
@@ -168,13 +172,13 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
       KILN_RETURN_IF_ERROR(s.ctx->setInputShape(n, shapes[n]));
       const Tensor& t = input_tensors[n];
       s.host_in[n].assign(static_cast<const uint8_t*>(t.raw()), static_cast<const uint8_t*>(t.raw()) + t.nbytes());
-      if (!cuda) {
+      if (!device) {
         s.device_in[n] = s.host_in[n];
         KILN_RETURN_IF_ERROR(s.ctx->setTensorAddress(n, s.device_in[n].data()));
       }
     }
-    if (cuda) {
-      KILN_ASSIGN_OR_RETURN(s.cuda, CudaSetup(*s.ctx, e, s.host_in, outputs, o.use_cuda_graph));
+    if (device) {
+      KILN_ASSIGN_OR_RETURN(s.device, DeviceSetup(*s.ctx, e, s.host_in, outputs, o.use_cuda_graph));
     }
   }
   const bool transfers = !o.no_data_transfers;
@@ -211,9 +215,9 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
   if (profile && o.separate_profile_run) {
     streams[0].ctx->setProfiler(&profiler);
     for (int i = 0; i < std::max(1, std::min(o.iterations, 10)); ++i) {
-      if (cuda) {
+      if (device) {
         RunTimes rt;
-        KILN_RETURN_IF_ERROR(CudaRunOnce(*streams[0].cuda, *streams[0].ctx, false, &rt));
+        KILN_RETURN_IF_ERROR(DeviceRunOnce(*streams[0].device, *streams[0].ctx, false, &rt));
       } else {
         KILN_RETURN_IF_ERROR(streams[0].ctx->enqueue(nullptr));
       }
@@ -244,19 +248,21 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
   const Stats s_lat = Summarize(lat, pcts), s_enq = Summarize(enq, pcts), s_h2d = Summarize(h2d, pcts),
               s_comp = Summarize(comp, pcts), s_d2h = Summarize(d2h, pcts);
   std::printf("[kiln] === Performance summary (%s backend, %d stream%s%s) ===\n", e.getBackend().c_str(), o.inf_streams,
-              o.inf_streams > 1 ? "s" : "", cuda && o.use_cuda_graph ? ", CUDA graph" : "");
+              o.inf_streams > 1 ? "s" : "", graphs ? ", CUDA graph" : "");
   std::printf("[kiln] Throughput: %.3f qps\n", qps);
   PrintStats("Latency", s_lat);
   if (!lat_avg.empty()) PrintStats(fmt::format("Latency (average of {} runs)", o.avg_runs).c_str(), Summarize(lat_avg, pcts));
   PrintStats("Enqueue Time", s_enq);
   PrintStats("H2D Latency", s_h2d);
-  PrintStats(cuda ? "GPU Compute Time" : "GPU Compute Time (cpu backend: compute)", s_comp);
+  const std::string compute =
+      device ? "GPU Compute Time" : fmt::format("GPU Compute Time ({} backend: compute)", backend.name);
+  PrintStats(compute.c_str(), s_comp);
   PrintStats("D2H Latency", s_d2h);
   std::printf("[kiln] Total Host Walltime: %.3f s; Total inferences: %zu\n", wall_ms / 1000.0, total);
 
   if (report) {
     (*report)["inference"] = {{"backend", e.getBackend()},
-                              {"cuda_graph", cuda && o.use_cuda_graph},
+                              {"cuda_graph", graphs},
                               {"streams", o.inf_streams},
                               {"inferences", total},
                               {"walltime_s", wall_ms / 1000.0},
@@ -292,12 +298,12 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
   // Outputs of the last run.
   std::vector<NamedTensor> outs;
   std::map<std::string, std::vector<uint8_t>> fetched;
-  if (cuda) {
-    KILN_ASSIGN_OR_RETURN(fetched, CudaFetchOutputs(*streams[0].cuda, *streams[0].ctx));
+  if (device) {
+    KILN_ASSIGN_OR_RETURN(fetched, DeviceFetchOutputs(*streams[0].device, *streams[0].ctx));
   }
   for (const auto& n : outputs) {
     const void* p = nullptr;
-    if (cuda) {
+    if (device) {
       p = fetched.at(n).data();
     } else {
       KILN_ASSIGN_OR_RETURN(p, streams[0].ctx->getOutputBuffer(n));

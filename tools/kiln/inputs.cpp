@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <random>
 
-#include "core/error.h"
-#include "kiln/commands.h"
-#include "kiln/npy.h"
+#include "commands.h"
+#include "kiln/error.h"
+#include "npy.h"
 
 namespace kiln::cli {
 

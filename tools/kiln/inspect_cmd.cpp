@@ -3,11 +3,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/cpu/executor.h"
-#include "core/error.h"
-#include "engine/engine_file.h"
-#include "kiln/commands.h"
-#include "onnx/importer.h"
+#include "commands.h"
+#include "kiln/error.h"
 
 namespace kiln::cli {
 
@@ -20,32 +17,33 @@ std::string DimsString(const Dims& d) {
 }
 
 Status InspectModel(const Options& o, nlohmann::json* report) {
-  ImportOptions opts;
-  opts.infer.evaluator = cpu::MakeConstEvaluator();
-  KILN_ASSIGN_OR_RETURN(auto g, ImportOnnxFile(o.onnx, opts));
+  NetworkDefinition g;
+  StderrLogger quiet(Severity::kInternalError);  // a parse error comes back as the Status, printed once
+  OnnxParser parser(g, quiet);
+  KILN_RETURN_IF_ERROR(parser.parseFromFile(o.onnx));
   std::map<std::string, int> ops;
-  for (const auto& n : g->nodes()) ops[n->op_type]++;
-  size_t weights = 0;
-  for (const Value* v : g->values())
-    if (v->is_const()) weights += v->const_value->nbytes();
-  std::printf("[kiln] model %s (opset %lld): %zu layers, %.2f MiB of weights\n", o.onnx.c_str(),
-              static_cast<long long>(g->opsets.count("") ? g->opsets.at("") : 0), g->nodes().size(), weights / 1048576.0);
+  for (int k = 0; k < g.getNbLayers(); ++k) ops[g.getLayer(k).op_type]++;
+  const size_t weights = g.getWeightBytes();
+  std::printf("[kiln] model %s (opset %lld): %d layers, %.2f MiB of weights\n", o.onnx.c_str(),
+              static_cast<long long>(g.getOpset()), g.getNbLayers(), weights / 1048576.0);
   nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
-  for (const Value* v : g->inputs) {
-    std::printf("[kiln]   input  %s: %s\n", v->name.c_str(), v->TypeString().c_str());
-    ins.push_back({{"name", v->name}, {"type", v->TypeString()}});
+  for (int k = 0; k < g.getNbInputs(); ++k) {
+    const NetworkTensor v = g.getInput(k);
+    std::printf("[kiln]   input  %s: %s\n", v.name.c_str(), v.type.c_str());
+    ins.push_back({{"name", v.name}, {"type", v.type}});
   }
-  for (const Value* v : g->outputs) {
-    std::printf("[kiln]   output %s: %s\n", v->name.c_str(), v->TypeString().c_str());
-    outs.push_back({{"name", v->name}, {"type", v->TypeString()}});
+  for (int k = 0; k < g.getNbOutputs(); ++k) {
+    const NetworkTensor v = g.getOutput(k);
+    std::printf("[kiln]   output %s: %s\n", v.name.c_str(), v.type.c_str());
+    outs.push_back({{"name", v.name}, {"type", v.type}});
   }
   std::string oplist;
   for (const auto& [op, n] : ops) oplist += fmt::format("{}{} x{}", oplist.empty() ? "" : ", ", op, n);
   std::printf("[kiln]   layers by op: %s\n", oplist.c_str());
-  if (o.dump_layer_info) std::printf("%s", PrintGraph(*g).c_str());
+  if (o.dump_layer_info) std::printf("%s", g.toString().c_str());
   if (report)
     *report = {{"operation", "inspect"}, {"status", "success"}, {"kind", "onnx"}, {"input_model", o.onnx},
-               {"inputs", ins}, {"outputs", outs}, {"layers", g->nodes().size()}, {"ops", ops},
+               {"inputs", ins}, {"outputs", outs}, {"layers", g.getNbLayers()}, {"ops", ops},
                {"weights_bytes", weights}};
   return Status::Ok();
 }
@@ -56,14 +54,13 @@ Status InspectEngine(const Options& o, ILogger& logger, nlohmann::json* report) 
   std::ostringstream ss;
   ss << in.rdbuf();
   const std::string bytes = ss.str();
-  auto header = ReadEngineHeader(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  auto header = ReadEngineFileInfo(bytes.data(), bytes.size());
   if (!header.ok()) return header.status().WithContext("engine file '" + o.load_engine + "'");
   Runtime runtime(logger);
   KILN_ASSIGN_OR_RETURN(auto engine, runtime.deserializeEngine(bytes.data(), bytes.size()));
   std::printf("[kiln] engine %s: format %u, built by kiln %s for backend %s%s, %.2f MiB\n", o.load_engine.c_str(),
-              header->format_version, header->kiln_version.c_str(), header->target.backend.c_str(),
-              header->target.device_name.empty() ? "" : (" on " + header->target.device_name).c_str(),
-              bytes.size() / 1048576.0);
+              header->format_version, header->kiln_version.c_str(), header->backend.c_str(),
+              header->device_name.empty() ? "" : (" on " + header->device_name).c_str(), bytes.size() / 1048576.0);
   nlohmann::json io = nlohmann::json::array();
   for (int i = 0; i < engine->getNbIOTensors(); ++i) {
     const std::string n = engine->getIOTensorName(i);
@@ -93,7 +90,7 @@ Status InspectEngine(const Options& o, ILogger& logger, nlohmann::json* report) 
   if (report) {
     *report = {{"operation", "inspect"}, {"status", "success"}, {"kind", "engine"}, {"engine", o.load_engine},
                {"format_version", header->format_version}, {"kiln_version", header->kiln_version},
-               {"backend", header->target.backend}, {"device", header->target.device_name},
+               {"backend", header->backend}, {"device", header->device_name},
                {"size_bytes", bytes.size()}, {"io_tensors", io}, {"layers", layers["layers"]},
                {"memory", layers["memory"]}};
     const std::string build = engine->getBuildReportJson();

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "core/error.h"
-#include "kiln/commands.h"
+#include "commands.h"
+#include "kiln/error.h"
 
 namespace kiln::cli {
 namespace {

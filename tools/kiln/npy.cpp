@@ -1,10 +1,10 @@
-#include "kiln/npy.h"  // tools/kiln/npy.h
+#include "npy.h"
 
 #include <cstring>
 #include <fstream>
 #include <regex>
 
-#include "core/error.h"
+#include "kiln/error.h"
 
 namespace kiln {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "core/tensor.h"
+#include "kiln/tensor.h"
 
 namespace kiln {
 

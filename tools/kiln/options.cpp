@@ -1,6 +1,10 @@
-#include "kiln/options.h"  // tools/kiln/options.h
+#include "options.h"
 
-#include "core/error.h"
+#include <algorithm>
+#include <optional>
+#include <tuple>
+
+#include "kiln/error.h"
 
 namespace kiln::cli {
 
@@ -70,7 +74,7 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_option("--atol", o.atol, "Absolute tolerance (pass: |engine - reference| <= atol + rtol * |reference|)");
     app.add_option("--rtol", o.rtol, "Relative tolerance");
     app.add_option("--reference", o.reference, "cpu (kiln's reference backend, unoptimized graph) or onnxruntime")
-        ->check(CLI::IsMember({"cpu", "onnxruntime"}));
+        ->check(CLI::IsMember(std::vector<std::string>{debug::ReferenceBackendName(), "onnxruntime"}));
     app.add_flag("--markAll", o.mark_all, "Compare every intermediate tensor and name the first layer that drifts");
     app.add_option("--exportOutput", o.export_output, "Write the engine's outputs: a .json file, or a folder of .npy");
   } else if (mode == Mode::kInspect) {
@@ -86,6 +90,22 @@ bool Given(const CLI::App& app, const char* flag) {
     return false;
   }
 }
+
+using Trait = bool BackendInfo::*;
+
+// "the cuda backend": a backend of this build that has `trait`.
+std::string BackendWith(Trait trait) {
+  for (const auto& name : GetBackendNames())
+    if (auto info = GetBackendInfo(name); info.ok() && (*info).*trait) return "the " + name + " backend";
+  return "a backend this kiln was built without";
+}
+
+// "cpu or cuda".
+std::string OneOf(const std::vector<std::string>& names) {
+  std::string r;
+  for (size_t i = 0; i < names.size(); ++i) r += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return r;
+}
 }  // namespace
 
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
@@ -96,19 +116,25 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
   };
   for (const auto& [flag, why] : unbuilt)
     if (Given(app, flag)) return Err(StatusCode::kUnsupported, "{} is not available: {}", flag, why);
-  const bool cpu = o.backend == "cpu";
-  const std::pair<const char*, const char*> cuda_only[] = {
-      {"--fp16", "reduced-precision kernels"}, {"--bf16", "reduced-precision kernels"},
-      {"--best", "reduced-precision kernels"}, {"--layerPrecisions", "per-layer precisions"},
-      {"--timingCacheFile", "kernel auto-tuning (and so the timing cache)"}, {"--avgTiming", "kernel auto-tuning"},
-      {"--useCudaGraph", "CUDA graphs"},
+  // What the backend named by --backend takes (where this build has it; the build reports the others).
+  std::optional<BackendInfo> info;
+  if (!o.backend.empty())
+    if (auto i = GetBackendInfo(o.backend); i.ok()) info = *i;
+  const std::tuple<const char*, const char*, Trait> needs[] = {
+      {"--fp16", "reduced-precision kernels", &BackendInfo::reduced_precision},
+      {"--bf16", "reduced-precision kernels", &BackendInfo::reduced_precision},
+      {"--best", "reduced-precision kernels", &BackendInfo::reduced_precision},
+      {"--layerPrecisions", "per-layer precisions", &BackendInfo::reduced_precision},
+      {"--timingCacheFile", "kernel auto-tuning (and so the timing cache)", &BackendInfo::tunes_tactics},
+      {"--avgTiming", "kernel auto-tuning", &BackendInfo::tunes_tactics},
+      {"--useCudaGraph", "CUDA graphs", &BackendInfo::graph_capture},
   };
-  for (const auto& [flag, what] : cuda_only)
-    if (cpu && Given(app, flag))
+  for (const auto& [flag, what, trait] : needs)
+    if (info && !((*info).*trait) && Given(app, flag))
       return Err(StatusCode::kUnsupported,
-                 "{} is not available on the cpu backend: {} come with the cuda backend (drop --backend=cpu on a "
-                 "machine with a GPU)",
-                 flag, what);
+                 "{} is not available on the {} backend: {} come with {} (drop --backend={} on a machine where that "
+                 "backend runs)",
+                 flag, info->name, what, BackendWith(trait), info->name);
   if (!o.precision_constraints.empty() && o.precision_constraints != "none" && o.precision_constraints != "prefer" &&
       o.precision_constraints != "obey")
     return Err(StatusCode::kInvalidArgument, "--precisionConstraints must be none, prefer or obey, not '{}'",
@@ -117,14 +143,15 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
     if (spec.empty()) continue;
     KILN_ASSIGN_OR_RETURN(auto types, ParseIOFormats(spec, flag));
     for (DataType t : types)
-      if (cpu && t != DataType::kFloat32)
+      if (info && !info->reduced_precision && t != DataType::kFloat32)
         return Err(StatusCode::kUnsupported,
-                   "{}: the cpu backend takes and returns tensors in the network's types (fp32:chw); other formats "
-                   "need the cuda backend",
-                   flag);
+                   "{}: the {} backend takes and returns tensors in the network's types (fp32:chw); other formats "
+                   "need {}",
+                   flag, info->name, BackendWith(&BackendInfo::reduced_precision));
   }
-  if (!o.backend.empty() && o.backend != "cpu" && o.backend != "cuda")
-    return Err(StatusCode::kInvalidArgument, "--backend must be cpu or cuda, not '{}'", o.backend);
+  const std::vector<std::string> names = GetBackendNames();
+  if (!o.backend.empty() && std::find(names.begin(), names.end(), o.backend) == names.end())
+    return Err(StatusCode::kInvalidArgument, "--backend must be {}, not '{}'", OneOf(names), o.backend);
   if (!o.profiling_verbosity.empty() && o.profiling_verbosity != "layer_names_only" &&
       o.profiling_verbosity != "detailed" && o.profiling_verbosity != "none")
     return Err(StatusCode::kInvalidArgument, "--profilingVerbosity must be layer_names_only, detailed or none, not '{}'",

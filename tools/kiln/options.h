@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kiln/debug.h"
 #include "kiln/kiln.h"
 
 namespace kiln::cli {
@@ -41,7 +42,7 @@ struct Options {
   int64_t seed = 1;
   // kiln compare.
   double atol = 1e-3, rtol = 1e-3;
-  std::string reference = "cpu";  // cpu | onnxruntime
+  std::string reference = debug::ReferenceBackendName();  // kiln's reference backend, or onnxruntime
   bool mark_all = false;
 };
 

@@ -2,10 +2,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
-#include "core/tensor.h"
-#include "kiln/commands.h"
-#include "kiln/npy.h"
+#include "commands.h"
+#include "kiln/error.h"
+#include "npy.h"
 
 namespace kiln::cli {
 

@@ -30,8 +30,10 @@ class CudaDeviceApiImpl final : public DeviceApi {
   void Free(void* p, Memory kind) const override {
     if (!p) return;
     NoCaptureScope no_capture;  // cudaFree and cudaFreeHost synchronize the device
-    if (kind == Memory::kDevice) cudaFree(p);
-    else cudaFreeHost(p);
+    if (kind == Memory::kDevice)
+      cudaFree(p);
+    else
+      cudaFreeHost(p);
   }
 
   Status Copy(void* dst, const void* src, size_t bytes, Direction dir, void* stream) const override {

@@ -1,0 +1,113 @@
+// kiln — backends: which ones this kiln has and what each takes, and the memory, streams and events of a backend
+// whose tensors live in device memory (for binding an ExecutionContext's inputs and outputs).
+//
+//   auto info = kiln::GetBackendInfo(engine->getBackend());
+//   if (info->device_memory) {          // bind device buffers, copy on a stream
+//     auto stream = kiln::DeviceStream::create(info->name);
+//     auto in = kiln::DeviceMemory::allocate(info->name, bytes);
+//     kiln::CopyToDevice(in->data(), host, bytes, *stream);
+//     context->setTensorAddress("x", in->data());
+//     context->enqueue(stream->get());
+//   } else {                            // host memory: bind host pointers, enqueue(nullptr) computes in place
+//   }
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln {
+
+class DeviceApi;  // the backend's side (internal)
+
+struct BackendInfo {
+  std::string name;         // what --backend, BuilderConfig::setBackend and Engine::getBackend call it
+  bool available = false;   // it can run on this machine
+  std::string description;  // the device it runs on; where unavailable, why and what to do
+  // Tensors live in device memory: bind DeviceMemory addresses, copy with CopyToDevice/CopyToHost, and enqueue
+  // runs asynchronously on a DeviceStream. Otherwise they live in host memory: bind host pointers; enqueue(nullptr)
+  // computes on the calling thread, and getOutputBuffer holds every output (data-dependent sizes included).
+  bool device_memory = false;
+  bool reduced_precision = false;  // FP16/BF16 layers, per-layer precisions, I/O types other than the network's
+  bool tunes_tactics = false;      // kernel auto-tuning: the timing cache and the timed runs per candidate
+  bool graph_capture = false;      // ExecutionContext::setUseCudaGraph captures and replays the launches
+};
+
+// Every backend name kiln knows, this build's or not ("cpu", "cuda").
+std::vector<std::string> GetBackendNames();
+// What the backend called `name` takes. Fails for a name kiln does not know, and for a backend this build leaves
+// out (the error says how to get it).
+Result<BackendInfo> GetBackendInfo(const std::string& name);
+// The backend a build uses when the config names none: cuda where a GPU is found, else cpu.
+std::string GetDefaultBackendName();
+
+// Memory for a backend's tensors: device memory, or page-locked host memory for asynchronous copies. Owned by one
+// object; freed with it.
+class DeviceMemory {
+ public:
+  enum class Kind { kDevice, kPinnedHost };
+  // At least one byte, so data() is never null. Fails on a backend without device memory.
+  static Result<DeviceMemory> allocate(const std::string& backend, size_t bytes, Kind kind = Kind::kDevice);
+  DeviceMemory() = default;
+  DeviceMemory(DeviceMemory&& o) noexcept;
+  DeviceMemory& operator=(DeviceMemory&& o) noexcept;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory();
+  void* data() const { return p_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  const DeviceApi* api_ = nullptr;
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+  Kind kind_ = Kind::kDevice;
+};
+
+// A stream of a backend with device memory (a cudaStream_t on cuda; get() is what ExecutionContext::enqueue takes).
+class DeviceStream {
+ public:
+  static Result<DeviceStream> create(const std::string& backend);
+  DeviceStream() = default;
+  DeviceStream(DeviceStream&& o) noexcept;
+  DeviceStream& operator=(DeviceStream&& o) noexcept;
+  DeviceStream(const DeviceStream&) = delete;
+  DeviceStream& operator=(const DeviceStream&) = delete;
+  ~DeviceStream();
+  void* get() const { return s_; }
+  Status synchronize() const;  // waits until the stream's work is done
+
+ private:
+  friend class DeviceEvent;
+  friend Status CopyToDevice(void*, const void*, size_t, const DeviceStream&);
+  friend Status CopyToHost(void*, const void*, size_t, const DeviceStream&);
+  const DeviceApi* api_ = nullptr;
+  void* s_ = nullptr;
+};
+
+// A point in a stream's work, for timing it on the device.
+class DeviceEvent {
+ public:
+  static Result<DeviceEvent> create(const std::string& backend);
+  DeviceEvent() = default;
+  DeviceEvent(DeviceEvent&& o) noexcept;
+  DeviceEvent& operator=(DeviceEvent&& o) noexcept;
+  DeviceEvent(const DeviceEvent&) = delete;
+  DeviceEvent& operator=(const DeviceEvent&) = delete;
+  ~DeviceEvent();
+  Status record(const DeviceStream& stream);
+  // Waits for `end`, then the milliseconds between the two recorded events.
+  static Result<float> elapsedMs(const DeviceEvent& start, const DeviceEvent& end);
+
+ private:
+  const DeviceApi* api_ = nullptr;
+  void* e_ = nullptr;
+};
+
+// Asynchronous copies on `stream` between host memory (pinned for true asynchrony) and device memory.
+Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes, const DeviceStream& stream);
+Status CopyToHost(void* host_dst, const void* device_src, size_t bytes, const DeviceStream& stream);
+
+}  // namespace kiln

@@ -1,0 +1,159 @@
+// The public backend API (include/kiln/backend.h): backend information and device memory, streams and events, all
+// answered by the backends themselves (backends/backend.h) through the factory.
+#include "kiln/backend.h"
+
+#include <utility>
+
+#include "backends/factory.h"
+#include "core/error.h"
+
+namespace kiln {
+
+namespace {
+
+// The device API of the backend called `name`, or an error saying it keeps tensors in host memory.
+Result<const DeviceApi*> DeviceOf(const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(const Backend* b, FindBackend(name));
+  if (const DeviceApi* api = b->Device()) return api;
+  return Err(StatusCode::kInvalidArgument,
+             "the {} backend keeps tensors in host memory: bind host pointers with setTensorAddress (it has no device "
+             "memory, streams or events)",
+             name);
+}
+
+}  // namespace
+
+std::vector<std::string> GetBackendNames() { return BackendNames(); }
+
+Result<BackendInfo> GetBackendInfo(const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(const Backend* b, FindBackend(name));
+  BackendInfo info;
+  info.name = std::string(b->Name());
+  const Status available = b->CheckAvailable();
+  info.available = available.ok();
+  info.description = available.ok() ? b->Description() : available.message();
+  info.device_memory = b->Device() != nullptr;
+  const BackendTraits t = b->Traits();
+  info.reduced_precision = t.reduced_precision;
+  info.tunes_tactics = t.tunes_tactics;
+  info.graph_capture = t.graph_capture;
+  return info;
+}
+
+std::string GetDefaultBackendName() { return std::string(DefaultBackend().Name()); }
+
+// ---- DeviceMemory ----
+
+Result<DeviceMemory> DeviceMemory::allocate(const std::string& backend, size_t bytes, Kind kind) {
+  KILN_ASSIGN_OR_RETURN(const DeviceApi* api, DeviceOf(backend));
+  const auto memory = kind == Kind::kDevice ? DeviceApi::Memory::kDevice : DeviceApi::Memory::kPinnedHost;
+  KILN_ASSIGN_OR_RETURN(void* p, api->Allocate(bytes, memory));
+  DeviceMemory m;
+  m.api_ = api;
+  m.p_ = p;
+  m.bytes_ = bytes;
+  m.kind_ = kind;
+  return m;
+}
+
+DeviceMemory::DeviceMemory(DeviceMemory&& o) noexcept
+    : api_(o.api_), p_(std::exchange(o.p_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), kind_(o.kind_) {}
+
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&& o) noexcept {
+  if (this != &o) {
+    DeviceMemory old(std::move(*this));  // frees what this one held
+    api_ = o.api_;
+    p_ = std::exchange(o.p_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    kind_ = o.kind_;
+  }
+  return *this;
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (p_) api_->Free(p_, kind_ == Kind::kDevice ? DeviceApi::Memory::kDevice : DeviceApi::Memory::kPinnedHost);
+  p_ = nullptr;
+}
+
+// ---- DeviceStream ----
+
+Result<DeviceStream> DeviceStream::create(const std::string& backend) {
+  KILN_ASSIGN_OR_RETURN(const DeviceApi* api, DeviceOf(backend));
+  DeviceStream s;
+  s.api_ = api;
+  KILN_ASSIGN_OR_RETURN(s.s_, api->CreateStream());
+  return s;
+}
+
+DeviceStream::DeviceStream(DeviceStream&& o) noexcept : api_(o.api_), s_(std::exchange(o.s_, nullptr)) {}
+
+DeviceStream& DeviceStream::operator=(DeviceStream&& o) noexcept {
+  if (this != &o) {
+    DeviceStream old(std::move(*this));  // frees what this one held
+    api_ = o.api_;
+    s_ = std::exchange(o.s_, nullptr);
+  }
+  return *this;
+}
+
+DeviceStream::~DeviceStream() {
+  if (s_) api_->DestroyStream(s_);
+  s_ = nullptr;
+}
+
+Status DeviceStream::synchronize() const {
+  if (!api_) return Err(StatusCode::kInvalidArgument, "synchronize: the stream was not created (DeviceStream::create)");
+  return api_->Synchronize(s_);
+}
+
+// ---- DeviceEvent ----
+
+Result<DeviceEvent> DeviceEvent::create(const std::string& backend) {
+  KILN_ASSIGN_OR_RETURN(const DeviceApi* api, DeviceOf(backend));
+  DeviceEvent e;
+  e.api_ = api;
+  KILN_ASSIGN_OR_RETURN(e.e_, api->CreateEvent());
+  return e;
+}
+
+DeviceEvent::DeviceEvent(DeviceEvent&& o) noexcept : api_(o.api_), e_(std::exchange(o.e_, nullptr)) {}
+
+DeviceEvent& DeviceEvent::operator=(DeviceEvent&& o) noexcept {
+  if (this != &o) {
+    DeviceEvent old(std::move(*this));  // frees what this one held
+    api_ = o.api_;
+    e_ = std::exchange(o.e_, nullptr);
+  }
+  return *this;
+}
+
+DeviceEvent::~DeviceEvent() {
+  if (e_) api_->DestroyEvent(e_);
+  e_ = nullptr;
+}
+
+Status DeviceEvent::record(const DeviceStream& stream) {
+  if (!e_ || !stream.api_)
+    return Err(StatusCode::kInvalidArgument, "record: the event or the stream was not created (create() first)");
+  return api_->RecordEvent(e_, stream.s_);
+}
+
+Result<float> DeviceEvent::elapsedMs(const DeviceEvent& start, const DeviceEvent& end) {
+  if (!start.e_ || !end.e_)
+    return Err(StatusCode::kInvalidArgument, "elapsedMs: an event was not created (DeviceEvent::create)");
+  return start.api_->ElapsedMs(start.e_, end.e_);
+}
+
+// ---- copies ----
+
+Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes, const DeviceStream& stream) {
+  if (!stream.api_) return Err(StatusCode::kInvalidArgument, "CopyToDevice: the stream was not created");
+  return stream.api_->Copy(device_dst, host_src, bytes, DeviceApi::Direction::kToDevice, stream.s_);
+}
+
+Status CopyToHost(void* host_dst, const void* device_src, size_t bytes, const DeviceStream& stream) {
+  if (!stream.api_) return Err(StatusCode::kInvalidArgument, "CopyToHost: the stream was not created");
+  return stream.api_->Copy(host_dst, device_src, bytes, DeviceApi::Direction::kToHost, stream.s_);
+}
+
+}  // namespace kiln
