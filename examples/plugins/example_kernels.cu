@@ -72,8 +72,7 @@ const char* LaunchScaleShift(const void* x, void* y, int64_t n, bool half, float
 
 size_t SelectAboveWorkspaceBytes(int64_t n) { return kKeptOffset + static_cast<size_t>(n) * sizeof(float); }
 
-const char* RunSelectAbove(const float* x, int64_t n, float threshold, void* workspace, int64_t* count,
-                           void* stream) {
+const char* RunSelectAbove(const float* x, int64_t n, float threshold, void* workspace, int64_t* count, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   auto* d_count = static_cast<int64_t*>(workspace);
   auto* kept = reinterpret_cast<float*>(static_cast<char*>(workspace) + kKeptOffset);

@@ -32,7 +32,7 @@ class SelectAbove final : public kiln::IPlugin {
     for (const kiln::PluginDim& d : inputs[0].dims) count = dims.mul(count, d);
     outputs[0].dtype = inputs[0].dtype;
     outputs[0].dims = {kiln::PluginDim::Unknown()};  // how many pass depends on the values
-    outputs[0].max_dims = {count};                     // at most all of them
+    outputs[0].max_dims = {count};                   // at most all of them
     return Status::Ok();
   }
 

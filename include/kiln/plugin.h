@@ -10,8 +10,8 @@
 // into a program registers its creators with kiln::registerPlugin, or lists them with KILN_LINKED_IN_PLUGIN(C)
 // for `--staticPlugins=domain.Name` to register. `kiln plugin new NAME` writes a project to start from.
 //
-// A plugin library needs this header only and does not link kiln: everything above the "kiln library" section
-// is defined here (inline). The library and kiln must be built against the same KILN_PLUGIN_ABI_VERSION and the
+// A plugin library needs this header only and does not link kiln: everything but the "kiln library" section is
+// defined here (inline). The library and kiln must be built against the same KILN_PLUGIN_ABI_VERSION and the
 // same C++ standard library ABI; the loader checks both and refuses a library that differs, with a sentence.
 //
 // Tensors reach a plugin dense and row-major ("linear", the only format kiln hands a plugin: layout planning keeps
@@ -161,10 +161,18 @@ struct PluginOutputInfo {
 
 inline size_t pluginDataTypeSize(DataType t) {
   switch (t) {
-    case DataType::kFloat64: case DataType::kInt64: case DataType::kUInt64: return 8;
-    case DataType::kFloat32: case DataType::kInt32: case DataType::kUInt32: return 4;
-    case DataType::kFloat16: case DataType::kBFloat16: case DataType::kInt16: case DataType::kUInt16: return 2;
-    case DataType::kUndefined: case DataType::kString: return 0;
+    case DataType::kFloat64:
+    case DataType::kInt64:
+    case DataType::kUInt64: return 8;
+    case DataType::kFloat32:
+    case DataType::kInt32:
+    case DataType::kUInt32: return 4;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+    case DataType::kInt16:
+    case DataType::kUInt16: return 2;
+    case DataType::kUndefined:
+    case DataType::kString: return 0;
     default: return 1;  // int8, uint8, bool, fp8
   }
 }
@@ -183,7 +191,9 @@ struct PluginTensor {
   }
   size_t bytes() const { return static_cast<size_t>(numel()) * pluginDataTypeSize(dtype); }
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 // Outputs whose shape depends on the data: the kernel calls allocate(i, shape) once it knows output i's shape and
@@ -204,7 +214,7 @@ struct PluginCpuContext {
 };
 
 struct PluginCudaContext {
-  void* stream = nullptr;  // cudaStream_t: enqueue the work here
+  void* stream = nullptr;     // cudaStream_t: enqueue the work here
   void* workspace = nullptr;  // device scratch of at least cudaWorkspaceBytes()
   size_t workspace_bytes = 0;
   // For data-dependent outputs. Only such plugins may synchronize the stream (to read a count back); others must
@@ -297,9 +307,9 @@ Status registerLinkedInPlugins(const std::vector<std::string>& names);
 
 // What kilnGetPluginLibrary() returns (C layout; `magic` and `abi_version` stay first in every ABI version).
 struct KilnPluginLibrary {
-  uint32_t magic;        // kKilnPluginMagic
-  int32_t abi_version;   // KILN_PLUGIN_ABI_VERSION the library was built with
-  uint32_t cxx_abi;      // kiln::pluginCxxAbi() of the library's compiler
+  uint32_t magic;       // kKilnPluginMagic
+  int32_t abi_version;  // KILN_PLUGIN_ABI_VERSION the library was built with
+  uint32_t cxx_abi;     // kiln::pluginCxxAbi() of the library's compiler
   int32_t num_creators;
   kiln::IPluginCreator* const* creators;
 };
@@ -326,10 +336,12 @@ struct LibraryHolder {
   IPluginCreator* list[sizeof...(Creators)];
   KilnPluginLibrary lib;
   LibraryHolder() {
-    std::apply([this](auto&... c) {
-      size_t i = 0;
-      ((list[i++] = &c), ...);
-    }, creators);
+    std::apply(
+        [this](auto&... c) {
+          size_t i = 0;
+          ((list[i++] = &c), ...);
+        },
+        creators);
     lib = {kKilnPluginMagic, KILN_PLUGIN_ABI_VERSION, pluginCxxAbi(), static_cast<int32_t>(sizeof...(Creators)), list};
   }
 };
@@ -339,13 +351,13 @@ struct LibraryHolder {
 #define KILN_PLUGIN_EXPORT __attribute__((visibility("default")))
 
 // Defines the library's entry point listing the creator classes (default-constructible IPluginCreators).
-#define KILN_PLUGIN_LIBRARY(...)                                                          \
-  extern "C" KILN_PLUGIN_EXPORT const KilnPluginLibrary* kilnGetPluginLibrary(void) {     \
-    static ::kiln::plugin_detail::LibraryHolder<__VA_ARGS__> holder;                      \
-    return &holder.lib;                                                                   \
+#define KILN_PLUGIN_LIBRARY(...)                                                      \
+  extern "C" KILN_PLUGIN_EXPORT const KilnPluginLibrary* kilnGetPluginLibrary(void) { \
+    static ::kiln::plugin_detail::LibraryHolder<__VA_ARGS__> holder;                  \
+    return &holder.lib;                                                               \
   }
 
 // In code linked into a program: lists a creator class for --staticPlugins / registerLinkedInPlugins.
-#define KILN_LINKED_IN_PLUGIN(Creator)                          \
+#define KILN_LINKED_IN_PLUGIN(Creator)                                        \
   [[maybe_unused]] static const bool KILN_CONCAT(kiln_linked_in_, __LINE__) = \
       (::kiln::addLinkedInPlugin(std::make_shared<Creator>()), true)

@@ -61,8 +61,7 @@ Result<std::vector<PluginInfo>> loadPluginLibrary(const std::string& path) {
   if (ec || !fs::exists(st))
     return Err(StatusCode::kNotFound, "plugin library '{}' does not exist (check the path given to --dynamicPlugins)",
                path);
-  if (!fs::is_regular_file(st))
-    return Err(StatusCode::kInvalidArgument, "plugin library '{}' is not a file", path);
+  if (!fs::is_regular_file(st)) return Err(StatusCode::kInvalidArgument, "plugin library '{}' is not a file", path);
   const std::string canonical = fs::canonical(path, ec).string();
   const std::string file = ec ? path : canonical;
 
@@ -101,10 +100,11 @@ Result<std::vector<PluginInfo>> loadPluginLibrary(const std::string& path) {
                      "rebuild the plugin against this kiln's headers (include/kiln/plugin.h)",
                      path, lib->abi_version, KILN_PLUGIN_ABI_VERSION));
   if (lib->cxx_abi != pluginCxxAbi())
-    return close(Err(StatusCode::kUnsupported,
-                     "'{}' was built with another C++ standard library ABI (layout fingerprint {:#x}; kiln's is {:#x}): "
-                     "build the plugin with the compiler and standard library kiln was built with",
-                     path, lib->cxx_abi, pluginCxxAbi()));
+    return close(
+        Err(StatusCode::kUnsupported,
+            "'{}' was built with another C++ standard library ABI (layout fingerprint {:#x}; kiln's is {:#x}): "
+            "build the plugin with the compiler and standard library kiln was built with",
+            path, lib->cxx_abi, pluginCxxAbi()));
   if (lib->num_creators < 0 || (lib->num_creators > 0 && !lib->creators))
     return close(Err(StatusCode::kInvalidArgument, "'{}': the plugin table lists {} creators but holds no list", path,
                      lib->num_creators));

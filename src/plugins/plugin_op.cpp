@@ -109,10 +109,12 @@ Result<std::vector<PluginOutputInfo>> InferPluginOutputs(const RegisteredPlugin&
     const PluginOutputInfo& o = outs[i];
     if (o.dtype == DataType::kUndefined)
       return Err(StatusCode::kInternal, "{}, {}: the shape function gives output {} no type", where, p.Describe(), i);
-    const bool data_dependent = std::any_of(o.dims.begin(), o.dims.end(), [](const PluginDim& d) { return d.unknown(); });
+    const bool data_dependent =
+        std::any_of(o.dims.begin(), o.dims.end(), [](const PluginDim& d) { return d.unknown(); });
     if (!data_dependent) continue;
-    const bool bounded = o.max_dims.size() == o.dims.size() &&
-                         std::none_of(o.max_dims.begin(), o.max_dims.end(), [](const PluginDim& d) { return d.unknown(); });
+    const bool bounded =
+        o.max_dims.size() == o.dims.size() &&
+        std::none_of(o.max_dims.begin(), o.max_dims.end(), [](const PluginDim& d) { return d.unknown(); });
     if (!bounded)
       return Err(StatusCode::kInternal,
                  "{}, {}: output {} has data-dependent dims {} but max_dims {} is no bound (one known or symbolic "

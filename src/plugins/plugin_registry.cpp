@@ -45,7 +45,8 @@ std::string KeyOf(const PluginFieldValue& v) {
   switch (fieldTypeOf(v)) {
     case PluginFieldType::kInt: return fmt::format("i{}", std::get<int64_t>(v));
     case PluginFieldType::kFloat: return "f" + f(std::get<float>(v));
-    case PluginFieldType::kString: return fmt::format("s{}:{}", std::get<std::string>(v).size(), std::get<std::string>(v));
+    case PluginFieldType::kString:
+      return fmt::format("s{}:{}", std::get<std::string>(v).size(), std::get<std::string>(v));
     case PluginFieldType::kInts: return fmt::format("I[{}]", fmt::join(std::get<std::vector<int64_t>>(v), ","));
     case PluginFieldType::kFloats: {
       std::string r = "F[";
@@ -196,8 +197,7 @@ Result<std::shared_ptr<const IPlugin>> PluginForNode(const RegisteredPlugin& p, 
     return Status(made.status().code() == StatusCode::kOk ? StatusCode::kInternal : made.status().code(),
                   fmt::format("{}, {}: {}", n.Where(), p.Describe(), made.status().message()));
   if (!*made)
-    return Err(StatusCode::kInternal, "{}, {}: the creator returned no plugin and no error", n.Where(),
-               p.Describe());
+    return Err(StatusCode::kInternal, "{}, {}: the creator returned no plugin and no error", n.Where(), p.Describe());
   std::shared_ptr<const IPlugin> plugin(std::move(*made));
   std::lock_guard lock(p.mu);
   if (p.instances.size() >= 1024) p.instances.clear();  // a model with ever-new fields: do not grow without bound

@@ -74,7 +74,7 @@ struct RunInput {
 // The outputs at concrete input shapes.
 struct RunShapes {
   std::vector<DataType> dtypes;
-  std::vector<std::vector<int64_t>> shapes;      // static outputs' shapes (empty for data-dependent ones)
+  std::vector<std::vector<int64_t>> shapes;  // static outputs' shapes (empty for data-dependent ones)
   std::vector<bool> data_dependent;
   std::vector<std::vector<int64_t>> max_shapes;  // data-dependent outputs: the upper bound
   bool any_data_dependent() const;

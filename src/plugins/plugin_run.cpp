@@ -74,8 +74,8 @@ CheckedOutputAllocator::CheckedOutputAllocator(const RegisteredPlugin& p, std::s
 
 void* CheckedOutputAllocator::allocate(int32_t index, const std::vector<int64_t>& shape) {
   auto refuse = [&](const std::string& why) -> void* {
-    refused_ += (refused_.empty() ? "" : "; ") + fmt::format("allocate({}, {}) was refused: {}", index,
-                                                             ShapeString(shape), why);
+    refused_ += (refused_.empty() ? "" : "; ") +
+                fmt::format("allocate({}, {}) was refused: {}", index, ShapeString(shape), why);
     return nullptr;
   };
   if (index < 0 || static_cast<size_t>(index) >= done_.size())
@@ -88,7 +88,8 @@ void* CheckedOutputAllocator::allocate(int32_t index, const std::vector<int64_t>
   const auto& bound = shapes_.max_shapes[i];
   bool fits = shape.size() == bound.size();
   for (size_t k = 0; fits && k < shape.size(); ++k) fits = shape[k] >= 0 && shape[k] <= bound[k];
-  if (!fits) return refuse(fmt::format("it exceeds the bound {} the shape function gave (max_dims)", ShapeString(bound)));
+  if (!fits)
+    return refuse(fmt::format("it exceeds the bound {} the shape function gave (max_dims)", ShapeString(bound)));
   void* ptr = give_(i, shape);
   if (!ptr) return refuse("out of memory");
   done_[i] = true;
@@ -97,8 +98,8 @@ void* CheckedOutputAllocator::allocate(int32_t index, const std::vector<int64_t>
 
 Status CheckedOutputAllocator::Finish(Status kernel_status) const {
   if (!refused_.empty())
-    return Err(kernel_status.ok() ? StatusCode::kInternal : kernel_status.code(), "{}, {}: {}{}", where_,
-               p_.Describe(), kernel_status.ok() ? std::string() : kernel_status.message() + "; ", refused_);
+    return Err(kernel_status.ok() ? StatusCode::kInternal : kernel_status.code(), "{}, {}: {}{}", where_, p_.Describe(),
+               kernel_status.ok() ? std::string() : kernel_status.message() + "; ", refused_);
   if (!kernel_status.ok()) {
     if (kernel_status.message().find(where_) != std::string::npos) return kernel_status;
     return Status(kernel_status.code(), fmt::format("{}, {}: {}", where_, p_.Describe(), kernel_status.message()));

@@ -3,6 +3,7 @@
 #include <kiln/plugin.h>
 
 extern "C" KILN_PLUGIN_EXPORT const KilnPluginLibrary* kilnGetPluginLibrary(void) {
-  static const KilnPluginLibrary lib = {kKilnPluginMagic, KILN_PLUGIN_ABI_VERSION + 1, kiln::pluginCxxAbi(), 0, nullptr};
+  static const KilnPluginLibrary lib = {kKilnPluginMagic, KILN_PLUGIN_ABI_VERSION + 1, kiln::pluginCxxAbi(), 0,
+                                        nullptr};
   return &lib;
 }

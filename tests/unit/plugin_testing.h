@@ -103,7 +103,8 @@ inline StderrLogger& Logger() {
 }
 
 // Parses ONNX bytes and builds an engine for the cpu backend.
-inline Result<std::vector<uint8_t>> BuildCpu(const std::string& onnx_bytes, const OptimizationProfile* profile = nullptr) {
+inline Result<std::vector<uint8_t>> BuildCpu(const std::string& onnx_bytes,
+                                             const OptimizationProfile* profile = nullptr) {
   Builder b(Logger());
   auto net = b.createNetwork();
   OnnxParser parser(*net, Logger());

@@ -22,7 +22,8 @@ bool LooksLikeLibrary(const std::string& s) {
 
 void PrintRegistered(const std::string& from, const std::vector<PluginInfo>& infos) {
   std::string names;
-  for (const PluginInfo& p : infos) names += (names.empty() ? "" : ", ") + Qualified(p) + " (version " + p.version + ")";
+  for (const PluginInfo& p : infos)
+    names += (names.empty() ? "" : ", ") + Qualified(p) + " (version " + p.version + ")";
   std::printf("[kiln] plugins from %s: %s\n", from.c_str(), names.empty() ? "none" : names.c_str());
 }
 
@@ -46,14 +47,16 @@ Status CheckNames(const std::string& name, const std::string& domain) {
   for (char c : name) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
   if (!ident)
     return Status(StatusCode::kInvalidArgument,
-                  "'" + name + "' cannot name a plugin: the op name becomes a C++ class name, so it must be an "
-                  "identifier (letters, digits, '_'; e.g. MyOp)");
+                  "'" + name +
+                      "' cannot name a plugin: the op name becomes a C++ class name, so it must be an "
+                      "identifier (letters, digits, '_'; e.g. MyOp)");
   bool ok = !domain.empty() && domain != "kiln" && domain != "ai.onnx";
   for (char c : domain) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
   if (!ok)
     return Status(StatusCode::kInvalidArgument,
-                  "'" + domain + "' cannot be a plugin's domain: give a name like com.example (letters, digits, '.', "
-                  "'_', '-'; not 'kiln' or 'ai.onnx')");
+                  "'" + domain +
+                      "' cannot be a plugin's domain: give a name like com.example (letters, digits, '.', "
+                      "'_', '-'; not 'kiln' or 'ai.onnx')");
   return Status::Ok();
 }
 
@@ -91,10 +94,11 @@ void PrintList(const char* title, const std::vector<PluginInfo>& infos) {
   for (const PluginInfo& p : infos) {
     std::string fields;
     for (const PluginFieldSpec& f : p.fields)
-      fields += (fields.empty() ? "" : ", ") + f.name + ":" + fieldTypeName(f.type) + (f.default_value ? "" : " (required)");
+      fields +=
+          (fields.empty() ? "" : ", ") + f.name + ":" + fieldTypeName(f.type) + (f.default_value ? "" : " (required)");
     std::printf("  %-32s version %-4s %s%s%s\n", Qualified(p).c_str(), p.version.c_str(),
-                p.library.empty() ? "linked in" : p.library.c_str(), fields.empty() ? "" : "  fields: ",
-                fields.c_str());
+                p.library.empty() ? "linked in" : p.library.c_str(),
+                fields.empty() ? "" : "  fields: ", fields.c_str());
   }
 }
 
@@ -127,8 +131,9 @@ int PluginCommand(int argc, char** argv) {
   app.require_subcommand(1);
   std::string name, domain = "com.example", output;
   CLI::App* create = app.add_subcommand(
-      "new", "Write a buildable plugin project (CMake, find_package(kiln)): the plugin with a CPU and a CUDA "
-             "implementation, a test of CUDA against CPU, a tiny ONNX model using the op, and a README");
+      "new",
+      "Write a buildable plugin project (CMake, find_package(kiln)): the plugin with a CPU and a CUDA "
+      "implementation, a test of CUDA against CPU, a tiny ONNX model using the op, and a README");
   create->add_option("name", name, "The op's name, a C++ identifier (e.g. MyOp)")->required();
   create->add_option("--domain", domain, "The op's ONNX domain")->capture_default_str();
   create->add_option("--output", output, "The folder to write (default: the op's name in snake_case)");

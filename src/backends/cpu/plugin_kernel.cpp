@@ -27,7 +27,8 @@ Status RunPluginKernel(KernelContext& k) {
     ins[i] = {const_cast<void*>(t->raw()), t->dtype(), t->shape()};
     in_types[i] = t->dtype();
   }
-  KILN_ASSIGN_OR_RETURN(plugins::RunShapes shapes, plugins::ConcreteShapes(*p, *plugin, where, run_in, k.num_outputs()));
+  KILN_ASSIGN_OR_RETURN(plugins::RunShapes shapes,
+                        plugins::ConcreteShapes(*p, *plugin, where, run_in, k.num_outputs()));
   KILN_RETURN_IF_ERROR(plugins::CheckTypes(*p, *plugin, where, PluginBackend::kCpu, in_types, shapes.dtypes));
 
   std::vector<PluginTensor> outs(k.num_outputs());
@@ -35,7 +36,8 @@ Status RunPluginKernel(KernelContext& k) {
     outs[i].dtype = shapes.dtypes[i];
     if (shapes.data_dependent[i]) continue;  // data == nullptr until allocate()
     Tensor& o = k.out(i);
-    if (!o.defined() || o.shape() != shapes.shapes[i] || o.dtype() != shapes.dtypes[i]) o = Tensor(shapes.dtypes[i], shapes.shapes[i]);
+    if (!o.defined() || o.shape() != shapes.shapes[i] || o.dtype() != shapes.dtypes[i])
+      o = Tensor(shapes.dtypes[i], shapes.shapes[i]);
     outs[i].data = o.raw();
     outs[i].shape = o.shape();
   }

@@ -62,12 +62,13 @@ class PluginLayer : public Layer {
       outs[i].shape = outputs[i].shape;
     }
     static char empty_output;  // the "address" of a 0-element bound
-    plugins::CheckedOutputAllocator alloc(*p_, where_, shapes, [&](size_t i, const std::vector<int64_t>& shape) -> void* {
-      outputs[i].shape = shape;  // the runtime allocated the bound (MaxOutputElements) at outputs[i].data
-      outs[i].shape = shape;
-      outs[i].data = outputs[i].data ? outputs[i].data : &empty_output;
-      return outs[i].data;
-    });
+    plugins::CheckedOutputAllocator alloc(
+        *p_, where_, shapes, [&](size_t i, const std::vector<int64_t>& shape) -> void* {
+          outputs[i].shape = shape;  // the runtime allocated the bound (MaxOutputElements) at outputs[i].data
+          outs[i].shape = shape;
+          outs[i].data = outputs[i].data ? outputs[i].data : &empty_output;
+          return outs[i].data;
+        });
     PluginCudaContext pctx;
     pctx.stream = ctx.stream;
     pctx.workspace = ctx.workspace;
@@ -80,7 +81,8 @@ class PluginLayer : public Layer {
   Result<plugins::RunShapes> Shapes(const std::vector<DeviceTensor>& inputs) const {
     std::vector<plugins::RunInput> in(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].present()) in[i] = {inputs[i].dtype, inputs[i].shape, inputs[i].host ? inputs[i].host->raw() : nullptr};
+      if (inputs[i].present())
+        in[i] = {inputs[i].dtype, inputs[i].shape, inputs[i].host ? inputs[i].host->raw() : nullptr};
     return plugins::ConcreteShapes(*p_, *plugin_, where_, in, num_outputs_);
   }
 
