@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs kiln from BUILD_DIR into a scratch prefix, has the installed `kiln plugin new` write a plugin project,
 # builds it against the install with find_package(kiln), and runs its tests (ctest; the CUDA-vs-CPU test counts
-# as skipped where no GPU is found). Then loads the built plugin with the installed kiln command line.
+# as skipped where no GPU is found). Then loads the built plugin with the installed kiln command line, and builds
+# examples/plugins against the install too.
 # Usage: run_plugin_new.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 SRC=$1
@@ -26,4 +27,8 @@ LIB="$WORK/halve_it/build/libhalve_it_plugin.so"
 "$PREFIX/bin/kiln" build --onnx="$WORK/halve_it/build/halve_it.onnx" --dynamicPlugins="$LIB" --backend=cpu \
   --saveEngine="$WORK/halve_it.engine" >/dev/null
 "$PREFIX/bin/kiln" run --loadEngine="$WORK/halve_it.engine" --dynamicPlugins="$LIB" >/dev/null
-echo "kiln plugin new: the project builds against the install and its tests pass"
+# examples/plugins builds the same way, standalone, and the installed CLI loads what it built.
+cmake -S "$SRC/examples/plugins" -B "$WORK/examples-build" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$WORK/examples-build" -j 2 >/dev/null
+"$PREFIX/bin/kiln" plugin list --dynamicPlugins="$WORK/examples-build/libkiln_example_plugins.so" | grep -q "com.example.SelectAbove"
+echo "kiln plugin new: the project builds against the install and its tests pass; so do examples/plugins"

@@ -85,6 +85,7 @@ TEST(PluginEngine, EnginesRoundTripThroughAFile) {
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   const std::string path = (std::filesystem::temp_directory_path() / "kiln_plugin_roundtrip.engine").string();
   EngineCompat cpu;
+  cpu.backend = "cpu";
   auto contents = DeserializeEngine(bytes->data(), bytes->size(), cpu);
   ASSERT_TRUE(contents.ok()) << contents.status().ToString();
   ASSERT_EQ(contents->plugins.size(), 2u) << "the engine records the plugins it needs";

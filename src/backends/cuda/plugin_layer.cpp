@@ -3,6 +3,8 @@
 // defines. Outputs whose size depends on data get the bound the plugin's shape function gives (MaxOutputElements);
 // the plugin reports their real shape through the output allocator after synchronizing its stream.
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "backends/cuda/layer.h"
 #include "core/error.h"
@@ -139,10 +141,20 @@ LayerFactory MakeFactory() {
 
 }  // namespace
 
+// One factory per registered plugin (per registration: a plugin registered again gets a new one), so that what a
+// factory says of the layers it makes can follow the plugin (its float types: RegisteredPlugin::cuda_types).
 const LayerFactory* PluginLayerFactory(const Node& n) {
-  static const LayerFactory kPluginFactory = MakeFactory();
-  if (n.domain == kKilnDomain || !plugins::FindPlugin(n)) return nullptr;
-  return &kPluginFactory;
+  if (n.domain == kKilnDomain) return nullptr;
+  auto p = plugins::FindPlugin(n);
+  if (!p) return nullptr;
+  static std::mutex mu;
+  static std::map<const plugins::RegisteredPlugin*, std::pair<std::shared_ptr<const plugins::RegisteredPlugin>,
+                                                               std::unique_ptr<LayerFactory>>>
+      factories;  // the registration is kept alive with its factory, so its address names it uniquely
+  std::lock_guard lock(mu);
+  auto& entry = factories[p.get()];
+  if (!entry.second) entry = {p, std::make_unique<LayerFactory>(MakeFactory())};
+  return entry.second.get();
 }
 
 }  // namespace kiln::cuda
