@@ -6,13 +6,14 @@
 //                   weights offsets/sizes, file size, and a 64-bit checksum over the whole file (the header
 //                   with its checksum field zeroed, then everything after it);
 //   [256, ...)      the FlatBuffers payload (src/engine/engine.fbs): the optimized graph, optimization
-//                   profiles, memory plan, per-node tactics, build report JSON;
+//                   profiles, memory plan, per-node tactics, build report JSON, the plugins the graph uses;
 //   [W, W + size)   the weights section, W a multiple of 4096 so it can be memory-mapped; each tensor in it is
 //                   64-byte aligned.
 //
 // Loading checks, in order: magic, format version, size against the header (truncated), header layout,
 // checksum (corrupted), backend and GPU architecture against the loader's EngineCompat, the FlatBuffers
-// verifier, and the payload's own consistency (indices, sizes, memory plan). Every failure is a Status whose
+// verifier, the payload's own consistency (indices, sizes, memory plan), and the plugins its nodes need (each
+// registered, at the version the engine was built with). Every failure is a Status whose
 // message says which check failed and what to do; no input bytes can crash the loader.
 #pragma once
 
@@ -77,6 +78,12 @@ struct EngineProfile {
   std::map<std::string, ProfileInputDims> inputs;
 };
 
+// A plugin an engine needs (its nodes carry the plugin's fields as attributes).
+struct EnginePluginRef {
+  std::string domain, name, version;
+  std::string library;  // file name of the plugin library; "" when the plugin was linked in
+};
+
 struct EngineContents {
   EngineTarget target;
   std::string kiln_version;  // filled in by DeserializeEngine (SerializeEngine writes KilnVersion())
@@ -85,6 +92,9 @@ struct EngineContents {
   std::optional<MemoryPlan> plan;    // values named by the graph's value names
   std::vector<std::string> tactics;  // empty, or one per node in execution order
   std::string build_report_json;
+  // The plugins the graph uses: SerializeEngine derives them from the registered plugins, DeserializeEngine reads
+  // them and fails, naming the plugin and its library, when one is not registered or has another version.
+  std::vector<EnginePluginRef> plugins;
 };
 
 // The decoded fixed header.

@@ -40,3 +40,13 @@ uint64_t Get64(const uint8_t* p);
 void EncodeHeader(const EngineHeader& h, uint8_t* p);
 
 }  // namespace kiln::engine_layout
+
+namespace kiln {
+
+// The plugins a graph's nodes use, from the plugin registry (engine_plugins.cpp).
+std::vector<EnginePluginRef> PluginsOfGraph(const Graph& g);
+// Every plugin an engine needs is registered at the engine's version; the error names the plugin, a node using it
+// and the library to load.
+Status CheckEnginePlugins(const Graph& g, const std::vector<EnginePluginRef>& refs);
+
+}  // namespace kiln

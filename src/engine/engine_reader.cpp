@@ -271,6 +271,10 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
     }
   }
   out.build_report_json = Str(e.build_report());
+  if (e.plugins())
+    for (const fb::PluginRef* r : *e.plugins())
+      out.plugins.push_back({Str(r->domain()), Str(r->name()), Str(r->version()), Str(r->library())});
+  KILN_RETURN_IF_ERROR(CheckEnginePlugins(*out.graph, out.plugins));
   return out;
 }
 

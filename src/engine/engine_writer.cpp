@@ -199,7 +199,15 @@ Result<std::vector<uint8_t>> Writer::Write(const EngineContents& e) {
   }
   auto profiles = AddProfiles(e.profiles);
   auto report = fbb_.CreateString(e.build_report_json);
-  fbb_.Finish(fb::CreateEngine(fbb_, graph, profiles, plan, report), fb::EngineIdentifier());
+  fbs::Offset<fbs::Vector<fbs::Offset<fb::PluginRef>>> plugins;
+  if (auto refs = PluginsOfGraph(*e.graph); !refs.empty()) {
+    std::vector<fbs::Offset<fb::PluginRef>> fr;
+    for (const EnginePluginRef& r : refs)
+      fr.push_back(fb::CreatePluginRef(fbb_, fbb_.CreateString(r.domain), fbb_.CreateString(r.name),
+                                       fbb_.CreateString(r.version), fbb_.CreateString(r.library)));
+    plugins = fbb_.CreateVector(fr);
+  }
+  fbb_.Finish(fb::CreateEngine(fbb_, graph, profiles, plan, report, plugins), fb::EngineIdentifier());
   const size_t payload_size = fbb_.GetSize();
   if (payload_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return Err(StatusCode::kOutOfRange, "the engine's graph description is {} bytes, beyond FlatBuffers' 2 GiB",

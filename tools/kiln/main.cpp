@@ -2,12 +2,14 @@
 //   kiln --onnx=model.onnx [--saveEngine=e] [trtexec flags]      build, then time inference (like trtexec)
 //   kiln --loadEngine=e [trtexec flags]                           time inference of an engine
 //   kiln build|run|bench|inspect [flags] [--json=report.json]     the same jobs as subcommands
+//   kiln plugin new NAME [--domain D] | kiln plugin list             plugin projects and registered plugins
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
 #include "commands.h"
 #include "kiln/error.h"
+#include "plugin_cmd.h"
 
 namespace kiln::cli {
 namespace {
@@ -44,6 +46,7 @@ Result<std::unique_ptr<Engine>> GetEngine(const Options& o, ILogger& logger, nlo
 }
 
 int Main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "plugin") == 0) return PluginCommand(argc, argv);
   Mode mode = Mode::kTrtexec;
   int first = 1;
   if (argc > 1) {
@@ -64,7 +67,7 @@ int Main(int argc, char** argv) {
   }
   CLI::App app{mode == Mode::kTrtexec
                    ? "kiln: an ONNX inference optimizer and runtime.\n  kiln --onnx=model.onnx [--saveEngine=e] [flags]\n"
-                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare --help"
+                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|plugin --help"
                    : std::string("kiln ") + argv[1]};
   app.name(mode == Mode::kTrtexec ? "kiln" : std::string("kiln ") + argv[1]);
   AddOptions(app, o, mode);
@@ -74,6 +77,7 @@ int Main(int argc, char** argv) {
     return app.exit(e);
   }
   Status st = CheckUnbuiltFlags(o, app);
+  if (st.ok()) st = LoadPlugins(o);  // before any model is imported or engine loaded
   if (!st.ok()) return Fail(st);
   StderrLogger logger(o.verbose ? Severity::kVerbose : Severity::kWarning);
   nlohmann::json report = {{"status", "success"}};

@@ -42,9 +42,12 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_option("--profilingVerbosity", o.profiling_verbosity, "layer_names_only|detailed|none");
     app.add_option("--avgTiming", o.avg_timing, "Iterations averaged when timing tactics");
     app.add_option("--backend", o.backend, "cpu (the reference backend) or cuda");
-    app.add_option("--staticPlugins", o.static_plugins, "Plugin libraries linked statically");
-    app.add_option("--dynamicPlugins", o.dynamic_plugins, "Plugin libraries to load");
   }
+  // Every subcommand imports a model or loads an engine, so each takes plugins.
+  app.add_option("--staticPlugins", o.static_plugins,
+                 "Linked-in plugins to register: domain.Name[,...] or all (a library path is loaded)")
+      ->delimiter(',');
+  app.add_option("--dynamicPlugins", o.dynamic_plugins, "Plugin libraries to load: lib.so[,...]")->delimiter(',');
   if (infer) {
     app.add_option("--iterations", o.iterations, "Run at least this many inferences")->check(CLI::Range(1, 100000000));
     app.add_option("--warmUp", o.warm_up_ms, "Warm up for this many ms")->check(CLI::Range(0.0, 1e9));
@@ -111,8 +114,6 @@ std::string OneOf(const std::vector<std::string>& names) {
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
   const std::pair<const char*, const char*> unbuilt[] = {
       {"--calib", "INT8 calibration is not built yet"},
-      {"--staticPlugins", "plugins are not built yet"},
-      {"--dynamicPlugins", "plugins are not built yet"},
   };
   for (const auto& [flag, why] : unbuilt)
     if (Given(app, flag)) return Err(StatusCode::kUnsupported, "{} is not available: {}", flag, why);

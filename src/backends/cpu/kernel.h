@@ -38,7 +38,8 @@ class KernelRegistry {
     auto it = fns_.find(op);
     return it == fns_.end() ? nullptr : &it->second;
   }
-  const KernelFn* Find(const Node& n) const { return Find(QualifiedOpName(n)); }
+  // The node's kernel: a built-in one, else the plugin kernel where a registered plugin defines the node's op.
+  const KernelFn* Find(const Node& n) const;
   std::vector<std::string> OpTypes() const;  // qualified names
 
  private:
@@ -47,6 +48,8 @@ class KernelRegistry {
 
 // The one table (src/backends/cpu/registry.cpp lists the families).
 const KernelRegistry& Kernels();
+// The kernel of a node whose op a registered plugin defines, or nullptr (plugin_kernel.cpp).
+const KernelFn* PluginKernel(const Node& n);
 
 // Runs `fn(begin, end)` over [0, n) split across the CPU threads (serial for small n).
 void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 4096);

@@ -20,6 +20,11 @@ const KernelRegistry& Kernels() {
   return reg;
 }
 
+const KernelFn* KernelRegistry::Find(const Node& n) const {
+  if (const KernelFn* f = Find(QualifiedOpName(n))) return f;
+  return PluginKernel(n);
+}
+
 std::vector<std::string> KernelRegistry::OpTypes() const {
   std::vector<std::string> r;
   for (const auto& [k, v] : fns_) r.push_back(k);

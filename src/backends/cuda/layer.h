@@ -100,7 +100,9 @@ class LayerRegistry {
     auto it = factories_.find(op);
     return it == factories_.end() ? nullptr : &it->second;
   }
-  const LayerFactory* Find(const Node& n) const { return Find(QualifiedOpName(n)); }
+  // The node's factory: a built-in one, else the plugin layer (tactic "plugin") where a registered plugin defines
+  // the node's op and has a CUDA implementation.
+  const LayerFactory* Find(const Node& n) const;
   std::vector<std::string> OpTypes() const;  // qualified names
 
  private:
@@ -109,6 +111,8 @@ class LayerRegistry {
 
 // The one table (layer_registry.cpp lists the families).
 const LayerRegistry& Layers();
+// The factory of a node whose op a registered plugin defines, or nullptr (plugin_layer.cpp).
+const LayerFactory* PluginLayerFactory(const Node& n);
 
 // The LayerSpec of `node` at the tuning shapes: the static shapes of `tuned_node` (the same node in the graph
 // inferred at those shapes), empty where unknown.

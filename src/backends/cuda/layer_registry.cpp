@@ -21,6 +21,11 @@ const LayerRegistry& Layers() {
   return reg;
 }
 
+const LayerFactory* LayerRegistry::Find(const Node& n) const {
+  if (const LayerFactory* f = Find(QualifiedOpName(n))) return f;
+  return PluginLayerFactory(n);
+}
+
 std::vector<std::string> LayerRegistry::OpTypes() const {
   std::vector<std::string> r;
   for (const auto& [k, v] : factories_) r.push_back(k);
