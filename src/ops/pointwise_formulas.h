@@ -57,18 +57,18 @@
   X(Elu, 1, Float, "alpha", 1.f, "", 0.f, x < C(0) ? a * (exp(x) - C(1)) : x)                                        \
   X(Selu, 1, Float, "alpha", 1.67326319217681884765625f, "gamma", 1.05070102214813232421875f,                        \
     x <= C(0) ? b * (a * exp(x) - a) : b * x)                                                                        \
+  X(Sin, 7, Float, "", 0.f, "", 0.f, sin(x))                                                                         \
+  X(Cos, 7, Float, "", 0.f, "", 0.f, cos(x))                                                                         \
   /* one row per op, each ending in a backslash */
 
 // X(Name, formula): unary FusedPointwise steps of ops with an OpDef and kernels of their own (Clip takes its bounds
 // as inputs and runs every numeric type; Gelu's string attribute picks Gelu or GeluTanh),
-// and step formulas of ONNX ops kiln does not define yet (Softsign, Sin, Cos).
+// and step formulas of ONNX ops kiln does not define yet (Softsign).
 #define KILN_POINTWISE_UNARY_STEPS(X)                                                                                \
   X(Clip, ClipTo(x, a, b)) /* a = min, b = max */                                                                    \
   X(Gelu, C(0.5) * x * (C(1) + erf(x * C(0.7071067811865476))))                                                      \
   X(GeluTanh, C(0.5) * x * (C(1) + tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x))))                     \
   X(Softsign, x / (C(1) + fabs(x)))                                                                                  \
-  X(Sin, sin(x))                                                                                                     \
-  X(Cos, cos(x))                                                                                                     \
   /* one row per step */
 
 // X(Name, formula): binary FusedPointwise steps, y = f(x, y). The ops' own kernels are the broadcasting binary
