@@ -59,16 +59,26 @@
     x <= C(0) ? b * (a * exp(x) - a) : b * x)                                                                        \
   X(Sin, 7, Float, "", 0.f, "", 0.f, sin(x))                                                                         \
   X(Cos, 7, Float, "", 0.f, "", 0.f, cos(x))                                                                         \
+  X(Tan, 7, Float, "", 0.f, "", 0.f, tan(x))                                                                         \
+  X(Asin, 7, Float, "", 0.f, "", 0.f, asin(x))                                                                       \
+  X(Acos, 7, Float, "", 0.f, "", 0.f, acos(x))                                                                       \
+  X(Atan, 7, Float, "", 0.f, "", 0.f, atan(x))                                                                       \
+  X(Sinh, 9, Float, "", 0.f, "", 0.f, sinh(x))                                                                       \
+  X(Cosh, 9, Float, "", 0.f, "", 0.f, cosh(x))                                                                       \
+  X(Asinh, 9, Float, "", 0.f, "", 0.f, asinh(x))                                                                     \
+  X(Acosh, 9, Float, "", 0.f, "", 0.f, acosh(x))                                                                     \
+  X(Atanh, 9, Float, "", 0.f, "", 0.f, atanh(x))                                                                     \
+  X(Softsign, 1, Float, "", 0.f, "", 0.f, x / (C(1) + fabs(x)))                                                      \
+  X(Celu, 12, Float, "alpha", 1.f, "", 0.f, x > C(0) ? x : a * (exp(x / a) - C(1)))                                  \
+  X(ThresholdedRelu, 10, Float, "alpha", 1.f, "", 0.f, x > a ? x : C(0))                                             \
   /* one row per op, each ending in a backslash */
 
 // X(Name, formula): unary FusedPointwise steps of ops with an OpDef and kernels of their own (Clip takes its bounds
-// as inputs and runs every numeric type; Gelu's string attribute picks Gelu or GeluTanh),
-// and step formulas of ONNX ops kiln does not define yet (Softsign).
+// as inputs and runs every numeric type; Gelu's string attribute picks Gelu or GeluTanh).
 #define KILN_POINTWISE_UNARY_STEPS(X)                                                                                \
   X(Clip, ClipTo(x, a, b)) /* a = min, b = max */                                                                    \
   X(Gelu, C(0.5) * x * (C(1) + erf(x * C(0.7071067811865476))))                                                      \
   X(GeluTanh, C(0.5) * x * (C(1) + tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x))))                     \
-  X(Softsign, x / (C(1) + fabs(x)))                                                                                  \
   /* one row per step */
 
 // X(Name, formula): binary FusedPointwise steps, y = f(x, y). The ops' own kernels are the broadcasting binary
