@@ -29,10 +29,10 @@ enum class PwTypes : uint8_t { kFloat, kSigned, kNumeric };
 struct PwOpInfo {
   const char* name;  // the program step name: the ONNX op's name, or "GeluTanh"
   PwOp op;
-  int arity;         // 1 or 2
-  bool onnx_unary;   // a row of KILN_POINTWISE_UNARY_OPS: its OpDef and kernels are generated
-  int64_t since;     // with onnx_unary: its first opset
-  PwTypes types;     // with onnx_unary: the input types its OpDef accepts (others: float)
+  int arity;           // 1 or 2
+  bool onnx_unary;     // a row of KILN_POINTWISE_UNARY_OPS: its OpDef and kernels are generated
+  int64_t since;       // with onnx_unary: its first opset
+  PwTypes types;       // with onnx_unary: the input types its OpDef accepts (others: float)
   const char* attr_a;  // the ONNX float attribute read into the formula's a ("" when none), and its default
   float default_a;
   const char* attr_b;
