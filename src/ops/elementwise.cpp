@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/families.h"
+#include "ops/pointwise_op.h"
 
 namespace kiln {
 namespace {
@@ -373,32 +374,18 @@ Status ConvertClip(ConvertContext& c) {
 }  // namespace
 
 void RegisterElementwiseOps(OpRegistry& r) {
-  // unary (x in, same type and shape out); pointwise formulas are fusable into FusedPointwise chains
-  auto unary = [&](const char* name, Cat cat, std::vector<const char*> attrs, PwOp pw, int64_t since) {
-    OpDef& d = r.Onnx(name).Since(since).Shape(Unary(cat, std::move(attrs))).LayoutNeutral();
-    if (pw != PwOp::kNone) d.Pointwise(pw, 1);
-  };
-  unary("Sqrt", Cat::kFloat, {}, PwOp::kSqrt, 1);
-  unary("Reciprocal", Cat::kFloat, {}, PwOp::kReciprocal, 1);
-  unary("Exp", Cat::kFloat, {}, PwOp::kExp, 1);
-  unary("Log", Cat::kFloat, {}, PwOp::kLog, 1);
-  unary("Tanh", Cat::kFloat, {}, PwOp::kTanh, 1);
-  unary("Sigmoid", Cat::kFloat, {}, PwOp::kSigmoid, 1);
-  unary("Floor", Cat::kFloat, {}, PwOp::kFloor, 1);
-  unary("Ceil", Cat::kFloat, {}, PwOp::kCeil, 1);
-  unary("Round", Cat::kFloat, {}, PwOp::kNone, 11);
-  unary("Softplus", Cat::kFloat, {}, PwOp::kSoftplus, 1);
-  unary("Mish", Cat::kFloat, {}, PwOp::kNone, 18);
-  unary("HardSwish", Cat::kFloat, {}, PwOp::kHardSwish, 14);
-  unary("LeakyRelu", Cat::kFloat, {"alpha"}, PwOp::kLeakyRelu, 1);
-  unary("Elu", Cat::kFloat, {"alpha"}, PwOp::kElu, 1);
-  unary("Selu", Cat::kFloat, {"alpha", "gamma"}, PwOp::kSelu, 1);
-  unary("HardSigmoid", Cat::kFloat, {"alpha", "beta"}, PwOp::kHardSigmoid, 1);
-  unary("Erf", Cat::kNumeric, {}, PwOp::kErf, 9);
-  unary("Abs", Cat::kNumeric, {}, PwOp::kAbs, 1);
-  unary("Sign", Cat::kNumeric, {}, PwOp::kNone, 9);
-  unary("Neg", Cat::kSigned, {}, PwOp::kNeg, 1);
-  unary("Relu", Cat::kSigned, {}, PwOp::kRelu, 1);
+  // unary (x in, same type and shape out): one OpDef per row of KILN_POINTWISE_UNARY_OPS (ops/pointwise_formulas.h),
+  // fusable into FusedPointwise chains
+  for (const PwOpInfo& p : kPwOps) {
+    if (!p.onnx_unary) continue;
+    std::vector<const char*> attrs;
+    for (const char* a : {p.attr_a, p.attr_b})
+      if (*a) attrs.push_back(a);
+    const Cat cat = p.types == PwTypes::kSigned    ? Cat::kSigned
+                    : p.types == PwTypes::kNumeric ? Cat::kNumeric
+                                                   : Cat::kFloat;
+    r.Onnx(p.name).Since(p.since).Shape(Unary(cat, std::move(attrs))).LayoutNeutral().Pointwise(p.op, 1);
+  }
   r.Onnx("Gelu").Since(20).Shape(GeluShape).LayoutNeutral().Pointwise(PwOp::kGelu, 1);
   r.Onnx("Not").Shape(Unary(Cat::kBool));
   r.Onnx("IsNaN").Since(9).Shape([](InferContext& ctx) -> Status {

@@ -2,6 +2,7 @@
 #include "ops/fused_ops.h"
 
 #include "core/error.h"
+#include "ops/pointwise_op.h"
 
 namespace kiln::fused {
 
@@ -16,20 +17,7 @@ std::optional<Act> ParseActivation(const std::string& n) {
 }
 
 const PwOpInfo* FindPointwiseOp(const std::string& name) {
-  static const PwOpInfo kOps[] = {
-      {"Relu", PwOp::kRelu, 1},       {"Sigmoid", PwOp::kSigmoid, 1},       {"Tanh", PwOp::kTanh, 1},
-      {"Exp", PwOp::kExp, 1},         {"Log", PwOp::kLog, 1},               {"Neg", PwOp::kNeg, 1},
-      {"Abs", PwOp::kAbs, 1},         {"Sqrt", PwOp::kSqrt, 1},             {"Reciprocal", PwOp::kReciprocal, 1},
-      {"Erf", PwOp::kErf, 1},         {"Floor", PwOp::kFloor, 1},           {"Ceil", PwOp::kCeil, 1},
-      {"Softplus", PwOp::kSoftplus, 1}, {"Softsign", PwOp::kSoftsign, 1},   {"Sin", PwOp::kSin, 1},
-      {"Cos", PwOp::kCos, 1},         {"HardSwish", PwOp::kHardSwish, 1},   {"LeakyRelu", PwOp::kLeakyRelu, 1},
-      {"Elu", PwOp::kElu, 1},         {"Selu", PwOp::kSelu, 1},             {"HardSigmoid", PwOp::kHardSigmoid, 1},
-      {"Clip", PwOp::kClip, 1},       {"Gelu", PwOp::kGelu, 1},             {"GeluTanh", PwOp::kGeluTanh, 1},
-      {"Add", PwOp::kAdd, 2},         {"Sub", PwOp::kSub, 2},               {"Mul", PwOp::kMul, 2},
-      {"Div", PwOp::kDiv, 2},         {"Pow", PwOp::kPow, 2},               {"Max", PwOp::kMax, 2},
-      {"Min", PwOp::kMin, 2},         {"PRelu", PwOp::kPRelu, 2},
-  };
-  for (const auto& o : kOps)
+  for (const PwOpInfo& o : kPwOps)
     if (name == o.name) return &o;
   return nullptr;
 }

@@ -22,7 +22,11 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ops/pointwise_op.h"
+#include "ops/pointwise_id.h"
+
+namespace kiln {
+struct PwOpInfo;  // ops/pointwise_op.h
+}
 
 namespace kiln::fused {
 
@@ -36,16 +40,12 @@ std::optional<Act> ParseActivation(const std::string& name);
 // kiln_ops:   strings, one op per step, in execution order (names below)
 // kiln_args:  ints, two per step: operand indices; i >= 0 is node input i, i < 0 is the result of step -1 - i
 //             (unary steps repeat their operand in the second slot)
-// kiln_alpha, kiln_beta: floats, one per step (LeakyRelu/Elu alpha, HardSigmoid alpha/beta, Clip min/max,
-//             Selu alpha/gamma; 0 where unused)
+// kiln_alpha, kiln_beta: floats, one per step: the formula's a and b (the op's attributes as its row in
+//             ops/pointwise_formulas.h names them, Clip's min/max; 0 where unused)
 // The node's output is the last step's result.
-using PwOp = kiln::PwOp;  // ops/pointwise_op.h
-struct PwOpInfo {
-  const char* name;
-  PwOp op;
-  int arity;
-};
-// The op of a program step name (the ONNX op type, or "GeluTanh"); nullptr when unknown.
+using PwOp = kiln::PwOp;          // ops/pointwise_id.h, ops/pointwise_op.h
+using PwOpInfo = kiln::PwOpInfo;  // the step names are the formulas' names (ops/pointwise_formulas.h)
+// The formula of a program step name (the ONNX op type, or "GeluTanh"); nullptr when unknown.
 const PwOpInfo* FindPointwiseOp(const std::string& name);
 
 struct PwProgram {

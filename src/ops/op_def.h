@@ -19,7 +19,7 @@
 
 #include "ir/graph.h"
 #include "ops/infer_context.h"
-#include "ops/pointwise_op.h"
+#include "ops/pointwise_id.h"
 
 namespace kiln {
 
@@ -63,12 +63,13 @@ struct OpTraits {
   // The converter always rewrites the node to another op (Upsample -> Resize, Scatter -> ScatterElements):
   // no kernel runs it, so backends need none.
   bool import_only = false;
-  // Fusable into a FusedPointwise chain: the step's formula (PwOp::kNone when not fusable) and arity.
-  PwOp pointwise = PwOp::kNone;
+  // Fusable into a FusedPointwise chain: the step's formula (ops/pointwise_op.h; kNoPwOp when not fusable) and
+  // arity.
+  PwOp pointwise = kNoPwOp;
   int pointwise_arity = 0;
 
   bool is_parameter_input(size_t i) const { return i < 64 && ((parameter_inputs >> i) & 1) != 0; }
-  bool fusable_pointwise() const { return pointwise != PwOp::kNone; }
+  bool fusable_pointwise() const { return pointwise != kNoPwOp; }
 };
 
 struct OpDef {

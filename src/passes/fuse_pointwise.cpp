@@ -15,6 +15,7 @@
 #include "passes/pass_list.h"
 #include "ops/fused_ops.h"
 #include "ops/op_def.h"
+#include "ops/pointwise_op.h"
 
 namespace kiln {
 namespace {
@@ -49,15 +50,14 @@ std::optional<Step> AsStep(const Node* n) {
     }
   } else {
     if (n->inputs.size() != operands) return std::nullopt;
+    // The formula's a and b: the attributes its row names (ops/pointwise_formulas.h), 0 where none.
+    const PwOpInfo& info = PwInfo(traits.pointwise);
     auto f = [&](const char* k, float d) -> std::optional<float> {
+      if (!*k) return 0.f;
       auto r = n->attr_float(k, d);
       return r.ok() ? std::optional<float>(*r) : std::nullopt;
     };
-    std::optional<float> a = 0.f, b = 0.f;
-    if (op == "LeakyRelu") a = f("alpha", 0.01f);
-    if (op == "Elu") a = f("alpha", 1.f);
-    if (op == "HardSigmoid") a = f("alpha", 0.2f), b = f("beta", 0.5f);
-    if (op == "Selu") a = f("alpha", 1.67326319217681884765625f), b = f("gamma", 1.05070102214813232421875f);
+    const std::optional<float> a = f(info.attr_a, info.default_a), b = f(info.attr_b, info.default_b);
     if (!a || !b) return std::nullopt;
     s.alpha = *a;
     s.beta = *b;

@@ -1,11 +1,14 @@
-// CPU kernels of the elementwise family, part 1: shared helpers (output allocation, broadcast plan),
-// unary math, activations, Clip, IsNaN/IsInf/Not, and the family's registration function.
+// CPU kernels of the elementwise family, part 1: shared helpers (output allocation, broadcast plan), the unary
+// formula ops (one templated kernel per row of ops/pointwise_formulas.h, with typed integer paths), Gelu, Clip,
+// IsNaN/IsInf/Not, and the family's registration function.
 // Binary/compare/logic/variadic ops live in elementwise_binary.cpp, Cast and Q/DQ in elementwise_cast.cpp.
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "backends/cpu/elementwise_internal.h"
 #include "backends/cpu/families.h"
+#include "ops/pointwise_op.h"
 
 namespace kiln::cpu::elem {
 
@@ -124,33 +127,72 @@ void MapUnary(const Tensor& x, Tensor& y, F f) {
       kElemGrain);
 }
 
-enum class Cat { kFloat, kSigned, kNumeric };
-
-// Builds a same-type unary kernel: `make(node)` returns a generic lambda computing one element.
-template <Cat cat, typename Make>
-KernelFn Unary(Make make) {
-  return [make](KernelContext& ctx) -> Status {
+// The kernel of a unary formula F (ops/pointwise_formulas.h) with its attributes a and b read from the node:
+// float inputs compute F in ComputeT<T> (float for float16/bfloat16); integer inputs run `int_path` where the
+// op has one.
+template <typename F>
+KernelFn FormulaKernel(PwOp op, KernelFn int_path = nullptr) {
+  return [op, int_path](KernelContext& ctx) -> Status {
     KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
     const Tensor& x = ctx.in(0);
+    if (int_path && IsIntegerType(x.dtype())) return int_path(ctx);
+    const PwOpInfo& info = PwInfo(op);
+    const float a = *info.attr_a ? ctx.node.getf(info.attr_a, info.default_a) : 0.f;
+    const float b = *info.attr_b ? ctx.node.getf(info.attr_b, info.default_b) : 0.f;
     EnsureOutput(ctx, 0, x.dtype(), x.shape());
-    auto f = make(ctx.node);
-    auto body = [&]<typename T>() { MapUnary<T>(x, ctx.out(0), f); };
-    if constexpr (cat == Cat::kFloat) return DispatchFloat(x.dtype(), ctx.node, body);
-    else if constexpr (cat == Cat::kSigned) return DispatchSigned(x.dtype(), ctx.node, body);
-    else return DispatchNumeric(x.dtype(), ctx.node, body);
+    return DispatchFloat(x.dtype(), ctx.node, [&]<typename T>() {
+      using C = ComputeT<T>;
+      MapUnary<T>(x, ctx.out(0), [ca = C(a), cb = C(b)](C v) { return F{}(v, ca, cb); });
+    });
   };
 }
 
-template <typename C>
-C StableSigmoid(C x) {
-  if (x >= C(0)) return C(1) / (C(1) + std::exp(-x));
-  const C e = std::exp(x);
-  return e / (C(1) + e);
+// Integer inputs of the unary ops that take them: f computes one element in its own type.
+template <bool kSignedOnly, typename F>
+KernelFn IntegerUnary(F f) {
+  return [f](KernelContext& ctx) -> Status {
+    const Tensor& x = ctx.in(0);
+    EnsureOutput(ctx, 0, x.dtype(), x.shape());
+    auto body = [&]<typename T>() { MapUnary<T>(x, ctx.out(0), f); };
+    switch (x.dtype()) {
+      case DataType::kInt8: body.template operator()<int8_t>(); return Status::Ok();
+      case DataType::kInt16: body.template operator()<int16_t>(); return Status::Ok();
+      case DataType::kInt32: body.template operator()<int32_t>(); return Status::Ok();
+      case DataType::kInt64: body.template operator()<int64_t>(); return Status::Ok();
+      default: break;
+    }
+    if constexpr (!kSignedOnly) {
+      switch (x.dtype()) {
+        case DataType::kUInt8: body.template operator()<uint8_t>(); return Status::Ok();
+        case DataType::kUInt16: body.template operator()<uint16_t>(); return Status::Ok();
+        case DataType::kUInt32: body.template operator()<uint32_t>(); return Status::Ok();
+        case DataType::kUInt64: body.template operator()<uint64_t>(); return Status::Ok();
+        default: break;
+      }
+    }
+    return Err(StatusCode::kUnsupported, "{}: {} does not take {} inputs", ctx.node.Where(), ctx.node.op_type,
+               DataTypeName(x.dtype()));
+  };
 }
 
-template <typename C>
-C Softplus(C x) {
-  return x > C(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+// The integer paths of the formula ops whose types include integers (Signed: Relu, Neg; Numeric: Abs, Sign, Erf).
+KernelFn IntegerPath(const std::string& op) {
+  if (op == "Relu") return IntegerUnary<true>([](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+  if (op == "Neg") return IntegerUnary<true>([](auto x) { return static_cast<decltype(x)>(-x); });
+  if (op == "Abs")
+    return IntegerUnary<false>([](auto x) {
+      using C = decltype(x);
+      if constexpr (std::is_unsigned_v<C>) return x;
+      else return x < C(0) ? static_cast<C>(-x) : x;
+    });
+  if (op == "Sign")
+    return IntegerUnary<false>([](auto x) {
+      using C = decltype(x);
+      return x > C(0) ? C(1) : (x < C(0) ? static_cast<C>(-1) : x);
+    });
+  if (op == "Erf")
+    return IntegerUnary<false>([](auto x) { return static_cast<decltype(x)>(std::erf(static_cast<double>(x))); });
+  return nullptr;
 }
 
 // Result of an element-to-bool predicate over a float tensor.
@@ -185,20 +227,17 @@ Status ClipKernel(KernelContext& ctx) {
   EnsureOutput(ctx, 0, x.dtype(), x.shape());
   return DispatchNumeric(x.dtype(), ctx.node, [&]<typename T>() {
     using C = ComputeT<T>;
+    using Lim = std::numeric_limits<C>;
+    // An absent bound clamps nothing: -inf/+inf for floats, the type's range for integers.
     auto bound = [&](const Tensor* b, C def) -> C {
       if (!b) return def;
       if (b->dtype() == x.dtype()) return Load(b->data<T>(), 0);
       if constexpr (std::is_integral_v<C>) return static_cast<C>(b->GetAsInt(0));
       return static_cast<C>(b->GetAsDouble(0));
     };
-    const C lo = bound(lo_t, std::numeric_limits<C>::lowest());
-    const C hi = bound(hi_t, std::numeric_limits<C>::max());
-    const bool has_lo = lo_t != nullptr, has_hi = hi_t != nullptr;
-    MapUnary<T>(x, ctx.out(0), [=](C v) {
-      if (has_lo && v < lo) v = lo;
-      if (has_hi && v > hi) v = hi;
-      return v;
-    });
+    const C lo = bound(lo_t, Lim::has_infinity ? -Lim::infinity() : Lim::lowest());
+    const C hi = bound(hi_t, Lim::has_infinity ? Lim::infinity() : Lim::max());
+    MapUnary<T>(x, ctx.out(0), [=](C v) { return pwf::Clip{}(v, lo, hi); });
   });
 }
 
@@ -216,81 +255,15 @@ Status NotKernel(KernelContext& ctx) {
 }
 
 void RegisterUnaryKernels(KernelRegistry& r) {
-  auto simple = [](auto f) { return [f](const Node&) { return f; }; };
-  r.Add("Sqrt", Unary<Cat::kFloat>(simple([](auto x) { return std::sqrt(x); })));
-  r.Add("Exp", Unary<Cat::kFloat>(simple([](auto x) { return std::exp(x); })));
-  r.Add("Log", Unary<Cat::kFloat>(simple([](auto x) { return std::log(x); })));
-  r.Add("Tanh", Unary<Cat::kFloat>(simple([](auto x) { return std::tanh(x); })));
-  r.Add("Floor", Unary<Cat::kFloat>(simple([](auto x) { return std::floor(x); })));
-  r.Add("Ceil", Unary<Cat::kFloat>(simple([](auto x) { return std::ceil(x); })));
-  r.Add("Round", Unary<Cat::kFloat>(simple([](auto x) { return std::nearbyint(x); })));  // half to even
-  r.Add("Reciprocal", Unary<Cat::kFloat>(simple([](auto x) { return decltype(x)(1) / x; })));
-  r.Add("Sigmoid", Unary<Cat::kFloat>(simple([](auto x) { return StableSigmoid(x); })));
-  r.Add("Softplus", Unary<Cat::kFloat>(simple([](auto x) { return Softplus(x); })));
-  r.Add("Mish", Unary<Cat::kFloat>(simple([](auto x) { return x * std::tanh(Softplus(x)); })));
-  r.Add("HardSwish", Unary<Cat::kFloat>(simple([](auto x) {
-          using C = decltype(x);
-          const C t = x / C(6) + C(0.5);
-          return x * (t < C(0) ? C(0) : (t > C(1) ? C(1) : t));
-        })));
-  r.Add("Erf", Unary<Cat::kNumeric>(simple([](auto x) {
-          using C = decltype(x);
-          if constexpr (std::is_integral_v<C>) return static_cast<C>(std::erf(static_cast<double>(x)));
-          else return std::erf(x);
-        })));
-  r.Add("Abs", Unary<Cat::kNumeric>(simple([](auto x) {
-          using C = decltype(x);
-          if constexpr (std::is_unsigned_v<C>) return x;
-          else return x < C(0) ? static_cast<C>(-x) : x;
-        })));
-  r.Add("Neg", Unary<Cat::kSigned>(simple([](auto x) { return static_cast<decltype(x)>(-x); })));
-  r.Add("Sign", Unary<Cat::kNumeric>(simple([](auto x) {
-          using C = decltype(x);
-          return x > C(0) ? C(1) : (x < C(0) ? static_cast<C>(-1) : x);
-        })));
-  r.Add("Relu", Unary<Cat::kSigned>(simple([](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; })));
-
-  // Activations with attributes (read with the plain getters: shape inference checked their types).
-  r.Add("LeakyRelu", Unary<Cat::kFloat>([](const Node& n) {
-          const float alpha = n.getf("alpha", 0.01f);
-          return [alpha](auto x) { using C = decltype(x); return x < C(0) ? C(alpha) * x : x; };
-        }));
-  r.Add("Elu", Unary<Cat::kFloat>([](const Node& n) {
-          const float alpha = n.getf("alpha", 1.0f);
-          return [alpha](auto x) {
-            using C = decltype(x);
-            return x < C(0) ? C(alpha) * (std::exp(x) - C(1)) : x;
-          };
-        }));
-  r.Add("Selu", Unary<Cat::kFloat>([](const Node& n) {
-          const float alpha = n.getf("alpha", 1.67326319217681884765625f);
-          const float gamma = n.getf("gamma", 1.05070102214813232421875f);
-          return [alpha, gamma](auto x) {
-            using C = decltype(x);
-            return x <= C(0) ? C(gamma) * (C(alpha) * std::exp(x) - C(alpha)) : C(gamma) * x;
-          };
-        }));
-  r.Add("HardSigmoid", Unary<Cat::kFloat>([](const Node& n) {
-          const float alpha = n.getf("alpha", 0.2f);
-          const float beta = n.getf("beta", 0.5f);
-          return [alpha, beta](auto x) {
-            using C = decltype(x);
-            const C t = C(alpha) * x + C(beta);
-            return t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
-          };
-        }));
-  r.Add("Gelu", Unary<Cat::kFloat>([](const Node& n) {
-          const bool tanh_approx = n.gets("approximate", "none") == "tanh";
-          return [tanh_approx](auto x) {
-            using C = decltype(x);
-            if (tanh_approx) {
-              const C k = static_cast<C>(0.7978845608028654);  // sqrt(2/pi)
-              return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
-            }
-            return C(0.5) * x * (C(1) + std::erf(x * static_cast<C>(0.7071067811865476)));
-          };
-        }));
-
+  // One kernel per row of KILN_POINTWISE_UNARY_OPS (ops/pointwise_formulas.h).
+#define KILN_CPU_FORMULA_KERNEL(Name, ...) r.Add(#Name, FormulaKernel<pwf::Name>(PwOp::k##Name, IntegerPath(#Name)));
+  KILN_POINTWISE_UNARY_OPS(KILN_CPU_FORMULA_KERNEL)
+#undef KILN_CPU_FORMULA_KERNEL
+  // Gelu: approximate="none" is the Gelu formula, "tanh" GeluTanh.
+  r.Add("Gelu", [exact = FormulaKernel<pwf::Gelu>(PwOp::kGelu),
+                 approx = FormulaKernel<pwf::GeluTanh>(PwOp::kGeluTanh)](KernelContext& ctx) {
+    return ctx.node.gets("approximate", "none") == "tanh" ? approx(ctx) : exact(ctx);
+  });
   r.Add("Clip", ClipKernel);
   r.Add("Not", NotKernel);
   r.Add("IsNaN", [](KernelContext& ctx) { return FloatPredicate(ctx, [](auto v) { return std::isnan(v); }); });

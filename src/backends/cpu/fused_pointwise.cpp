@@ -1,4 +1,4 @@
-// CPU kernel of kiln.FusedPointwise: runs a small program of elementwise ops (shape/fused_ops.h) in one pass
+// CPU kernel of kiln.FusedPointwise: runs a small program of elementwise ops (ops/fused_ops.h) in one pass
 // over memory. The output is cut into blocks of kBlock elements; per block every operand is loaded once into
 // a float buffer (following its broadcast strides), each step runs as a tight loop over the block, and the
 // last step's result is stored. Intermediates never leave the cache.
@@ -7,6 +7,7 @@
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
 #include "ops/fused_ops.h"
+#include "ops/pointwise_op.h"
 
 namespace kiln::cpu {
 namespace {
@@ -53,56 +54,16 @@ void LoadBlock(const Operand& op, const std::vector<int64_t>& shape, int64_t beg
   }
 }
 
+// One step over a block, in float: the formula's functor (ops/pointwise_formulas.h) in a tight loop.
 void RunStep(PwOp op, float alpha, float beta, const float* a, const float* b, float* r, int64_t n) {
-  switch (op) {
-#define UNARY(OP, EXPR)                               \
-  case PwOp::OP:                                      \
-    for (int64_t i = 0; i < n; ++i) {                 \
-      const float x = a[i];                           \
-      r[i] = (EXPR);                                  \
-    }                                                 \
-    break;
-#define BINARY(OP, EXPR)                              \
-  case PwOp::OP:                                      \
-    for (int64_t i = 0; i < n; ++i) {                 \
-      const float x = a[i], y = b[i];                 \
-      r[i] = (EXPR);                                  \
-    }                                                 \
-    break;
-    UNARY(kRelu, x < 0.f ? 0.f : x)
-    UNARY(kSigmoid, 1.f / (1.f + std::exp(-x)))
-    UNARY(kTanh, std::tanh(x))
-    UNARY(kExp, std::exp(x))
-    UNARY(kLog, std::log(x))
-    UNARY(kNeg, -x)
-    UNARY(kAbs, std::fabs(x))
-    UNARY(kSqrt, std::sqrt(x))
-    UNARY(kReciprocal, 1.f / x)
-    UNARY(kErf, std::erf(x))
-    UNARY(kFloor, std::floor(x))
-    UNARY(kCeil, std::ceil(x))
-    UNARY(kSoftplus, x > 0.f ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)))
-    UNARY(kSoftsign, x / (1.f + std::fabs(x)))
-    UNARY(kSin, std::sin(x))
-    UNARY(kCos, std::cos(x))
-    UNARY(kHardSwish, x * std::fmin(1.f, std::fmax(0.f, x / 6.f + 0.5f)))
-    UNARY(kLeakyRelu, x < 0.f ? alpha * x : x)
-    UNARY(kElu, x < 0.f ? alpha * (std::exp(x) - 1.f) : x)
-    UNARY(kSelu, x <= 0.f ? beta * (alpha * std::exp(x) - alpha) : beta * x)
-    UNARY(kHardSigmoid, std::fmin(1.f, std::fmax(0.f, alpha * x + beta)))
-    UNARY(kClip, x < alpha ? alpha : (x > beta ? beta : x))
-    UNARY(kGelu, 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f)))
-    UNARY(kGeluTanh, 0.5f * x * (1.f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))))
-    BINARY(kAdd, x + y)
-    BINARY(kSub, x - y)
-    BINARY(kMul, x * y)
-    BINARY(kDiv, x / y)
-    BINARY(kPow, std::pow(x, y))
-    BINARY(kMax, std::isnan(x) || std::isnan(y) ? NAN : (x > y ? x : y))
-    BINARY(kMin, std::isnan(x) || std::isnan(y) ? NAN : (x < y ? x : y))
-    BINARY(kPRelu, x < 0.f ? y * x : x)
-#undef UNARY
-#undef BINARY
+  if (PwIsBinary(op)) {
+    VisitBinary(op, [&](auto f) {
+      for (int64_t i = 0; i < n; ++i) r[i] = f(a[i], b[i]);
+    });
+  } else {
+    VisitUnary(op, [&](auto f) {
+      for (int64_t i = 0; i < n; ++i) r[i] = f(a[i], alpha, beta);
+    });
   }
 }
 

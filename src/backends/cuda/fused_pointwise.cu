@@ -5,7 +5,8 @@
 // single element), runs the program step by step over its E elements in float32, and stores the last step's
 // result. Operands and step results live in shared memory, one column per thread ([slot][e][thread]: no bank
 // conflicts, no local memory, runtime slot indices are free), so the op dispatch of a step is paid once per E
-// elements. The program travels by value as a kernel argument (constant bank).
+// elements. The program travels by value as a kernel argument (constant bank). Each step's formula is the functor
+// of ops/pointwise_formulas.h that EvalUnary/EvalBinary (ops/pointwise_op.h) switch to.
 #include "backends/cuda/pointwise_device.cuh"
 
 namespace kiln::cuda {
@@ -39,17 +40,17 @@ __global__ void FusedPointwiseKernel(const PwProgramArgs prog, const InputPtrs i
     }
     // Elements past the end compute on stale values and are never stored.
     for (int s = 0; s < prog.num_steps; ++s) {
-      const int op = prog.op[s];
+      const PwOp op = static_cast<PwOp>(prog.op[s]);
       const int a0 = prog.arg0[s] < kPwMaxOperands ? prog.arg0[s] : prog.arg0[s] - kPwMaxOperands + num_in;
       const int a1 = prog.arg1[s] < kPwMaxOperands ? prog.arg1[s] : prog.arg1[s] - kPwMaxOperands + num_in;
       const float* x0 = col + a0 * E * B;
       const float* x1 = col + a1 * E * B;
       float* r = col + (num_in + s) * E * B;
       if (PwIsBinary(op)) {
-        for (int e = 0; e < E; ++e) r[e * B] = pw::FloatBinary(op, x0[e * B], x1[e * B]);
+        for (int e = 0; e < E; ++e) r[e * B] = EvalBinary(op, x0[e * B], x1[e * B]);
       } else {
         const float alpha = prog.alpha[s], beta = prog.beta[s];
-        for (int e = 0; e < E; ++e) r[e * B] = pw::FloatUnary(op, x0[e * B], alpha, beta);
+        for (int e = 0; e < E; ++e) r[e * B] = EvalUnary(op, x0[e * B], alpha, beta);
       }
     }
     for (int e = 0; e < E; ++e) {

@@ -9,7 +9,8 @@
 //   1  the operand is contiguous across the chunk (innermost dim present, e.g. a trailing [C] bias with C a
 //      multiple of the chunk): one 16-byte load;
 //   2  anything else: one load per element through its strides.
-// The program then runs per element as straight-line float code (fpw_body) and the chunk is stored with one
+// The program then runs per element as straight-line float code (fpw_body: one call of the step's functor from
+// ops/pointwise_formulas.h, whose text starts the source, per step) and the chunk is stored with one
 // 16-byte store. The last partial chunk, and every chunk of a launch that cannot vectorize, runs the scalar
 // path (per element loads through the same kinds). Broadcast offsets use the launch's merged dims (innermost
 // first, one pass for all broadcast operands, a runtime loop over the __grid_constant__ parameters) with
@@ -23,11 +24,11 @@
 #include "backends/cuda/nvrtc_module.h"
 #include "backends/cuda/pointwise_layers_util.h"
 #include "core/error.h"
+#include "ops/pointwise_op.h"
+#include "pointwise_formulas_text.h"  // generated from ops/pointwise_formulas.h (cmake/PointwiseFormulas.cmake)
 
 namespace kiln::cuda {
 namespace {
-
-using fused::PwOp;
 
 constexpr int kBlock = 256;
 constexpr int kParamDims = 8;
@@ -78,45 +79,12 @@ std::string FloatLit(float f) {
   return fmt::format("__int_as_float(0x{:08x})", u);
 }
 
-// The step's expression over operand names x, y (plain identifiers) and its alpha/beta.
+// The step's expression over operand names x, y (plain identifiers) and its alpha/beta: a call of the formula's
+// functor (ops/pointwise_formulas.h, prepended to the source).
 std::string StepExpr(PwOp op, const std::string& x, const std::string& y, float alpha, float beta) {
-  const std::string A = FloatLit(alpha), B = FloatLit(beta);
-  switch (op) {
-    case PwOp::kRelu: return fmt::format("{0} < 0.f ? 0.f : {0}", x);
-    case PwOp::kSigmoid: return fmt::format("1.f / (1.f + expf(-{0}))", x);
-    case PwOp::kTanh: return fmt::format("tanhf({0})", x);
-    case PwOp::kExp: return fmt::format("expf({0})", x);
-    case PwOp::kLog: return fmt::format("logf({0})", x);
-    case PwOp::kNeg: return fmt::format("-{0}", x);
-    case PwOp::kAbs: return fmt::format("fabsf({0})", x);
-    case PwOp::kSqrt: return fmt::format("sqrtf({0})", x);
-    case PwOp::kReciprocal: return fmt::format("1.f / {0}", x);
-    case PwOp::kErf: return fmt::format("erff({0})", x);
-    case PwOp::kFloor: return fmt::format("floorf({0})", x);
-    case PwOp::kCeil: return fmt::format("ceilf({0})", x);
-    case PwOp::kSoftplus: return fmt::format("{0} > 0.f ? {0} + log1pf(expf(-{0})) : log1pf(expf({0}))", x);
-    case PwOp::kSoftsign: return fmt::format("{0} / (1.f + fabsf({0}))", x);
-    case PwOp::kSin: return fmt::format("sinf({0})", x);
-    case PwOp::kCos: return fmt::format("cosf({0})", x);
-    case PwOp::kHardSwish: return fmt::format("{0} * fminf(1.f, fmaxf(0.f, {0} / 6.f + 0.5f))", x);
-    case PwOp::kLeakyRelu: return fmt::format("{0} < 0.f ? {1} * {0} : {0}", x, A);
-    case PwOp::kElu: return fmt::format("{0} < 0.f ? {1} * (expf({0}) - 1.f) : {0}", x, A);
-    case PwOp::kSelu: return fmt::format("{0} <= 0.f ? {2} * ({1} * expf({0}) - {1}) : {2} * {0}", x, A, B);
-    case PwOp::kHardSigmoid: return fmt::format("fminf(1.f, fmaxf(0.f, {1} * {0} + {2}))", x, A, B);
-    case PwOp::kClip: return fmt::format("{0} < {1} ? {1} : ({0} > {2} ? {2} : {0})", x, A, B);
-    case PwOp::kGelu: return fmt::format("0.5f * {0} * (1.f + erff({0} * 0.7071067811865476f))", x);
-    case PwOp::kGeluTanh:
-      return fmt::format("0.5f * {0} * (1.f + tanhf(0.7978845608028654f * ({0} + 0.044715f * {0} * {0} * {0})))", x);
-    case PwOp::kAdd: return fmt::format("{0} + {1}", x, y);
-    case PwOp::kSub: return fmt::format("{0} - {1}", x, y);
-    case PwOp::kMul: return fmt::format("{0} * {1}", x, y);
-    case PwOp::kDiv: return fmt::format("{0} / {1}", x, y);
-    case PwOp::kPow: return fmt::format("powf({0}, {1})", x, y);
-    case PwOp::kMax: return fmt::format("({0} != {0} || {1} != {1}) ? __int_as_float(0x7fc00000) : ({0} > {1} ? {0} : {1})", x, y);
-    case PwOp::kMin: return fmt::format("({0} != {0} || {1} != {1}) ? __int_as_float(0x7fc00000) : ({0} < {1} ? {0} : {1})", x, y);
-    case PwOp::kPRelu: return fmt::format("{0} < 0.f ? {1} * {0} : {0}", x, y);
-  }
-  return "__int_as_float(0x7fc00000)";
+  const PwOpInfo& info = PwInfo(op);
+  if (PwIsBinary(op)) return fmt::format("kiln::pwf::{}{{}}({}, {})", info.name, x, y);
+  return fmt::format("kiln::pwf::{}{{}}({}, {}, {})", info.name, x, FloatLit(alpha), FloatLit(beta));
 }
 
 // Element load/store helpers of one dtype: ld1/st1 (one element as float), ldv/stv (16 bytes <-> VEC floats).
@@ -278,7 +246,8 @@ class NvrtcLayer : public Layer {
 
 std::string FusedPointwiseSource(const fused::PwProgram& prog, const FpwCodegenOptions& opts) {
   const size_t nin = opts.operands.size();
-  std::string s = "// kiln.FusedPointwise, generated (fused_pointwise_codegen.cpp)\n";
+  std::string s = kPointwiseFormulasText;
+  s += "// kiln.FusedPointwise, generated (fused_pointwise_codegen.cpp)\n";
   s += "typedef unsigned int u32;\ntypedef unsigned short u16;\nstruct __align__(16) kv16 { u32 w[4]; };\n";
   s += kParamsSource;
   s += DtypeHelpers(opts.dtype, opts.sm);

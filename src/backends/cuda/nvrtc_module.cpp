@@ -76,8 +76,9 @@ Output RunNvrtc(const std::string& source, const std::vector<const char*>& opts,
   return o;
 }
 
-// Compiles to a cubin (or PTX) image; the error carries the log.
-Result<std::string> Compile(const std::string& where, const std::string& source, int sm) {
+}  // namespace
+
+Result<std::string> CompileNvrtcImage(const std::string& where, const std::string& source, int sm) {
   int ptx_arch = 0;
   const int real = NvrtcArchFor(sm, &ptx_arch);
   const std::string arch = real ? fmt::format("--gpu-architecture=sm_{}", real)
@@ -93,8 +94,6 @@ Result<std::string> Compile(const std::string& where, const std::string& source,
   return Err(StatusCode::kInternal, "{}: NVRTC could not compile the generated kernel ({}: {}, {}): {}\n--- source ---\n{}",
              where, o.step, nvrtcGetErrorString(o.result), arch, o.log, source);
 }
-
-}  // namespace
 
 Result<int> CurrentDeviceSm() {
   int dev = 0, major = 0, minor = 0;
@@ -126,7 +125,7 @@ Result<NvrtcKernel> CompileNvrtcKernel(const std::string& where, const std::stri
   }
   if (!mod) {
     const auto t0 = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(std::string image, Compile(where, source, out.sm));
+    KILN_ASSIGN_OR_RETURN(std::string image, CompileNvrtcImage(where, source, out.sm));
     // The runtime API's library loading: kiln never links the driver library, so it starts where there is none.
     cudaError_t r = cudaLibraryLoadData(&mod, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (r != cudaSuccess)

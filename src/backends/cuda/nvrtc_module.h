@@ -25,6 +25,10 @@ Result<int> CurrentDeviceSm();
 // Errors carry `where` (the node) and NVRTC's log.
 Result<NvrtcKernel> CompileNvrtcKernel(const std::string& where, const std::string& source, const std::string& kernel);
 
+// Compiles `source` with NVRTC for compute capability `sm` (a cubin, or PTX for a device newer than this NVRTC
+// knows) without touching a device (tests use it where there is none). Errors carry `where` and NVRTC's log.
+Result<std::string> CompileNvrtcImage(const std::string& where, const std::string& source, int sm);
+
 // cudaLaunchKernel with one grid/block dimension and no dynamic shared memory; `args` as cudaLaunchKernel takes them.
 Status LaunchNvrtcKernel(const void* fn, unsigned grid, unsigned block, cudaStream_t stream, void** args);
 

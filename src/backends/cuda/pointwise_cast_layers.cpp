@@ -157,45 +157,6 @@ LayerFactory DequantizeFactory() {
 }
 
 // ---- kiln.FusedPointwise ----
-PwFloatOp KernelOp(fused::PwOp op) {
-  using fused::PwOp;
-  switch (op) {
-    case PwOp::kRelu: return kPwRelu;
-    case PwOp::kSigmoid: return kPwFusedSigmoid;
-    case PwOp::kTanh: return kPwTanh;
-    case PwOp::kExp: return kPwExp;
-    case PwOp::kLog: return kPwLog;
-    case PwOp::kNeg: return kPwNeg;
-    case PwOp::kAbs: return kPwAbs;
-    case PwOp::kSqrt: return kPwSqrt;
-    case PwOp::kReciprocal: return kPwReciprocal;
-    case PwOp::kErf: return kPwErf;
-    case PwOp::kFloor: return kPwFloor;
-    case PwOp::kCeil: return kPwCeil;
-    case PwOp::kSoftplus: return kPwSoftplus;
-    case PwOp::kSoftsign: return kPwSoftsign;
-    case PwOp::kSin: return kPwSin;
-    case PwOp::kCos: return kPwCos;
-    case PwOp::kHardSwish: return kPwFusedHardSwish;
-    case PwOp::kLeakyRelu: return kPwLeakyRelu;
-    case PwOp::kElu: return kPwElu;
-    case PwOp::kSelu: return kPwSelu;
-    case PwOp::kHardSigmoid: return kPwFusedHardSigmoid;
-    case PwOp::kClip: return kPwClip;
-    case PwOp::kGelu: return kPwGelu;
-    case PwOp::kGeluTanh: return kPwGeluTanh;
-    case PwOp::kAdd: return kPwAdd;
-    case PwOp::kSub: return kPwSub;
-    case PwOp::kMul: return kPwMul;
-    case PwOp::kDiv: return kPwDiv;
-    case PwOp::kPow: return kPwPow;
-    case PwOp::kMax: return kPwMax;
-    case PwOp::kMin: return kPwMin;
-    case PwOp::kPRelu: return kPwPRelu;
-  }
-  return kPwFloatOpCount;
-}
-
 // Checks the node and translates its program for the interpreter kernel (used by both tactics: "nvrtc" falls
 // back to it for shapes its generated kernel does not cover).
 Result<PwProgramArgs> FusedPointwiseArgs(const Node& n, const fused::PwProgram& prog) {
@@ -217,9 +178,8 @@ Result<PwProgramArgs> FusedPointwiseArgs(const Node& n, const fused::PwProgram& 
   args.num_steps = static_cast<int>(prog.ops.size());
   auto slot = [](int64_t a) { return static_cast<uint8_t>(a >= 0 ? a : kPwMaxOperands + (-1 - a)); };
   for (size_t s = 0; s < prog.ops.size(); ++s) {
-    const PwFloatOp op = KernelOp(prog.ops[s]);
-    if (op == kPwFloatOpCount) return NotSupported(n, fmt::format("step {}'s op", s), "this op has no CUDA kernel");
-    args.op[s] = static_cast<uint8_t>(op);
+    if (prog.ops[s] == PwOp::kNone) return NotSupported(n, fmt::format("step {}'s op", s), "it has no formula");
+    args.op[s] = static_cast<uint8_t>(prog.ops[s]);
     args.arg0[s] = slot(prog.args[2 * s]);
     // Unary steps repeat their operand in the second slot; reading it only for binary ops keeps it harmless.
     args.arg1[s] = slot(prog.arity[s] == 2 ? prog.args[2 * s + 1] : prog.args[2 * s]);

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "ops/pointwise_op.h"
+
 namespace kiln::cuda {
 
 constexpr int kPwMaxOperands = 8;  // operands of one broadcasting launch
@@ -29,22 +31,10 @@ struct PwBroadcast {
   int64_t step[kPwMaxOperands] = {};
 };
 
-// ---- float programs: unary and binary ops computed in float32 (the FusedPointwise step set and more) ----
-enum PwFloatOp : int {
-  // unary: y = f(x; alpha, beta)
-  kPwRelu, kPwSigmoid, kPwFusedSigmoid, kPwTanh, kPwExp, kPwLog, kPwNeg, kPwAbs, kPwSqrt, kPwReciprocal,
-  kPwErf, kPwFloor, kPwCeil, kPwRound, kPwSign, kPwSoftplus, kPwSoftsign, kPwSin, kPwCos, kPwHardSwish,
-  kPwFusedHardSwish, kPwLeakyRelu, kPwElu, kPwSelu /* alpha, gamma in beta */, kPwHardSigmoid,
-  kPwFusedHardSigmoid, kPwClip /* alpha = min, beta = max */, kPwGelu, kPwGeluTanh, kPwMish,
-  // binary: y = f(x, z)
-  kPwAdd, kPwSub, kPwMul, kPwDiv, kPwPow, kPwMax, kPwMin, kPwPRelu,
-  kPwFloatOpCount,
-};
-constexpr bool PwIsBinary(int op) { return op >= kPwAdd && op < kPwFloatOpCount; }
-
-// y = op(x) elementwise for float32/float16/bfloat16 x and y (same dtype), computed in float32.
-cudaError_t LaunchFloatUnary(int op, float alpha, float beta, int dtype, const void* x, void* y, int64_t n,
-                             cudaStream_t stream);
+// ---- unary formulas (ops/pointwise_formulas.h), computed in float32 ----
+// y = op(x; a, b) elementwise for float32/float16/bfloat16 x and y (same dtype): one templated kernel per formula.
+cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, void* y, int64_t n,
+                          cudaStream_t stream);
 
 // Integer unary ops (Abs, Neg, Sign, Relu, Erf of the numeric CPU reference) on signed/unsigned ints.
 enum PwIntUnaryOp : int { kPwIntAbs, kPwIntNeg, kPwIntSign, kPwIntRelu, kPwIntErf };
@@ -119,7 +109,7 @@ constexpr int kPwMaxSteps = 48;
 // inputs (operands of the broadcast), slot kPwMaxOperands + j the result of step j (j < s).
 struct PwProgramArgs {
   int num_steps = 0;
-  uint8_t op[kPwMaxSteps] = {};  // PwFloatOp
+  uint8_t op[kPwMaxSteps] = {};  // PwOp
   uint8_t arg0[kPwMaxSteps] = {};
   uint8_t arg1[kPwMaxSteps] = {};
   float alpha[kPwMaxSteps] = {};

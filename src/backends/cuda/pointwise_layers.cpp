@@ -1,5 +1,6 @@
-// CUDA layers of the pointwise family, part 1: unary math and activations, Clip, IsNaN/IsInf/Not, broadcasting
-// binary arithmetic, comparisons and logic, Mod, Pow, Where, variadic Sum/Mean/Max/Min, and the family's registration.
+// CUDA layers of the pointwise family, part 1: the unary formulas (ops/pointwise_formulas.h) and Gelu, Clip,
+// IsNaN/IsInf/Not, broadcasting binary arithmetic, comparisons and logic, Mod, Pow, Where, variadic
+// Sum/Mean/Max/Min, and the family's registration.
 // Casts, Q/DQ and kiln.FusedPointwise are in pointwise_cast_layers.cpp; kernels in pointwise_*.cu.
 // Semantics follow the CPU reference (src/backends/cpu/elementwise*.cpp). One tactic each ("default").
 #include <algorithm>
@@ -94,10 +95,12 @@ bool IsNumeric(DataType t) { return IsIntegerType(t) || IsLowFloat(t) || t == Da
 
 std::string TypeName(DataType t) { return DataTypeName(t); }
 
-// ---- unary ----
+// ---- unary formulas ----
+// The layer of a unary formula (ops/pointwise_formulas.h): float32/float16/bfloat16 inputs run the formula's
+// kernel with the attributes its row names; integer inputs run `int_op` (a PwIntUnaryOp, -1: none).
 struct UnaryOp {
-  PwFloatOp float_op;
-  int int_op = -1;         // PwIntUnaryOp for integer inputs; -1: floats only
+  PwOp op;
+  int int_op = -1;
   bool unsigned_ok = true;  // with int_op: unsigned integers too
 };
 
@@ -105,30 +108,22 @@ LayerFactory UnaryFactory(UnaryOp u) {
   return Factory([u](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
     const Node& n = spec.node;
     const DataType t = InputType(n, 0);
-    float alpha = 0.f, beta = 0.f;
-    int fop = u.float_op;
-    if (n.op_type == "LeakyRelu") alpha = n.getf("alpha", 0.01f);
-    if (n.op_type == "Elu") alpha = n.getf("alpha", 1.0f);
-    if (n.op_type == "Selu") {
-      alpha = n.getf("alpha", 1.67326319217681884765625f);
-      beta = n.getf("gamma", 1.05070102214813232421875f);
-    }
-    if (n.op_type == "HardSigmoid") {
-      alpha = n.getf("alpha", 0.2f);
-      beta = n.getf("beta", 0.5f);
-    }
+    PwOp op = u.op;
     if (n.op_type == "Gelu") {
       const std::string ap = n.gets("approximate", "none");
-      if (ap == "tanh") fop = kPwGeluTanh;
+      if (ap == "tanh") op = PwOp::kGeluTanh;
       else if (ap != "none")
         return NotSupported(n, "approximate='" + ap + "'", "use 'none' or 'tanh'");
     }
+    const PwOpInfo& info = PwInfo(op);
+    const float alpha = *info.attr_a ? n.getf(info.attr_a, info.default_a) : 0.f;
+    const float beta = *info.attr_b ? n.getf(info.attr_b, info.default_b) : 0.f;
     const std::string where = n.Where();
     if (IsLowFloat(t)) {
       return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                            std::vector<DeviceTensor>& out) -> Status {
-        return InNode(where, KILN_CUDA_STATUS(LaunchFloatUnary(fop, alpha, beta, Code(in[0].dtype), in[0].data,
-                                                               out[0].data, out[0].numel(), ctx.stream)));
+        return InNode(where, KILN_CUDA_STATUS(LaunchPwUnary(op, alpha, beta, Code(in[0].dtype), in[0].data,
+                                                            out[0].data, out[0].numel(), ctx.stream)));
       });
     }
     if (u.int_op >= 0 && IsIntegerType(t) && (u.unsigned_ok || IsSignedType(t))) {
@@ -143,6 +138,18 @@ LayerFactory UnaryFactory(UnaryOp u) {
                         u.int_op >= 0 ? "it runs float32/float16/bfloat16 and integer inputs; cast the input first"
                                       : "it runs float32/float16/bfloat16; cast the input first");
   });
+}
+
+// The integer path of a formula op whose types include integers (typed code in pointwise_unary.cu).
+UnaryOp WithIntegerPath(PwOp op) {
+  switch (op) {
+    case PwOp::kAbs: return {op, kPwIntAbs, true};
+    case PwOp::kNeg: return {op, kPwIntNeg, false};
+    case PwOp::kSign: return {op, kPwIntSign, true};
+    case PwOp::kRelu: return {op, kPwIntRelu, false};
+    case PwOp::kErf: return {op, kPwIntErf, true};
+    default: return {op};
+  }
 }
 
 LayerFactory ClipFactory() {
@@ -361,20 +368,11 @@ LayerFactory VariadicFactory(int op, bool mean, bool float_only) {
 }  // namespace
 
 void RegisterPointwiseLayers(LayerRegistry& r) {
-  // unary math and activations (float32/float16/bfloat16; the numeric ones also integers)
-  r.Add("Abs", UnaryFactory({kPwAbs, kPwIntAbs, true}));
-  r.Add("Neg", UnaryFactory({kPwNeg, kPwIntNeg, false}));
-  r.Add("Sign", UnaryFactory({kPwSign, kPwIntSign, true}));
-  r.Add("Relu", UnaryFactory({kPwRelu, kPwIntRelu, false}));
-  r.Add("Erf", UnaryFactory({kPwErf, kPwIntErf, true}));
-  const std::pair<const char*, PwFloatOp> float_unary[] = {
-      {"Sqrt", kPwSqrt},   {"Reciprocal", kPwReciprocal}, {"Exp", kPwExp},           {"Log", kPwLog},
-      {"Ceil", kPwCeil},   {"Floor", kPwFloor},           {"Round", kPwRound},       {"Tanh", kPwTanh},
-      {"Sigmoid", kPwSigmoid}, {"LeakyRelu", kPwLeakyRelu}, {"Elu", kPwElu},         {"Selu", kPwSelu},
-      {"HardSigmoid", kPwHardSigmoid}, {"HardSwish", kPwHardSwish}, {"Softplus", kPwSoftplus}, {"Mish", kPwMish},
-      {"Gelu", kPwGelu},
-  };
-  for (const auto& [name, op] : float_unary) r.Add(name, UnaryFactory({op}));
+  // unary formulas: one layer per row of KILN_POINTWISE_UNARY_OPS (float32/float16/bfloat16; the ops whose types
+  // include integers also integers), and Gelu
+  for (const PwOpInfo& p : kPwOps)
+    if (p.onnx_unary) r.Add(p.name, UnaryFactory(WithIntegerPath(p.op)));
+  r.Add("Gelu", UnaryFactory({PwOp::kGelu}));
   r.Add("Clip", ClipFactory());
   r.Add("Not", NotFactory());
   r.Add("IsNaN", PredicateFactory(false));

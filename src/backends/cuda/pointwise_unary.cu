@@ -1,6 +1,8 @@
-// Unary pointwise kernels: float ops (computed in float32), integer Abs/Neg/Sign/Relu/Erf, Clip, IsNaN, IsInf,
-// Not. Contiguous inputs and outputs of the same shape; grid-stride loops with 64-bit indices.
+// Unary pointwise kernels: the unary formulas (one templated kernel per functor of ops/pointwise_formulas.h,
+// computed in float32), integer Abs/Neg/Sign/Relu/Erf, Clip, IsNaN, IsInf, Not. Contiguous inputs and outputs of
+// the same shape; grid-stride loops with 64-bit indices.
 #include <cmath>
+#include <limits>
 
 #include "backends/cuda/pointwise_device.cuh"
 
@@ -11,13 +13,13 @@ using pw::C;
 using pw::Ld;
 using pw::St;
 
-// Float unary ops: one element per iteration (tails, unaligned pointers), or 4 per vector access.
-template <typename T>
-__global__ void FloatUnaryKernel(int op, float alpha, float beta, const T* __restrict__ x, T* __restrict__ y,
-                                 int64_t n) {
+// A unary formula F (ops/pointwise_formulas.h) in float32: one element per iteration (tails, unaligned pointers),
+// or 4 per vector access.
+template <typename T, typename F>
+__global__ void FormulaKernel(F f, float a, float b, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    St(y, i, pw::FloatUnary(op, ToF32(x[i]), alpha, beta));
+    St(y, i, f(ToF32(x[i]), a, b));
 }
 
 // 4 elements in one access: 16 bytes for float32, 8 for the 16-bit types.
@@ -26,9 +28,8 @@ struct alignas(4 * sizeof(T)) Pack4 {
   T v[4];
 };
 
-template <typename T>
-__global__ void FloatUnaryVec4Kernel(int op, float alpha, float beta, const T* __restrict__ x, T* __restrict__ y,
-                                     int64_t n4) {
+template <typename T, typename F>
+__global__ void FormulaVec4Kernel(F f, float a, float b, const T* __restrict__ x, T* __restrict__ y, int64_t n4) {
   using P = Pack4<T>;
   const P* xp = reinterpret_cast<const P*>(x);
   P* yp = reinterpret_cast<P*>(y);
@@ -36,7 +37,7 @@ __global__ void FloatUnaryVec4Kernel(int op, float alpha, float beta, const T* _
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += stride) {
     P p = xp[i];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) p.v[k] = FromF32<T>(pw::FloatUnary(op, ToF32(p.v[k]), alpha, beta));
+    for (int k = 0; k < 4; ++k) p.v[k] = FromF32<T>(f(ToF32(p.v[k]), a, b));
     yp[i] = p;
   }
 }
@@ -74,16 +75,13 @@ __global__ void IntUnaryKernel(int op, const T* __restrict__ x, T* __restrict__ 
 template <typename T>
 __global__ void ClipKernel(const T* __restrict__ x, const T* lo, const T* hi, T* __restrict__ y, int64_t n) {
   using CT = C<T>;
-  const bool has_lo = lo != nullptr, has_hi = hi != nullptr;
-  const CT l = has_lo ? Ld(lo, 0) : CT(0);
-  const CT h = has_hi ? Ld(hi, 0) : CT(0);
+  using Lim = std::numeric_limits<CT>;
+  // An absent bound clamps nothing: -inf/+inf for floats, the type's range for integers.
+  const CT l = lo ? Ld(lo, 0) : (Lim::has_infinity ? -Lim::infinity() : Lim::lowest());
+  const CT h = hi ? Ld(hi, 0) : (Lim::has_infinity ? Lim::infinity() : Lim::max());
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    CT v = Ld(x, i);
-    if (has_lo && v < l) v = l;
-    if (has_hi && v > h) v = h;
-    St(y, i, v);
-  }
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    St(y, i, pwf::Clip{}(Ld(x, i), l, h));
 }
 
 // kind 0: IsNaN; kind 1: IsInf with the sign flags.
@@ -110,23 +108,27 @@ bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p
 
 }  // namespace
 
-cudaError_t LaunchFloatUnary(int op, float alpha, float beta, int dtype, const void* x, void* y, int64_t n,
-                             cudaStream_t stream) {
+cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, void* y, int64_t n,
+                          cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
+  bool known = false;
   const bool ok = DispatchLowFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
-    const int64_t n4 = n / 4;
-    if (n4 > 0 && Aligned(x, 4 * sizeof(T)) && Aligned(y, 4 * sizeof(T))) {
-      FloatUnaryVec4Kernel<T><<<GridFor(n4, pw::kBlock), pw::kBlock, 0, stream>>>(op, alpha, beta, xt, yt, n4);
-      if (n4 * 4 < n)
-        FloatUnaryKernel<T><<<1, pw::kBlock, 0, stream>>>(op, alpha, beta, xt + n4 * 4, yt + n4 * 4, n - n4 * 4);
-    } else {
-      FloatUnaryKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(op, alpha, beta, xt, yt, n);
-    }
+    known = VisitUnary(op, [&](auto f) {
+      using F = decltype(f);
+      const int64_t n4 = n / 4;
+      if (n4 > 0 && Aligned(x, 4 * sizeof(T)) && Aligned(y, 4 * sizeof(T))) {
+        FormulaVec4Kernel<T, F><<<GridFor(n4, pw::kBlock), pw::kBlock, 0, stream>>>(f, a, b, xt, yt, n4);
+        if (n4 * 4 < n)
+          FormulaKernel<T, F><<<1, pw::kBlock, 0, stream>>>(f, a, b, xt + n4 * 4, yt + n4 * 4, n - n4 * 4);
+      } else {
+        FormulaKernel<T, F><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(f, a, b, xt, yt, n);
+      }
+    });
   });
-  return pw::LaunchResult(ok);
+  return pw::LaunchResult(ok && known);
 }
 
 cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
