@@ -137,7 +137,8 @@ const OpTraits& TraitsOf(const Node& n);
 // Adds an op defined outside the library (a plugin). Refused, with a sentence, when it has no shape function
 // or collides with a built-in op or another external one. Thread-safe.
 Status AddExternalOp(OpDef def);
-// Removes an external op (a plugin library unloaded, or a test's temporary op).
+// Removes an external op (a plugin deregistered, or a test's temporary op): later lookups no longer find it, and
+// its definition stays alive, so a pointer an import or build on another thread holds stays valid.
 void RemoveExternalOp(std::string_view domain, std::string_view name);
 // Every external op.
 std::vector<OpDef> ExternalOps();

@@ -75,9 +75,12 @@ const OpRegistry& BuiltinOps() {
 
 namespace {
 
+// Lookups hand out plain pointers (FindOp, TraitsOf) that a build or import on another thread may hold while the
+// op is removed, so a removed definition is retired, never freed: pointers stay valid for the process.
 struct ExternalTable {
   std::shared_mutex mu;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<OpDef>> ops;
+  std::vector<std::shared_ptr<OpDef>> retired;
 };
 ExternalTable& External() {
   static ExternalTable t;
@@ -128,7 +131,10 @@ Status AddExternalOp(OpDef def) {
 void RemoveExternalOp(std::string_view domain, std::string_view name) {
   ExternalTable& t = External();
   std::unique_lock lock(t.mu);
-  t.ops.erase({std::string(CanonicalDomain(domain)), std::string(name)});
+  auto it = t.ops.find({std::string(CanonicalDomain(domain)), std::string(name)});
+  if (it == t.ops.end()) return;
+  t.retired.push_back(std::move(it->second));
+  t.ops.erase(it);
 }
 
 std::vector<OpDef> ExternalOps() {

@@ -218,7 +218,7 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Value* v = n.inputs[i];
       if (!v || !was_f32(v)) continue;
-      if (n.op_type == "Shape" || n.op_type == "Size") continue;  // they read the dims, not the data
+      if (n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size")) continue;  // they read dims, not data
       // The type this node wants: the reduced one for lowered data inputs, float32 otherwise.
       const DataType want = (lower && !IsParameterInput(n, i)) ? target : DataType::kFloat32;
       if (v->dtype == want) continue;

@@ -83,6 +83,10 @@ Status CheckCreator(const IPluginCreator& c, const std::string& library) {
   const std::string from = library.empty() ? std::string() : fmt::format(" (from '{}')", library);
   const std::string name = Str(c.name()), domain = Str(c.domain()), version = Str(c.version());
   if (name.empty()) return Err(StatusCode::kInvalidArgument, "a plugin creator{} gives no op name", from);
+  if (name.find('.') != std::string::npos)
+    return Err(StatusCode::kInvalidArgument,
+               "plugin '{}'{}: an op name has no '.' (kiln qualifies ops as domain.Name): put the prefix in the domain",
+               name, from);
   if (version.empty())
     return Err(StatusCode::kInvalidArgument, "plugin {}{} gives no version: engines record it", name, from);
   if (domain == kKilnDomain)

@@ -93,6 +93,9 @@ def test_linked_in_plugins_with_static_plugins(kiln, model, inputs, tmp_path):
     p = run(kiln, "build", f"--onnx={model}", "--staticPlugins=com.example.Nope", "--backend=cpu", ok=False)
     assert "no linked-in plugin is called 'com.example.Nope'" in p.stderr
     assert "com.example.ScaleShift" in p.stderr, "the error lists the linked-in plugins"
+    # A name with ".so" inside a domain label (com.sony, org.someco) is a plugin name, not a library path.
+    p = run(kiln, "build", f"--onnx={model}", "--staticPlugins=com.sony.Foo", "--backend=cpu", ok=False)
+    assert "no linked-in plugin is called 'com.sony.Foo'" in p.stderr, p.stderr
 
 
 def test_engine_without_its_plugin_names_the_library(kiln, plugins, model, tmp_path):

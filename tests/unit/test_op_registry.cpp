@@ -131,8 +131,11 @@ TEST(OpRegistry, ExternalOpsAreCheckedAndListed) {
   bool listed = false;
   for (const OpInfo& info : getSupportedOps()) listed |= info.plugin && info.name == "Twice";
   EXPECT_TRUE(listed);
+  const OpDef* held = FindOp("com.example", "Twice");  // as an import on another thread might hold it
   RemoveExternalOp("com.example", "Twice");
   EXPECT_EQ(FindOp("com.example", "Twice"), nullptr);
+  EXPECT_EQ(held->name, "Twice") << "a removed definition stays alive for whoever still holds it";
+  EXPECT_TRUE(static_cast<bool>(held->infer));
 }
 
 TEST(OpRegistry, PublicOpTableListsOnnxOpsOnly) {

@@ -105,6 +105,9 @@ TEST(Plugins, CreatorsAreCheckedWhenRegistered) {
   EXPECT_TRUE(Has(st, "kiln's internal ops")) << st.message();
   st = registerPlugin(std::make_shared<CopyCreator>("", "Relu"));
   EXPECT_TRUE(Has(st, "built into kiln")) << st.message();
+  // A dotted name would read as a qualified one ("kiln.FusedConv" is kiln's kernel key): refused.
+  st = registerPlugin(std::make_shared<CopyCreator>("", "kiln.FusedConv"));
+  EXPECT_TRUE(Has(st, "has no '.'")) << st.message();
   st = registerPlugin(std::make_shared<CopyCreator>(
       "com.test", "Twice", std::vector<PluginFieldSpec>{PluginFieldSpec::Of("a", 1.f), PluginFieldSpec::Of("a", 2.f)}));
   EXPECT_TRUE(Has(st, "field 'a' twice")) << st.message();

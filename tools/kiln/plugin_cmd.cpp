@@ -16,8 +16,14 @@ namespace fs = std::filesystem;
 
 std::string Qualified(const PluginInfo& p) { return p.domain.empty() ? p.name : p.domain + "." + p.name; }
 
+// A path ("./libx.so", "dir/libx.so", "libx.so", "libx.so.1"), not a plugin name such as "com.sony.Foo".
 bool LooksLikeLibrary(const std::string& s) {
-  return s.find('/') != std::string::npos || s.find(".so") != std::string::npos;
+  if (s.find('/') != std::string::npos) return true;
+  const size_t so = s.rfind(".so");
+  if (so == std::string::npos) return false;
+  for (size_t i = so + 3; i < s.size(); ++i)  // ".so" at the end, or followed by version numbers only
+    if (!(std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) return false;
+  return true;
 }
 
 void PrintRegistered(const std::string& from, const std::vector<PluginInfo>& infos) {
