@@ -1,6 +1,7 @@
 // Building an engine from the command line: options -> BuilderConfig and profiles -> Builder.
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -108,7 +109,10 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
         return Err(StatusCode::kInvalidArgument, "--memPoolSize: unknown pool '{}' (workspace, tacticSharedMem)", pool);
       char* end = nullptr;
       double v = std::strtod(mib.c_str(), &end);
-      if (*end != '\0' && *end != 'M' && *end != 'm') return Err(StatusCode::kInvalidArgument, "--memPoolSize: '{}' is not a size in MiB", mib);
+      if (end == mib.c_str() || (*end != '\0' && *end != 'M' && *end != 'm') || !std::isfinite(v) || v < 0 ||
+          v > 1e9)
+        return Err(StatusCode::kInvalidArgument, "--memPoolSize: '{}' is not a size in MiB (a number from 0 to 1e9)",
+                   mib);
       cfg->setMemoryPoolLimit(pool, static_cast<size_t>(v * 1024 * 1024));
     }
   }

@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <tuple>
 
@@ -117,6 +118,17 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
   };
   for (const auto& [flag, why] : unbuilt)
     if (Given(app, flag)) return Err(StatusCode::kUnsupported, "{} is not available: {}", flag, why);
+  // Numbers CLI11's range checks let through (NaN compares false against any bound).
+  for (const auto& [flag, v] : {std::pair{"--warmUp", o.warm_up_ms}, std::pair{"--duration", o.duration_s}})
+    if (Given(app, flag) && !std::isfinite(v))
+      return Err(StatusCode::kInvalidArgument, "{} must be a finite number, not {}", flag, v);
+  if (Given(app, "--avgTiming") && o.avg_timing < 1)
+    return Err(StatusCode::kInvalidArgument, "--avgTiming must be at least 1, not {}", o.avg_timing);
+  if (Given(app, "--device") && o.device != 0)
+    return Err(StatusCode::kUnsupported,
+               "--device={}: kiln runs on the first visible GPU only so far; choose the GPU with "
+               "CUDA_VISIBLE_DEVICES={} instead",
+               o.device, o.device < 0 ? 0 : o.device);
   // What the backend named by --backend takes (where this build has it; the build reports the others).
   std::optional<BackendInfo> info;
   if (!o.backend.empty())

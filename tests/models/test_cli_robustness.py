@@ -1,0 +1,85 @@
+"""Bad input to the command line gets a sentence and a non-zero exit, never a crash, a hang or a silent misread
+(issue 11): malformed .npy headers, special files as inputs, and numeric flags that CLI11's range checks let
+through."""
+import os
+import struct
+import subprocess
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+
+def _relu_model(path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def _npy(path, shape_text, data=b"\0" * 512, descr="<f4"):
+    """A version-1 .npy file whose header declares `shape_text` verbatim."""
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, shape_text)
+    header = header.ljust(118) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data)
+    return path
+
+
+def _run(kiln, *args, timeout=60):
+    p = subprocess.run([kiln, *args], capture_output=True, text=True, timeout=timeout)
+    assert p.returncode > 0, f"expected an error exit, got {p.returncode}:\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+@pytest.fixture()
+def relu(tmp_path):
+    return _relu_model(tmp_path / "relu.onnx")
+
+
+@pytest.mark.parametrize("shape,says", [
+    ("-4, -32", "not a non-negative integer"),
+    ("4, 32x", "separated by commas"),
+    ("a7b, 3c2", "not a non-negative integer"),
+    ("12345678901234567890123, 1", "larger than 2^40"),
+    ("1048576, 1048576", "is truncated"),
+    ("4, 33", "is truncated"),
+])
+def test_malformed_npy_headers_are_errors(kiln, relu, tmp_path, shape, says):
+    f = _npy(tmp_path / "x.npy", shape)
+    p = _run(kiln, "run", f"--onnx={relu}", f"--loadInputs=x:{f}")
+    assert says in p.stderr, p.stderr
+    assert "x.npy" in p.stderr, "the error names the file"
+
+
+def test_a_well_formed_npy_still_loads(kiln, relu, tmp_path):
+    f = _npy(tmp_path / "x.npy", "4, 32", data=b"\0" * (4 * 32 * 4))
+    p = subprocess.run([kiln, "run", f"--onnx={relu}", f"--loadInputs=x:{f}"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_fifo_as_input_is_refused_not_waited_on(kiln, relu, tmp_path):
+    fifo = tmp_path / "x.npy"
+    os.mkfifo(fifo)
+    p = _run(kiln, "run", f"--onnx={relu}", f"--loadInputs=x:{fifo}", timeout=30)
+    assert "not a regular file" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("flag,says", [
+    ("--duration=nan", "--duration must be a finite number"),
+    ("--warmUp=nan", "--warmUp must be a finite number"),
+    ("--avgTiming=-3", "--avgTiming must be at least 1"),
+    ("--device=3", "CUDA_VISIBLE_DEVICES=3"),
+])
+def test_numeric_flags_out_of_range_are_errors(kiln, relu, flag, says):
+    p = _run(kiln, f"--onnx={relu}", flag, "--backend=cpu")
+    assert says in p.stderr, p.stderr
+
+
+def test_negative_workspace_pool_is_an_error(kiln, relu, tmp_path):
+    p = _run(kiln, "build", f"--onnx={relu}", "--memPoolSize=workspace:-1", f"--saveEngine={tmp_path / 'e'}")
+    assert "--memPoolSize" in p.stderr and "-1" in p.stderr, p.stderr
