@@ -11,13 +11,20 @@
 namespace kiln {
 
 Result<MappedFile> MappedFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read (a FIFO or device
+  // would block or never end).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Err(StatusCode::kIoError, "cannot open '{}': {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
     return Err(StatusCode::kIoError, "cannot stat '{}': {}", path, std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Err(StatusCode::kInvalidArgument, "'{}' is not a regular file (a FIFO, device or folder?): give a file",
+               path);
   }
   MappedFile f;
   f.size_ = static_cast<size_t>(st.st_size);

@@ -25,7 +25,22 @@ Status ReadExternal(const onnx::TensorProto& p, const std::string& base_dir, con
   if (rel.is_absolute() || location.find("..") != std::string::npos)
     return Err(StatusCode::kInvalidModel, "{}: external data location '{}' must be a relative path inside the model's folder",
                what, location);
-  const std::filesystem::path file = std::filesystem::path(base_dir) / rel;
+  // The file's real path (symbolic links resolved) must lie inside the model's real folder, and be a regular file:
+  // a link inside the folder must not reach a file outside it, and a FIFO must not block the import.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path folder = fs::weakly_canonical(fs::absolute(base_dir.empty() ? "." : base_dir), ec);
+  const fs::path file = fs::weakly_canonical(folder / rel, ec);
+  if (ec || !fs::exists(file))
+    return Err(StatusCode::kNotFound, "{}: external data file '{}' cannot be opened (keep it next to the model)", what,
+               (folder / rel).string());
+  const auto [end, _] = std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
+  if (end != folder.end())
+    return Err(StatusCode::kInvalidModel,
+               "{}: external data location '{}' resolves to '{}', outside the model's folder '{}' (a symbolic link?)",
+               what, location, file.string(), folder.string());
+  if (!fs::is_regular_file(file, ec))
+    return Err(StatusCode::kInvalidModel, "{}: external data location '{}' is not a regular file", what, location);
   std::ifstream in(file, std::ios::binary);
   if (!in)
     return Err(StatusCode::kNotFound, "{}: external data file '{}' cannot be opened (keep it next to the model)", what,

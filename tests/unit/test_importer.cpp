@@ -1,6 +1,7 @@
 // Importer: a small model built with the protobuf API; truncated, corrupted and inconsistent files must all
 // give an error that names the file/node — never a crash.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -245,6 +246,44 @@ TEST(Importer, ExternalDataIsRead) {
   const Value* mv = (*g)->FindValue("M");
   ASSERT_TRUE(mv && mv->is_const());
   EXPECT_EQ(mv->const_value->data<float>()[5], vals[5]);
+}
+
+// External data reached through a symbolic link inside the model's folder must not read a file outside it, and a
+// FIFO (as external data or as the model) must be refused, not waited on.
+TEST(Importer, ExternalDataStaysInsideTheModelFolder) {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / "kiln_external_escape_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "model");
+  onnx::ModelProto m = MakeModel();
+  auto* t = m.mutable_graph()->mutable_initializer(2);  // M [256,10]
+  const size_t bytes = static_cast<size_t>(t->float_data_size()) * 4;
+  t->clear_float_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = t->add_external_data();
+  kv->set_key("location");
+  kv->set_value("weights.bin");
+  {
+    std::ofstream w(dir / "outside.bin", std::ios::binary);  // a secret next to, not inside, the model's folder
+    w << std::string(bytes, 'x');
+  }
+  fs::create_symlink(dir / "outside.bin", dir / "model" / "weights.bin");
+  {
+    std::ofstream w(dir / "model" / "model.onnx", std::ios::binary);
+    w << m.SerializeAsString();
+  }
+  auto g = ImportOnnxFile((dir / "model" / "model.onnx").string(), Opts());
+  ExpectErrorMentions(g.status(), {"outside the model's folder", "weights.bin"});
+
+  fs::remove(dir / "model" / "weights.bin");
+  ASSERT_EQ(::mkfifo((dir / "model" / "weights.bin").c_str(), 0600), 0);
+  g = ImportOnnxFile((dir / "model" / "model.onnx").string(), Opts());
+  ExpectErrorMentions(g.status(), {"not a regular file"});
+
+  ASSERT_EQ(::mkfifo((dir / "model" / "fifo.onnx").c_str(), 0600), 0);
+  g = ImportOnnxFile((dir / "model" / "fifo.onnx").string(), Opts());
+  ExpectErrorMentions(g.status(), {"not a regular file", "fifo.onnx"});
+  fs::remove_all(dir);
 }
 
 TEST(Importer, FileImportMatchesInMemoryImportForRawData) {
