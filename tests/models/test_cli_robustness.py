@@ -83,3 +83,34 @@ def test_numeric_flags_out_of_range_are_errors(kiln, relu, flag, says):
 def test_negative_workspace_pool_is_an_error(kiln, relu, tmp_path):
     p = _run(kiln, "build", f"--onnx={relu}", "--memPoolSize=workspace:-1", f"--saveEngine={tmp_path / 'e'}")
     assert "--memPoolSize" in p.stderr and "-1" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("flag", ["--dumpProfile", "--exportTimes=t.json", "--infStreams=2", "--useCudaGraph",
+                                  "--exportProfile=p.json"])
+def test_reference_run_refuses_engine_flags(kiln, relu, flag):
+    """kiln run --onnx runs the graph as imported, once: timing and engine flags are refused, not ignored."""
+    p = _run(kiln, "run", f"--onnx={relu}", flag)
+    assert "reference run" in p.stderr and flag.split("=")[0] in p.stderr, p.stderr
+
+
+def test_load_engine_then_save_engine_writes_it(kiln, relu, tmp_path):
+    a, b = tmp_path / "a.engine", tmp_path / "b.engine"
+    subprocess.run([kiln, "build", f"--onnx={relu}", f"--saveEngine={a}", "--backend=cpu"], check=True,
+                   capture_output=True, timeout=60)
+    p = subprocess.run([kiln, f"--loadEngine={a}", f"--saveEngine={b}", "--iterations=1", "--duration=0",
+                        "--warmUp=0"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert b.read_bytes() == a.read_bytes()
+
+
+def test_export_times_holds_every_stream(kiln, relu, tmp_path):
+    import json
+    e, times = tmp_path / "e.engine", tmp_path / "times.json"
+    subprocess.run([kiln, "build", f"--onnx={relu}", f"--saveEngine={e}", "--backend=cpu"], check=True,
+                   capture_output=True, timeout=60)
+    p = subprocess.run([kiln, "bench", f"--loadEngine={e}", "--infStreams=2", "--iterations=5", "--duration=0",
+                        "--warmUp=0", f"--exportTimes={times}"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    records = json.loads(times.read_text())
+    assert {r["stream"] for r in records} == {0, 1}, records
+    assert sum(r["stream"] == 1 for r in records) >= 5

@@ -277,10 +277,16 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
     (*report)["inference"]["input_shapes"] = sh;
   }
   if (!o.export_times.empty()) {
+    // Every stream's records (each names its stream), in start order.
+    std::vector<std::pair<size_t, const Timing*>> all;
+    for (size_t si = 0; si < streams.size(); ++si)
+      for (const auto& t : streams[si].times) all.emplace_back(si, &t);
+    std::stable_sort(all.begin(), all.end(),
+                     [](const auto& a, const auto& b) { return a.second->start_ms < b.second->start_ms; });
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& t : streams[0].times)
-      j.push_back({{"startMs", t.start_ms}, {"h2dMs", t.h2d_ms}, {"computeMs", t.compute_ms}, {"d2hMs", t.d2h_ms},
-                   {"latencyMs", t.latency_ms}, {"enqueueMs", t.enqueue_ms}});
+    for (const auto& [si, t] : all)
+      j.push_back({{"stream", si}, {"startMs", t->start_ms}, {"h2dMs", t->h2d_ms}, {"computeMs", t->compute_ms},
+                   {"d2hMs", t->d2h_ms}, {"latencyMs", t->latency_ms}, {"enqueueMs", t->enqueue_ms}});
     KILN_RETURN_IF_ERROR(WriteJsonFile(o.export_times, j));
   }
   if (profile) {

@@ -33,7 +33,16 @@ Result<std::unique_ptr<Engine>> GetEngine(const Options& o, ILogger& logger, nlo
   if (!o.load_engine.empty()) {
     if (!o.onnx.empty()) return Err(StatusCode::kInvalidArgument, "give --onnx or --loadEngine, not both");
     std::printf("[kiln] loading engine %s\n", o.load_engine.c_str());
-    return runtime.loadEngineFile(o.load_engine);
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, runtime.loadEngineFile(o.load_engine));
+    if (!o.save_engine.empty()) {  // as trtexec: the loaded (and checked) engine is written out again
+      std::ifstream in(o.load_engine, std::ios::binary);
+      std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in.good() && !in.eof())
+        return Err(StatusCode::kIoError, "--saveEngine: reading '{}' again failed", o.load_engine);
+      KILN_RETURN_IF_ERROR(SaveBytes(o.save_engine, bytes));
+      std::printf("[kiln] engine written to %s\n", o.save_engine.c_str());
+    }
+    return e;
   }
   KILN_ASSIGN_OR_RETURN(BuildResult b, BuildFromOnnx(o, logger));
   PrintBuildSummary(b, o);
@@ -103,6 +112,16 @@ int Main(int argc, char** argv) {
     case Mode::kRun:
       if (o.load_engine.empty()) {
         if (o.onnx.empty()) return Fail(Err(StatusCode::kInvalidArgument, "run needs --onnx=model.onnx or --loadEngine=engine"));
+        // The reference run executes the graph as imported, once, on the reference backend: it builds no engine
+        // and times nothing, so the engine and timing flags would do nothing; refuse them instead.
+        for (const char* flag : {"--dumpProfile", "--exportProfile", "--exportTimes", "--infStreams", "--useCudaGraph",
+                                 "--separateProfileRun", "--saveEngine", "--exportLayerInfo", "--dumpLayerInfo"})
+          if (Given(app, flag))
+            return Fail(Err(StatusCode::kInvalidArgument,
+                            "kiln run --onnx is the reference run (the graph as imported, run once, not timed): {} "
+                            "applies to engines; build one (kiln build --onnx=... --saveEngine=e) and give "
+                            "kiln run --loadEngine=e {}",
+                            flag, flag));
         st = RunReference(o, &report);
         break;
       }

@@ -86,7 +86,6 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
   }
 }
 
-namespace {
 bool Given(const CLI::App& app, const char* flag) {
   try {
     return app.count(flag) > 0;
@@ -94,6 +93,8 @@ bool Given(const CLI::App& app, const char* flag) {
     return false;
   }
 }
+
+namespace {
 
 using Trait = bool BackendInfo::*;
 

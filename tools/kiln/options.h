@@ -53,6 +53,8 @@ void AddOptions(CLI::App& app, Options& o, Mode mode);
 
 // Errors for flags whose feature is not built yet (each says so); Ok when every given flag is usable.
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app);
+// Whether `flag` was given on the command line.
+bool Given(const CLI::App& app, const char* flag);
 
 // "name:1x3x224x224,other:2x8" -> shapes.
 Result<std::map<std::string, Dims>> ParseShapeList(const std::string& spec, const char* flag);
