@@ -2,6 +2,7 @@
 // time the engine once at the opt shapes, and serialize.
 #include <chrono>
 #include <functional>
+#include <new>
 #include <random>
 
 #include "backends/factory.h"
@@ -128,7 +129,21 @@ Result<double> TimeOnce(const EngineImpl& e) {
   for (const Value* in : e.graph->inputs) {
     auto it = e.profiles[0].find(in->name);
     const Dims d = it != e.profiles[0].end() ? it->second[1] : ToStatic(in->shape);
+    // The timed run's input: its size checked (no overflow, at most 2^40 bytes) and its allocation too.
+    uint64_t bytes = DataTypeSize(in->dtype);
+    for (int64_t x : d) {
+      if (x < 0 || (x != 0 && bytes > (uint64_t{1} << 40) / static_cast<uint64_t>(x)))
+        return Err(StatusCode::kOutOfRange,
+                   "input '{}' at shape {} is larger than 2^40 bytes: give smaller shapes (--shapes / --optShapes)",
+                   in->name, ShapeToString(d));
+      bytes *= static_cast<uint64_t>(x);
+    }
     Tensor t(in->dtype, d);
+    if (bytes > 0 && !t.raw())
+      return Err(StatusCode::kOutOfRange,
+                 "input '{}' at shape {} needs {} bytes of host memory for the build's timed run, which could not be "
+                 "allocated: give smaller shapes (--shapes / --optShapes)",
+                 in->name, ShapeToString(d), bytes);
     for (int64_t i = 0; i < t.numel(); ++i) t.SetFromDouble(i, IsFloatType(in->dtype) ? u(rng) : 0.0);
     void* address = t.raw();
     if (device) {
@@ -164,8 +179,11 @@ Result<double> TimeOnce(const EngineImpl& e) {
 
 }  // namespace
 
-Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefinition& network, const BuilderConfig& cfg,
-                                                             BuildReport* report_out) const {
+namespace {
+
+// The build proper (buildSerializedNetwork catches what it throws).
+Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, const BuilderConfig& cfg,
+                                             BuildReport* report_out, ILogger& logger_) {
   const auto t0 = std::chrono::steady_clock::now();
   BuildReport rep;
   auto lap_start = t0;
@@ -268,6 +286,21 @@ Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefini
   rep.engine_bytes = bytes_out.size();
   if (report_out) *report_out = rep;
   return bytes_out;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> Builder::buildSerializedNetwork(const NetworkDefinition& network, const BuilderConfig& cfg,
+                                                             BuildReport* report_out) const {
+  // Library code returns Status; an allocation that fails deep inside (a huge arena, a weight copy) must not
+  // escape as an exception.
+  try {
+    return BuildSerialized(network, cfg, report_out, logger_);
+  } catch (const std::bad_alloc&) {
+    return Err(StatusCode::kOutOfRange,
+               "building the engine ran out of host memory: check the input shapes (--shapes, --maxShapes) and the "
+               "model's sizes");
+  }
 }
 
 }  // namespace kiln

@@ -1,5 +1,7 @@
 // ExecutionContext: checks shapes against the selected profile, keeps the caller's tensor addresses, infers output
 // shapes, and enqueues on the engine's backend (backends/backend.h), which owns the context's memory and kernels.
+#include <new>
+
 #include "backends/factory.h"
 #include "core/error.h"
 #include "runtime/engine_impl.h"
@@ -146,7 +148,13 @@ Status ExecutionContext::enqueue(void* stream) {
   for (const Value* in : c.engine.graph->inputs) KILN_RETURN_IF_ERROR(c.InputShape(*in).status());
   if (!c.backend) KILN_RETURN_IF_ERROR(c.Init());
   EnqueueArgs args{stream, c.input_shapes, c.addresses, c.profiler, c.capture_graph, [&c] { return c.Shaped(); }};
-  return c.backend->Enqueue(args);
+  try {  // an allocation that fails inside a backend (a context's arena, an output) becomes an error, not an abort
+    return c.backend->Enqueue(args);
+  } catch (const std::bad_alloc&) {
+    return Err(StatusCode::kOutOfRange,
+               "enqueue ran out of host memory (the context's activation memory or outputs at these input shapes): "
+               "give smaller input shapes");
+  }
 }
 
 void ExecutionContext::setUseCudaGraph(bool on) { impl_->capture_graph = on; }

@@ -114,3 +114,32 @@ def test_export_times_holds_every_stream(kiln, relu, tmp_path):
     records = json.loads(times.read_text())
     assert {r["stream"] for r in records} == {0, 1}, records
     assert sum(r["stream"] == 1 for r in records) >= 5
+
+
+def _relu_at(path, dims):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+@pytest.mark.parametrize("dims,extra", [
+    (["n", 32], ["--shapes=x:2147483648x32"]),   # 256 GiB at the opt shape: std::bad_alloc escaped before
+    ([1048576, 1048576], []),                     # a static 4 TiB input: the timed run wrote through a null buffer
+])
+def test_huge_input_shapes_are_errors_not_crashes(kiln, tmp_path, dims, extra):
+    m = _relu_at(tmp_path / "m.onnx", dims)
+    p = _run(kiln, "build", f"--onnx={m}", f"--saveEngine={tmp_path / 'e'}", "--backend=cpu", *extra)
+    assert "input 'x'" in p.stderr and "shapes" in p.stderr, p.stderr
+
+
+def test_run_at_a_huge_profile_shape_is_an_error(kiln, tmp_path):
+    m = _relu_at(tmp_path / "m.onnx", ["n", 32])
+    e = tmp_path / "e.engine"
+    subprocess.run([kiln, "build", f"--onnx={m}", f"--saveEngine={e}", "--backend=cpu", "--minShapes=x:1x32",
+                    "--optShapes=x:1x32", "--maxShapes=x:4294967296x32"], check=True, capture_output=True, timeout=60)
+    p = _run(kiln, "run", f"--loadEngine={e}", "--shapes=x:4294967296x32")
+    assert "input 'x'" in p.stderr, p.stderr

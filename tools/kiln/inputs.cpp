@@ -49,7 +49,19 @@ Result<std::map<std::string, Tensor>> MakeEngineInputs(const Engine& e, const Op
       inputs[n] = l->second;
       continue;
     }
+    uint64_t bytes = DataTypeSize(t);  // checked before allocating: no overflow, at most 2^40 bytes
+    for (int64_t x : d) {
+      if (x < 0 || (x != 0 && bytes > (uint64_t{1} << 40) / static_cast<uint64_t>(x)))
+        return Err(StatusCode::kOutOfRange, "input '{}' at shape {} is larger than 2^40 bytes: give smaller --shapes",
+                   n, ShapeToString(d));
+      bytes *= static_cast<uint64_t>(x);
+    }
     Tensor r(t, d);
+    if (bytes > 0 && !r.raw())
+      return Err(StatusCode::kOutOfRange,
+                 "input '{}' at shape {} needs {} bytes of host memory, which could not be allocated: give smaller "
+                 "--shapes",
+                 n, ShapeToString(d), bytes);
     for (int64_t k = 0; k < r.numel(); ++k)
       r.SetFromDouble(k, IsFloatType(t) ? real(rng) : static_cast<double>(rng() % 2));
     inputs[n] = r;
