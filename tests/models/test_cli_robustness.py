@@ -143,3 +143,16 @@ def test_run_at_a_huge_profile_shape_is_an_error(kiln, tmp_path):
                     "--optShapes=x:1x32", "--maxShapes=x:4294967296x32"], check=True, capture_output=True, timeout=60)
     p = _run(kiln, "run", f"--loadEngine={e}", "--shapes=x:4294967296x32")
     assert "input 'x'" in p.stderr, p.stderr
+
+
+def test_a_zero_size_dim_builds_and_runs(kiln, tmp_path):
+    """An empty input (a 0 dim) needs no memory: the engine runs and the output is empty, not 'has no address'."""
+    import numpy as np
+    m = _relu_at(tmp_path / "m.onnx", ["n", 32])
+    e, out = tmp_path / "e.engine", tmp_path / "out"
+    subprocess.run([kiln, "build", f"--onnx={m}", f"--saveEngine={e}", "--backend=cpu", "--shapes=x:0x32"],
+                   check=True, capture_output=True, timeout=60)
+    p = subprocess.run([kiln, "run", f"--loadEngine={e}", "--shapes=x:0x32", f"--exportOutput={out}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert np.load(out / "y.npy").shape == (0, 32)

@@ -51,9 +51,10 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
     if (shape == args.input_shapes.end())
       return Err(StatusCode::kInternal, "input '{}' has no shape at enqueue", in->name);
     auto addr = args.addresses.find(in->name);
-    if (addr == args.addresses.end() || !addr->second)
+    const bool empty = NumElements(shape->second) == 0;  // an empty tensor needs no memory (its address may be null)
+    if (!empty && (addr == args.addresses.end() || !addr->second))
       return Err(StatusCode::kInvalidArgument, "input '{}' has no address: call setTensorAddress first", in->name);
-    env[in] = Tensor::View(in->dtype, shape->second, addr->second);
+    env[in] = Tensor::View(in->dtype, shape->second, addr == args.addresses.end() ? nullptr : addr->second);
   }
   // Activations go to their arena slot when the plan has one and the shape fits it.
   auto in_arena = [&](const void* p) {
