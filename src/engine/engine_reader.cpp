@@ -252,6 +252,30 @@ Status Reader::ReadPlan(const fb::MemoryPlan& fp, EngineContents& out) {
   return Status::Ok();
 }
 
+// A profile's shapes for one input, checked before anything is sized from them: the input exists with that
+// rank, every dim satisfies 0 <= min <= opt <= max, and the max shape holds at most 2^40 elements.
+Status CheckProfileInput(const Graph& g, const std::string& name, const ProfileInputDims& d) {
+  const Value* v = g.FindValue(name);
+  if (!v || !v->is_graph_input)
+    return Err(StatusCode::kInvalidModel, "the engine is corrupted: its profile names '{}', which is no input of its "
+               "graph; rebuild it", name);
+  if (v->has_shape && d.min.size() != v->shape.size())
+    return Err(StatusCode::kInvalidModel, "the engine is corrupted: profile input '{}' has rank {}, the input {}; "
+               "rebuild it", name, d.min.size(), v->shape.size());
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  int64_t count = 1;
+  for (size_t i = 0; i < d.min.size(); ++i) {
+    if (d.min[i] < 0 || d.min[i] > d.opt[i] || d.opt[i] > d.max[i])
+      return Err(StatusCode::kInvalidModel, "the engine is corrupted: profile input '{}' dim {} has min {}, opt {}, "
+                 "max {} (want 0 <= min <= opt <= max); rebuild it", name, i, d.min[i], d.opt[i], d.max[i]);
+    if (d.max[i] != 0 && count > kMaxElements / d.max[i])
+      return Err(StatusCode::kInvalidModel, "the engine is corrupted: profile input '{}' allows more than 2^40 "
+                 "elements; rebuild it", name);
+    count *= d.max[i];
+  }
+  return Status::Ok();
+}
+
 Result<EngineContents> Reader::Read(const fb::Engine& e) {
   EngineContents out;
   if (!e.graph()) return Bad("no graph");
@@ -265,6 +289,7 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
           ProfileInputDims d{Vec(in->min()), Vec(in->opt()), Vec(in->max())};
           if (d.min.size() != d.opt.size() || d.opt.size() != d.max.size())
             return Bad(fmt::format("profile input '{}' has min/opt/max of different ranks", Str(in->name())));
+          KILN_RETURN_IF_ERROR(CheckProfileInput(*out.graph, Str(in->name()), d));
           p.inputs[Str(in->name())] = std::move(d);
         }
       out.profiles.push_back(std::move(p));

@@ -407,6 +407,28 @@ TEST(EngineFile, MismatchMessagesSayWhichAndWhatToDo) {
   ExpectError(b, kOnCpu, {"FlatBuffers verification", "corrupted"});
 }
 
+// An engine whose profile is inconsistent (written with a valid checksum, as an edited-and-resealed file would be)
+// is refused at load, naming the input, before anything is sized from it.
+TEST(EngineFile, InconsistentProfilesAreRefusedAtLoad) {
+  auto bad_profile = [](ProfileInputDims d) {
+    auto g = ImportTestModel();
+    EngineContents e = MakeContents(std::move(g));
+    e.profiles[0].inputs["X"] = std::move(d);
+    auto bytes = SerializeEngine(e);
+    EXPECT_TRUE(bytes.ok());
+    return DeserializeEngine(bytes->data(), bytes->size(), kOnCpu).status();
+  };
+  Status st = bad_profile({{1, 3, 8, 8}, {8, 3, 8, 8}, {4, 3, 8, 8}});  // opt > max
+  EXPECT_NE(st.message().find("min <= opt <= max"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("'X'"), std::string::npos) << st.message();
+  st = bad_profile({{-1, 3, 8, 8}, {2, 3, 8, 8}, {4, 3, 8, 8}});  // negative min
+  EXPECT_NE(st.message().find("min <= opt <= max"), std::string::npos) << st.message();
+  st = bad_profile({{1, 3, 8}, {2, 3, 8}, {4, 3, 8}});  // wrong rank
+  EXPECT_NE(st.message().find("rank"), std::string::npos) << st.message();
+  st = bad_profile({{1, 3, 8, 8}, {2, 3, 8, 8}, {int64_t{1} << 40, 3, 8, 8}});  // too many elements
+  EXPECT_NE(st.message().find("2^40"), std::string::npos) << st.message();
+}
+
 TEST(EngineFile, EveryTruncationIsAnError) {
   const std::vector<uint8_t> good = SmallEngine();
   ASSERT_FALSE(good.empty());
