@@ -160,9 +160,15 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
     ReadValueType(in, v);
     if (v->dtype == DataType::kUndefined)
       return Err(StatusCode::kInvalidModel, "'{}': graph input '{}' has no tensor element type", source, in.name());
-    if (!IsSupportedType(v->dtype))
-      return Err(StatusCode::kUnsupported, "'{}': graph input '{}' has element type {}, which kiln does not support",
-                 source, in.name(), DataTypeName(v->dtype));
+    if (!IsSupportedType(v->dtype)) {
+      // Name the type as ONNX does (kiln's own names cover only the types it has: complex64 is none of them).
+      const int code = in.type().tensor_type().elem_type();
+      const std::string onnx_name = onnx::TensorProto_DataType_IsValid(code)
+                                        ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(code))
+                                        : fmt::format("code {}", code);
+      return Err(StatusCode::kUnsupported, "'{}': graph input '{}' has element type {} ({}), which kiln does not support",
+                 source, in.name(), onnx_name, code);
+    }
     auto ov = opts.input_shapes.find(in.name());
     if (ov != opts.input_shapes.end()) {
       if (v->has_shape && v->shape.size() != ov->second.size())

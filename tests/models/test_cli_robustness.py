@@ -156,3 +156,14 @@ def test_a_zero_size_dim_builds_and_runs(kiln, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert np.load(out / "y.npy").shape == (0, 32)
+
+
+def test_an_unsupported_element_type_is_named(kiln, tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.COMPLEX64, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.COMPLEX64, [2, 3])
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="id")], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "c.onnx"))
+    p = _run(kiln, "run", f"--onnx={tmp_path / 'c.onnx'}")
+    assert "COMPLEX64" in p.stderr and "'x'" in p.stderr, p.stderr
