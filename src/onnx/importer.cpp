@@ -157,6 +157,9 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
   for (const auto& in : gp.input()) {
     Value* v = g->GetOrAddValue(in.name());
     if (v->is_const()) continue;  // IR < 4: initializers are listed as inputs too
+    if (v->is_graph_input)
+      return Err(StatusCode::kInvalidModel, "'{}': graph input '{}' is listed twice: the model is malformed (each "
+                 "input is listed once)", source, in.name());
     ReadValueType(in, v);
     if (v->dtype == DataType::kUndefined)
       return Err(StatusCode::kInvalidModel, "'{}': graph input '{}' has no tensor element type", source, in.name());

@@ -167,3 +167,14 @@ def test_an_unsupported_element_type_is_named(kiln, tmp_path):
     onnx.save(m, str(tmp_path / "c.onnx"))
     p = _run(kiln, "run", f"--onnx={tmp_path / 'c.onnx'}")
     assert "COMPLEX64" in p.stderr and "'x'" in p.stderr, p.stderr
+
+
+def test_an_input_listed_twice_is_a_malformed_model_not_a_corrupt_engine(kiln, tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x, x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "twice.onnx"))
+    p = _run(kiln, f"--onnx={tmp_path / 'twice.onnx'}", "--backend=cpu")
+    assert "listed twice" in p.stderr and "twice.onnx" in p.stderr and "engine" not in p.stderr, p.stderr
