@@ -34,7 +34,8 @@ Status Convert(const RegisteredPlugin& p, ConvertContext& c) {
   const PluginFields fields = plugin->serializeFields();
   std::map<std::string, Attribute> attrs;
   for (const auto& [name, v] : fields.items()) {
-    auto spec = std::find_if(p.specs.begin(), p.specs.end(), [&](const PluginFieldSpec& s) { return s.name == name; });
+    const std::string& field = name;  // clang 14: a lambda may not capture a structured binding
+    auto spec = std::find_if(p.specs.begin(), p.specs.end(), [&](const PluginFieldSpec& s) { return s.name == field; });
     if (spec == p.specs.end() || spec->type != fieldTypeOf(v))
       return Err(StatusCode::kInternal,
                  "{}, {}: serializeFields() gives field '{}' ({}), which the creator's fieldSpecs() {}: an engine "

@@ -165,7 +165,8 @@ Attribute ToAttribute(const PluginFieldValue& v) {
 Result<PluginFields> FieldsOfNode(const RegisteredPlugin& p, const Node& n) {
   const std::string where = fmt::format("{}, {}", n.Where(), p.Describe());
   for (const auto& [key, a] : n.attrs) {
-    auto spec = std::find_if(p.specs.begin(), p.specs.end(), [&](const PluginFieldSpec& s) { return s.name == key; });
+    const std::string& field = key;  // clang 14: a lambda may not capture a structured binding
+    auto spec = std::find_if(p.specs.begin(), p.specs.end(), [&](const PluginFieldSpec& s) { return s.name == field; });
     if (spec == p.specs.end()) {
       std::vector<std::string> names;
       for (const auto& s : p.specs) names.push_back(s.name);

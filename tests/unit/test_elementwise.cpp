@@ -160,7 +160,7 @@ TEST(Elementwise, SqrtLogReciprocalOnPositive) {
     Tensor x = Rand({1001}, 7, DataType::kFloat64, 0.1, 50);
     auto r = t.Run({&x});
     ASSERT_TRUE(r.ok());
-    ExpectNary((*r)[0], {&x}, [f](auto& v) { return f(v[0]); }, 1e-12);
+    ExpectNary((*r)[0], {&x}, [fn = f](auto& v) { return fn(v[0]); }, 1e-12);
   }
 }
 
@@ -189,7 +189,7 @@ TEST(Elementwise, CompareLogicWhere) {
     auto r = t.Run({&a, &b});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ((*r)[0].dtype(), DataType::kBool);
-    ExpectNary((*r)[0], {&a, &b}, [f](auto& v) { return double(f(v[0], v[1])); }, 0);
+    ExpectNary((*r)[0], {&a, &b}, [fn = f](auto& v) { return double(fn(v[0], v[1])); }, 0);
   }
   Tensor p = Rand({5, 1, 7}, 12, DataType::kBool), q = Rand({3, 7}, 13, DataType::kBool);
   for (auto [op, f] : std::vector<std::pair<std::string, std::function<bool(bool, bool)>>>{
@@ -198,7 +198,7 @@ TEST(Elementwise, CompareLogicWhere) {
     OneNode t(op, 2);
     auto r = t.Run({&p, &q});
     ASSERT_TRUE(r.ok());
-    ExpectNary((*r)[0], {&p, &q}, [f](auto& v) { return double(f(v[0] != 0, v[1] != 0)); }, 0);
+    ExpectNary((*r)[0], {&p, &q}, [fn = f](auto& v) { return double(fn(v[0] != 0, v[1] != 0)); }, 0);
   }
   OneNode w("Where", 3);
   Tensor x = Rand({1, 3, 7}, 14), y = Rand({5, 1, 1}, 15);

@@ -114,6 +114,20 @@ To ConvertValue(From v) {
   }
 }
 
+// Rounds a double directly to half (no double rounding through float).
+uint16_t DoubleToHalfBits(double v) {
+  const float f = static_cast<float>(v);
+  uint16_t h = FloatToHalf(f);
+  const double hv = HalfToFloat(h);
+  if (std::isfinite(v) && std::isfinite(hv) && hv != v) {
+    // Pick the nearer neighbour of h in the direction of v (ties are already even-rounded).
+    const uint16_t other = static_cast<uint16_t>((v > hv) == !(h & 0x8000) ? h + 1 : h - 1);
+    const double ov = HalfToFloat(other);
+    if (std::isfinite(ov) && std::fabs(ov - v) < std::fabs(hv - v)) h = other;
+  }
+  return h;
+}
+
 Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate) {
   const DataType from = x.dtype(), to = y.dtype();
   const int64_t count = x.numel();
@@ -157,18 +171,7 @@ Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate) {
           [&](int64_t b, int64_t e) {
             for (int64_t i = b; i < e; ++i) {
               if constexpr (std::is_same_v<T, double> && std::is_same_v<U, Half>) {
-                // Round double directly to half (no double rounding through float).
-                const double v = p[i];
-                const float f = static_cast<float>(v);
-                uint16_t h = FloatToHalf(f);
-                const double hv = HalfToFloat(h);
-                if (std::isfinite(v) && std::isfinite(hv) && hv != v) {
-                  // Pick the nearer neighbour of h in the direction of v (ties are already even-rounded).
-                  const uint16_t other = static_cast<uint16_t>((v > hv) == !(h & 0x8000) ? h + 1 : h - 1);
-                  const double ov = HalfToFloat(other);
-                  if (std::isfinite(ov) && std::fabs(ov - v) < std::fabs(hv - v)) h = other;
-                }
-                q[i].bits = h;
+                q[i].bits = DoubleToHalfBits(Load(p, i));
               } else {
                 Store(q, i, ConvertValue<ComputeT<U>>(Load(p, i)));
               }
