@@ -4,7 +4,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <algorithm>
+#include <string_view>
 
 #include "kiln/error.h"
 
@@ -26,7 +27,7 @@ constexpr NpyType kTypes[] = {
 namespace {
 // The dims of a .npy shape tuple ("4, 32", "7,", ""): non-negative decimal integers separated by commas, with an
 // optional trailing comma; anything else is an error naming the file and the text.
-Result<std::vector<int64_t>> ParseNpyShape(const std::string& path, const std::string& text) {
+Result<std::vector<int64_t>> ParseNpyShape(const std::string& path, std::string_view text) {
   std::vector<int64_t> shape;
   size_t i = 0;
   auto skip_space = [&] {
@@ -45,16 +46,161 @@ Result<std::vector<int64_t>> ParseNpyShape(const std::string& path, const std::s
       d = d * 10 + (text[i] - '0');
     }
     shape.push_back(d);
+    if (shape.size() > 32) return bad("more than 32 dims");
     skip_space();
     if (i == text.size()) break;
     if (text[i] != ',') return bad("dims must be separated by commas");
     ++i;
     skip_space();
   }
-  if (shape.size() > 32) return bad("more than 32 dims");
   return shape;
 }
+
+// The header dict, a Python literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }. Parsed by hand
+// (no regex: a 1 MiB header must not recurse), with exactly these three keys, as numpy requires.
+class NpyDictParser {
+ public:
+  NpyDictParser(std::string_view text, const std::string& path) : t_(text), path_(path) {}
+
+  Status Parse(std::string* descr, bool* fortran, std::string_view* shape) {
+    int seen = 0;
+    Space();
+    if (!Eat('{')) return Bad("it does not start with '{'");
+    for (;;) {
+      Space();
+      if (Eat('}')) break;
+      std::string_view key;
+      if (!Quoted(&key)) return Bad("a key is not a quoted string");
+      Space();
+      if (!Eat(':')) return Bad("a key is not followed by ':'");
+      Space();
+      if (key == "descr") {
+        std::string_view v;
+        if (!Quoted(&v)) return Bad("'descr' is not a quoted string (structured dtypes are not supported)");
+        *descr = std::string(v);
+        seen |= 1;
+      } else if (key == "fortran_order") {
+        if (Word("True")) *fortran = true;
+        else if (Word("False")) *fortran = false;
+        else return Bad("'fortran_order' is neither True nor False");
+        seen |= 2;
+      } else if (key == "shape") {
+        if (!Eat('(')) return Bad("'shape' is not a tuple");
+        const size_t start = i_;
+        while (i_ < t_.size() && t_[i_] != ')') ++i_;
+        if (i_ == t_.size()) return Bad("'shape' has no closing ')'");
+        *shape = t_.substr(start, i_ - start);
+        ++i_;
+        seen |= 4;
+      } else {
+        return Bad(fmt::format("it has a key '{}' (a .npy header holds descr, fortran_order and shape only)", key));
+      }
+      Space();
+      if (Eat(',')) continue;
+      Space();
+      if (Eat('}')) break;
+      return Bad("entries are not separated by ','");
+    }
+    if (seen != 7) return Bad("it lacks one of descr, fortran_order and shape");
+    return Status::Ok();
+  }
+
+ private:
+  Status Bad(const std::string& why) const {
+    return Err(StatusCode::kInvalidArgument, "'{}': the .npy header dict is malformed: {}", path_, why);
+  }
+  void Space() {
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
+  }
+  bool Eat(char c) {
+    if (i_ < t_.size() && t_[i_] == c) return ++i_, true;
+    return false;
+  }
+  bool Word(std::string_view w) {
+    if (t_.substr(i_, w.size()) != w) return false;
+    i_ += w.size();
+    return true;
+  }
+  bool Quoted(std::string_view* out) {
+    if (i_ >= t_.size() || (t_[i_] != '\'' && t_[i_] != '"')) return false;
+    const char q = t_[i_++];
+    const size_t start = i_;
+    while (i_ < t_.size() && t_[i_] != q) ++i_;
+    if (i_ == t_.size()) return false;
+    *out = t_.substr(start, i_ - start);
+    ++i_;
+    return true;
+  }
+
+  std::string_view t_;
+  const std::string& path_;
+  size_t i_ = 0;
+};
+
+uint32_t LittleEndian(std::string_view b) {
+  uint32_t v = 0;
+  for (size_t i = b.size(); i-- > 0;) v = (v << 8) | static_cast<uint8_t>(b[i]);
+  return v;
+}
 }  // namespace
+
+Result<NpyHeader> ParseNpyHeader(std::string_view bytes, const std::string& path) {
+  if (bytes.size() < 8 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6))
+    return Err(StatusCode::kInvalidArgument, "'{}' is not a .npy file (bad magic)", path);
+  const uint8_t major = static_cast<uint8_t>(bytes[6]);
+  if (major < 1 || major > 3)
+    return Err(StatusCode::kUnsupported, "'{}' is .npy format version {}.{}; kiln reads versions 1 to 3", path, major,
+               static_cast<uint8_t>(bytes[7]));
+  const size_t len_size = major == 1 ? 2 : 4;
+  if (bytes.size() < 8 + len_size) return Err(StatusCode::kInvalidArgument, "'{}' is truncated inside its .npy header", path);
+  const uint32_t header_len = LittleEndian(bytes.substr(8, len_size));
+  if (header_len > (1u << 20))
+    return Err(StatusCode::kInvalidArgument, "'{}': the .npy header claims {} bytes (at most 1 MiB)", path, header_len);
+  const size_t start = 8 + len_size;
+  if (bytes.size() - start < header_len)
+    return Err(StatusCode::kInvalidArgument, "'{}' is truncated inside its .npy header", path);
+  const std::string_view dict = bytes.substr(start, header_len);
+
+  std::string descr;
+  bool fortran = false;
+  std::string_view shape_text;
+  KILN_RETURN_IF_ERROR(NpyDictParser(dict, path).Parse(&descr, &fortran, &shape_text));
+  NpyHeader h;
+  for (const auto& t : kTypes) {
+    const std::string_view want(t.descr);
+    const bool one_byte = want[0] == '|';
+    if (descr == want || (descr.size() == 3 && descr.substr(1) == want.substr(1) &&
+                          (descr[0] == '=' || (one_byte && descr[0] == '<'))))
+      h.dtype = t.dtype;
+  }
+  if (h.dtype == DataType::kUndefined)
+    return Err(StatusCode::kUnsupported, "'{}': numpy dtype '{}' is not supported (use little-endian numeric types)",
+               path, descr);
+  if (fortran)
+    return Err(StatusCode::kUnsupported, "'{}': Fortran-ordered arrays are not supported (use np.ascontiguousarray)",
+               path);
+  KILN_ASSIGN_OR_RETURN(h.shape, ParseNpyShape(path, shape_text));
+  int64_t count = 1;
+  for (int64_t d : h.shape) {
+    if (d != 0 && count > kMaxNpyElements / d)
+      return Err(StatusCode::kInvalidArgument, "'{}': .npy shape ({}) has more than 2^40 elements", path, shape_text);
+    count *= d;
+  }
+  h.data_offset = start + header_len;
+  h.data_bytes = static_cast<uint64_t>(count) * DataTypeSize(h.dtype);
+  return h;
+}
+
+Result<Tensor> ParseNpy(std::string_view bytes, const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(bytes, path));
+  const uint64_t have = bytes.size() - h.data_offset;
+  if (have < h.data_bytes)
+    return Err(StatusCode::kInvalidArgument, "'{}' is truncated: its shape needs {} bytes of data, the file has {}",
+               path, h.data_bytes, have);
+  Tensor t(h.dtype, h.shape);
+  if (h.data_bytes) std::memcpy(t.raw(), bytes.data() + h.data_offset, h.data_bytes);
+  return t;
+}
 
 Result<Tensor> ReadNpy(const std::string& path) {
   // Only regular files: a FIFO or device would block the read or never end.
@@ -67,54 +213,21 @@ Result<Tensor> ReadNpy(const std::string& path) {
   const uintmax_t file_size = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
   if (!in || ec) return Err(StatusCode::kNotFound, "cannot open input file '{}'", path);
-  char magic[8];
-  in.read(magic, 8);
-  if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0)
-    return Err(StatusCode::kInvalidArgument, "'{}' is not a .npy file (bad magic)", path);
-  uint32_t header_len = 0;
-  if (magic[6] == 1) {
-    uint16_t l = 0;
-    in.read(reinterpret_cast<char*>(&l), 2);
-    header_len = l;
-  } else {
-    in.read(reinterpret_cast<char*>(&header_len), 4);
-  }
-  if (!in || header_len > (1u << 20)) return Err(StatusCode::kInvalidArgument, "'{}': bad .npy header", path);
-  std::string header(header_len, '\0');
-  in.read(header.data(), header_len);
-  if (!in) return Err(StatusCode::kInvalidArgument, "'{}' is truncated inside its .npy header", path);
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']+)'")))
-    return Err(StatusCode::kInvalidArgument, "'{}': .npy header has no descr", path);
-  const std::string descr = m[1];
-  DataType dtype = DataType::kUndefined;
-  for (const auto& t : kTypes)
-    if (descr == t.descr || (descr[0] == '=' && descr.substr(1) == std::string(t.descr).substr(1))) dtype = t.dtype;
-  if (dtype == DataType::kUndefined)
-    return Err(StatusCode::kUnsupported, "'{}': numpy dtype '{}' is not supported (use little-endian numeric types)",
-               path, descr);
-  if (std::regex_search(header, m, std::regex("'fortran_order':\\s*True")))
-    return Err(StatusCode::kUnsupported, "'{}': Fortran-ordered arrays are not supported (use np.ascontiguousarray)", path);
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
-    return Err(StatusCode::kInvalidArgument, "'{}': .npy header has no shape", path);
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ParseNpyShape(path, m[1]));
-  // The element count and bytes, checked against the data the file holds before anything is allocated.
-  int64_t count = 1;
-  for (int64_t d : shape) {
-    if (d != 0 && count > kMaxNpyElements / d)
-      return Err(StatusCode::kInvalidArgument, "'{}': .npy shape ({}) has more than 2^40 elements", path,
-                 std::string(m[1]));
-    count *= d;
-  }
-  const uint64_t want = static_cast<uint64_t>(count) * DataTypeSize(dtype);
-  const uint64_t data_offset = static_cast<uint64_t>(in.tellg());
-  const uint64_t have = file_size > data_offset ? file_size - data_offset : 0;
-  if (have < want)
-    return Err(StatusCode::kInvalidArgument, "'{}' is truncated: its shape ({}) needs {} bytes of data, the file has {}",
-               path, std::string(m[1]), want, have);
-  Tensor t(dtype, shape);
-  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-  if (!in) return Err(StatusCode::kInvalidArgument, "'{}' is truncated: expected {} bytes of data", path, t.nbytes());
+  // The header is read first (at most 12 bytes + 1 MiB); the data goes straight into the tensor once its size is
+  // checked against the file.
+  std::string head(static_cast<size_t>(std::min<uintmax_t>(file_size, 12 + (1u << 20))), '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  if (!in) return Err(StatusCode::kIoError, "reading '{}' failed", path);
+  KILN_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(head, path));
+  const uint64_t have = file_size - h.data_offset;
+  if (have < h.data_bytes)
+    return Err(StatusCode::kInvalidArgument, "'{}' is truncated: its shape needs {} bytes of data, the file has {}",
+               path, h.data_bytes, have);
+  Tensor t(h.dtype, h.shape);
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(h.data_offset));
+  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(h.data_bytes));
+  if (!in) return Err(StatusCode::kIoError, "'{}' is truncated: expected {} bytes of data", path, h.data_bytes);
   return t;
 }
 
