@@ -103,3 +103,59 @@ TEST(TimingCache, SignaturesSeparateWhatMustBeTimedApart) {
 }  // namespace kiln::cuda
 
 #endif  // KILN_HAVE_CUDA
+
+// The file format itself (every build): wrong types are errors rather than exceptions (a "format" that is a
+// number used to throw nlohmann's type_error out of TimingCache::Load), a FIFO is refused rather than read.
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "backends/timing_cache_file.h"
+
+namespace kiln {
+namespace {
+
+TEST(TimingCacheFile, WrongTypesAreErrorsNotExceptions) {
+  const char* cases[] = {
+      R"({"format": 3, "version": 1, "device": "d", "entries": {}})",
+      R"({"format": "kiln-timing-cache", "version": "1", "device": "d", "entries": {}})",
+      R"({"format": "kiln-timing-cache", "version": 1, "device": 7, "entries": {}})",
+      R"({"format": "kiln-timing-cache", "version": 1, "device": "d", "entries": []})",
+      R"({"format": "kiln-timing-cache", "version": 1, "device": "d", "entries": {"s": 1}})",
+      R"({"format": "kiln-timing-cache", "version": 1, "device": "d", "entries": {"s": {"tactic": 2}}})",
+      R"({"format": "kiln-timing-cache", "version": 1, "device": "d", "entries": {"s": {"tactic": "t", "ms": "x"}}})",
+      R"({"format": "kiln-timing-cache", "version": 1, "device": "d", "entries": {"s": {"tactic": "t", "candidates": -1}}})",
+      R"([1, 2])", "", "\xff\xfe"};
+  for (const char* text : cases) {
+    auto r = ParseTimingCache(text, "tc.json");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find("tc.json"), std::string::npos) << r.status().message();
+  }
+  auto ok = ParseTimingCache(
+      R"({"format": "kiln-timing-cache", "version": 1, "device": "d", "entries": {"s": {"tactic": "t", "ms": 0.5, "candidates": 3}}})",
+      "tc.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->entries.count("s"), 1u);
+  EXPECT_EQ(ok->entries.at("s").tactic, "t");
+  EXPECT_EQ(ok->entries.at("s").candidates, 3);
+  // What is written reads back the same, bytes that are not UTF-8 included.
+  ok->entries["sig\xff"] = TimingEntry{"x", 1.0, 1};
+  auto again = ParseTimingCache(SerializeTimingCache(*ok), "tc.json");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->entries.size(), 2u);
+}
+
+TEST(TimingCacheFile, AFifoIsRefusedNotRead) {
+  const auto path = (std::filesystem::temp_directory_path() / "kiln_tc_fifo.json").string();
+  std::filesystem::remove(path);
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  bool found = false;
+  auto r = ReadTimingCacheFile(path, &found);  // would block forever if it were opened for reading
+  EXPECT_TRUE(found);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a regular file"), std::string::npos) << r.status().message();
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace kiln

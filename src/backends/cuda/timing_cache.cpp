@@ -1,10 +1,6 @@
 #include "backends/cuda/timing_cache.h"
 
-#include <filesystem>
-#include <fstream>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/handles.h"
@@ -23,50 +19,23 @@ Result<std::string> TimingCache::Load(const std::string& path) {
   if (device_key_.empty()) {
     KILN_ASSIGN_OR_RETURN(device_key_, CurrentDeviceKey());
   }
-  if (!std::filesystem::exists(path)) return std::string();
-  std::ifstream f(path);
-  nlohmann::json j;
-  try {
-    f >> j;
-  } catch (const std::exception& e) {
-    return fmt::format("timing cache '{}' is not valid JSON ({}): ignored, every layer is timed again", path, e.what());
-  }
-  if (!j.is_object() || j.value("format", "") != "kiln-timing-cache" || j.value("version", 0) != 1)
-    return fmt::format("'{}' is not a kiln timing cache (version 1): ignored, every layer is timed again", path);
-  const std::string dev = j.value("device", "");
-  if (dev != device_key_)
+  bool found = false;
+  auto read = ReadTimingCacheFile(path, &found);
+  if (!read.ok()) return fmt::format("{}: ignored, every layer is timed again", read.status().message());
+  if (!found) return std::string();
+  if (read->device != device_key_)
     return fmt::format("timing cache '{}' was written for [{}], this is [{}]: ignored, every layer is timed again "
                        "(and the file is rewritten)",
-                       path, dev, device_key_);
-  try {
-    for (const auto& [sig, e] : j.at("entries").items())
-      entries_[sig] = TimingEntry{e.at("tactic").get<std::string>(), e.value("ms", 0.0), e.value("candidates", 0)};
-  } catch (const std::exception& e) {
-    entries_.clear();
-    return fmt::format("timing cache '{}' has a malformed entry ({}): ignored", path, e.what());
-  }
+                       path, read->device, device_key_);
+  entries_ = std::move(read->entries);
   return std::string();
 }
 
 Status TimingCache::Save(const std::string& path) const {
-  nlohmann::json j;
-  j["format"] = "kiln-timing-cache";
-  j["version"] = 1;
-  j["device"] = device_key_;
-  nlohmann::json entries = nlohmann::json::object();
-  for (const auto& [sig, e] : entries_) entries[sig] = {{"tactic", e.tactic}, {"ms", e.ms}, {"candidates", e.candidates}};
-  j["entries"] = entries;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) return Err(StatusCode::kIoError, "cannot write timing cache '{}'", tmp);
-    f << j.dump(1) << "\n";
-    if (!f) return Err(StatusCode::kIoError, "writing timing cache '{}' failed (disk full?)", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Err(StatusCode::kIoError, "cannot move '{}' to '{}': {}", tmp, path, ec.message());
-  return Status::Ok();
+  TimingCacheContents c;
+  c.device = device_key_;
+  c.entries = entries_;
+  return WriteTimingCacheFile(path, c);
 }
 
 const TimingEntry* TimingCache::Find(const std::string& signature) const {

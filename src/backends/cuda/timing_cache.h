@@ -1,8 +1,7 @@
 // The timing cache: the tactic the builder chose for each layer signature, measured on one device with one set
 // of library versions, so that a rebuild skips timing and picks the same tactics (--timingCacheFile).
 //
-// File format (JSON): {"format": "kiln-timing-cache", "version": 1, "device": {...}, "entries": {"<layer
-// signature>": {"tactic": "...", "ms": 0.0123, "candidates": 4}}}. A cache written on another GPU or with other
+// File format: backends/timing_cache_file.h. A cache written on another GPU or with other
 // CUDA/cuBLASLt/cuDNN versions is ignored with a warning (its timings do not describe this machine).
 #pragma once
 
@@ -11,14 +10,11 @@
 #include <string>
 
 #include "backends/cuda/layer.h"
+#include "backends/timing_cache_file.h"
 
 namespace kiln::cuda {
 
-struct TimingEntry {
-  std::string tactic;
-  double ms = 0;
-  int candidates = 0;
-};
+using kiln::TimingEntry;
 
 class TimingCache {
  public:
