@@ -111,6 +111,7 @@ Result<PassReport> FusePointwisePass(Graph& g, const PassOptions& o) {
     groups.push_back(std::move(group));
   }
 
+  std::vector<Node*> inner;  // nodes folded into a group's root
   for (auto& group : groups) {
     std::sort(group.begin(), group.end(), [&](Node* a, Node* b) { return index[a] < index[b]; });
     Node* root = group.back();
@@ -156,10 +157,11 @@ Result<PassReport> FusePointwisePass(Graph& g, const PassOptions& o) {
     report.details.push_back(fmt::format("pointwise: {} -> kiln.FusedPointwise '{}' [{}] ({} inputs)", names,
                                          root->name, program, inputs.size()));
     ++report.rewrites;
-    std::vector<Node*> inner(group.begin(), group.end() - 1);
-    fusion::UseKilnDomain(g);
-    fusion::RemoveUnread(g, inner);
+    inner.insert(inner.end(), group.begin(), group.end() - 1);
   }
+  // The fused nodes go in one sweep after every group is rewritten (one per group made the pass quadratic).
+  if (!groups.empty()) fusion::UseKilnDomain(g);
+  fusion::RemoveUnread(g, inner);
   return report;
 }
 

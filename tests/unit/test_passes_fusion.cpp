@@ -493,6 +493,31 @@ TEST(FusePointwise, ChainWithBroadcastOperands) {
   EXPECT_EQ(f->inputs.size(), 4u);  // x, 1.5, bias, z
 }
 
+// A 20,000-node chain (issue 11: the pass removed the fused nodes one sweep of the graph at a time, 10.8 s for
+// this chain where the build without the pass took 1.1 s) becomes one node with the whole program, and the many
+// separate chains of a wide graph each become one node.
+TEST(FusePointwise, LongChainsAndManyGroupsFuseInOnePass) {
+  TestGraph t;
+  Value* y = t.Input("x", {2, 3});
+  const std::string ops[] = {"Relu", "Neg", "Abs", "Sigmoid"};
+  for (int i = 0; i < 20000; ++i) y = t.Op(ops[i % 4], "n" + std::to_string(i), {y});
+  t.Output(y);
+  for (int c = 0; c < 2000; ++c) {  // 2,000 two-node chains beside it
+    Value* z = t.Input("z" + std::to_string(c), {2, 3});
+    t.Output(t.Op("Neg", "b" + std::to_string(c), {t.Op("Relu", "a" + std::to_string(c), {z})}));
+  }
+  t.Finish();
+  PassOptions o;
+  auto r = FusePointwisePass(t.g, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rewrites, 2001);
+  ASSERT_EQ(t.g.nodes().size(), 2001u);
+  ASSERT_TRUE(VerifyGraph(t.g).ok());
+  size_t longest = 0;
+  for (const auto& n : t.g.nodes()) longest = std::max(longest, n->attrs.at("kiln_ops").strings.size());
+  EXPECT_EQ(longest, 20000u);
+}
+
 TEST(FusePointwise, TreeAndHalfPrecision) {
   for (DataType dt : {DataType::kFloat32, DataType::kFloat16}) {
     TestGraph t;
