@@ -84,6 +84,9 @@ class OnnxParser {
   // Fixes the named inputs' shapes for the parse: shape inference and constant folding run at these shapes (a
   // reference run at one shape, `kiln run --shapes`). Inputs not named keep the model's shapes.
   void setInputShapes(std::map<std::string, Dims> shapes) { input_shapes_ = std::move(shapes); }
+  // External data is read from the model's folder only (links resolved; nothing outside it); these folders are
+  // searched after it, each with the same containment (kiln --externalDataDir).
+  void setExternalDataDirs(std::vector<std::string> dirs) { data_dirs_ = std::move(dirs); }
   Status parseFromFile(const std::string& path);
   // `base_dir` is where external-data files are looked up.
   Status parse(const void* data, size_t size, const std::string& base_dir = ".");
@@ -92,6 +95,7 @@ class OnnxParser {
   NetworkDefinition& network_;
   ILogger& logger_;
   std::map<std::string, Dims> input_shapes_;
+  std::vector<std::string> data_dirs_;
 };
 
 }  // namespace kiln

@@ -52,7 +52,7 @@ void ReadValueType(const onnx::ValueInfoProto& vi, Value* v) {
   v->has_shape = true;
 }
 
-Result<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const std::string& base_dir, const std::string& where) {
+Result<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const DataDirs& base_dir, const std::string& where) {
   Attribute r;
   auto type = a.type();
   if (type == onnx::AttributeProto::UNDEFINED) {  // very old models: infer the kind from the field set
@@ -94,7 +94,7 @@ Result<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const std::str
 }
 
 // Turns a Constant node into a constant value.
-Result<Tensor> ConstantValue(const onnx::NodeProto& np, const std::string& base_dir, const std::string& where) {
+Result<Tensor> ConstantValue(const onnx::NodeProto& np, const DataDirs& base_dir, const std::string& where) {
   for (const auto& a : np.attribute()) {
     const std::string& k = a.name();
     if (k == "value") return TensorFromProto(a.t(), base_dir, where);
@@ -114,6 +114,8 @@ Result<Tensor> ConstantValue(const onnx::NodeProto& np, const std::string& base_
 Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std::string& base_dir,
                                                const std::string& source, const ImportOptions& opts) {
   onnx::ModelProto model;
+  DataDirs data_dirs{base_dir};  // the model's folder, then the folders the user allowed
+  data_dirs.insert(data_dirs.end(), opts.external_data_dirs.begin(), opts.external_data_dirs.end());
   if (bytes.empty()) return Err(StatusCode::kInvalidModel, "'{}' is empty, not an ONNX model", source);
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     return Err(StatusCode::kInvalidModel,
@@ -148,7 +150,8 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
   for (const auto& init : gp.initializer()) {
     if (init.name().empty()) return Err(StatusCode::kInvalidModel, "'{}': an initializer has no name", source);
     Value* v = g->GetOrAddValue(init.name());
-    KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, base_dir, "initializer '" + init.name() + "'"));
+    KILN_ASSIGN_OR_RETURN(Tensor t,
+                          TensorFromProto(init, data_dirs, fmt::format("'{}': initializer '{}'", source, init.name())));
     v->dtype = t.dtype();
     v->shape = FromStatic(t.shape());
     v->has_shape = true;
@@ -198,7 +201,7 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
     if (np.op_type() == "Constant" && IsDefaultDomain(np.domain())) {
       if (np.output_size() != 1 || np.output(0).empty())
         return Err(StatusCode::kInvalidModel, "{}: needs exactly one output", where);
-      auto t = ConstantValue(np, base_dir, where);
+      auto t = ConstantValue(np, data_dirs, where);
       if (!t.ok()) {
         if (t.status().code() != StatusCode::kUnsupported) return t.status();
         unsupported.push_back(fmt::format("{} opset {}: {}", where, opset, t.status().message()));
@@ -220,7 +223,7 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
     for (const auto& i : np.input()) n->inputs.push_back(i.empty() ? nullptr : g->GetOrAddValue(i));
     for (const auto& o : np.output()) n->outputs.push_back(o.empty() ? nullptr : g->GetOrAddValue(o));
     for (const auto& a : np.attribute()) {
-      KILN_ASSIGN_OR_RETURN(Attribute attr, ConvertAttribute(a, base_dir, where));
+      KILN_ASSIGN_OR_RETURN(Attribute attr, ConvertAttribute(a, data_dirs, where));
       n->attrs[a.name()] = std::move(attr);
     }
     // ONNX ops and plugin ops by (domain, name, the domain's opset); kiln's internal domain is not for models.
@@ -273,10 +276,18 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
   }
   if (g->outputs.empty()) return Err(StatusCode::kInvalidModel, "'{}': the graph has no outputs", source);
 
+  // The element types the model declares for its outputs, to hold inference to them.
+  std::vector<std::pair<const Value*, DataType>> declared;
+  for (const Value* v : g->outputs) declared.emplace_back(v, v->dtype);
   Status st = g->TopoSort();
   if (!st.ok()) return st.WithContext("'" + source + "'");
   st = InferGraph(*g, opts.infer);
   if (!st.ok()) return st.WithContext("'" + source + "'");
+  for (const auto& [v, type] : declared)
+    if (type != DataType::kUndefined && v->dtype != DataType::kUndefined && v->dtype != type)
+      return Err(StatusCode::kInvalidModel, "'{}': graph output '{}' is declared {}, but {} makes it {}", source,
+                 v->name, DataTypeName(type), v->producer ? v->producer->Where() : std::string("the graph"),
+                 DataTypeName(v->dtype));
   // Nodes folded into constants are no longer needed.
   g->RemoveFoldedNodes();
   g->RemoveDeadNodes();
@@ -301,7 +312,7 @@ Result<Tensor> ReadTensorProtoFile(const std::string& path, std::string* name) {
     return Err(StatusCode::kInvalidArgument, "'{}' is not a serialized onnx.TensorProto", path);
   if (name) *name = p.name();
   const std::string base = std::filesystem::path(path).parent_path().string();
-  return TensorFromProto(p, base.empty() ? "." : base, "tensor file '" + path + "'");
+  return TensorFromProto(p, DataDirs{base.empty() ? "." : base}, "tensor file '" + path + "'");
 }
 
 }  // namespace kiln

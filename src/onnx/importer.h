@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/graph.h"
 #include "ops/infer.h"
@@ -16,6 +17,8 @@ namespace kiln {
 struct ImportOptions {
   InferOptions infer;                    // evaluator for constant folding (normally the CPU backend)
   std::map<std::string, Shape> input_shapes;  // overrides of graph input shapes (--shapes)
+  // Folders besides the model's own that external data may be read from (--externalDataDir), searched in order.
+  std::vector<std::string> external_data_dirs;
 };
 
 Result<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path, const ImportOptions& opts);

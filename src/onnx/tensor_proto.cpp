@@ -11,7 +11,10 @@ namespace kiln {
 
 namespace {
 
-Status ReadExternal(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what, Tensor& t) {
+// Checks the external data (location inside the model's folder, a regular file, its length and size against the
+// `need` bytes the shape takes) before anything is allocated, then reads it.
+Result<Tensor> ReadExternal(const onnx::TensorProto& p, const DataDirs& data_dirs, const std::string& what,
+                            DataType dtype, const std::vector<int64_t>& shape, int64_t need) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : p.external_data()) {
@@ -25,20 +28,31 @@ Status ReadExternal(const onnx::TensorProto& p, const std::string& base_dir, con
   if (rel.is_absolute() || location.find("..") != std::string::npos)
     return Err(StatusCode::kInvalidModel, "{}: external data location '{}' must be a relative path inside the model's folder",
                what, location);
-  // The file's real path (symbolic links resolved) must lie inside the model's real folder, and be a regular file:
-  // a link inside the folder must not reach a file outside it, and a FIFO must not block the import.
+  // The file's real path (symbolic links resolved) must lie inside the real folder it is found in, and be a regular
+  // file: a link inside the folder must not reach a file outside it, and a FIFO must not block the import.
   namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path folder = fs::weakly_canonical(fs::absolute(base_dir.empty() ? "." : base_dir), ec);
-  const fs::path file = fs::weakly_canonical(folder / rel, ec);
-  if (ec || !fs::exists(file))
-    return Err(StatusCode::kNotFound, "{}: external data file '{}' cannot be opened (keep it next to the model)", what,
-               (folder / rel).string());
+  fs::path file, folder;
+  std::string searched;
+  for (const std::string& dir : data_dirs) {
+    std::error_code ec;
+    const fs::path f = fs::weakly_canonical(fs::absolute(dir.empty() ? "." : dir), ec);
+    const fs::path candidate = fs::weakly_canonical(f / rel, ec);
+    searched += (searched.empty() ? "" : ", ") + (f / rel).string();
+    if (ec || !fs::exists(candidate, ec)) continue;
+    folder = f;
+    file = candidate;
+    break;
+  }
+  if (file.empty())
+    return Err(StatusCode::kNotFound,
+               "{}: external data file '{}' cannot be opened (looked for {}); keep it next to the model or name its "
+               "folder with --externalDataDir", what, location, searched);
   const auto [end, _] = std::mismatch(folder.begin(), folder.end(), file.begin(), file.end());
   if (end != folder.end())
     return Err(StatusCode::kInvalidModel,
-               "{}: external data location '{}' resolves to '{}', outside the model's folder '{}' (a symbolic link?)",
+               "{}: external data location '{}' resolves to '{}', outside the folder '{}' (a symbolic link?)",
                what, location, file.string(), folder.string());
+  std::error_code ec;
   if (!fs::is_regular_file(file, ec))
     return Err(StatusCode::kInvalidModel, "{}: external data location '{}' is not a regular file", what, location);
   std::ifstream in(file, std::ios::binary);
@@ -47,17 +61,18 @@ Status ReadExternal(const onnx::TensorProto& p, const std::string& base_dir, con
                file.string());
   in.seekg(0, std::ios::end);
   const int64_t file_size = static_cast<int64_t>(in.tellg());
-  const int64_t need = static_cast<int64_t>(t.nbytes());
   if (length >= 0 && length != need)
     return Err(StatusCode::kInvalidModel, "{}: external data length {} does not match its shape and type ({} bytes)",
                what, length, need);
-  if (offset < 0 || offset + need > file_size)
+  if (offset < 0 || offset > file_size || need > file_size - offset)
     return Err(StatusCode::kInvalidModel, "{}: external data file '{}' is too short ({} bytes, needs {} at offset {})",
                what, file.string(), file_size, need, offset);
+  Tensor t = Tensor::Uninitialized(dtype, shape);
+  if (need > 0 && !t.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, need);
   in.seekg(offset);
   in.read(static_cast<char*>(t.raw()), need);
   if (!in) return Err(StatusCode::kIoError, "{}: reading '{}' failed", what, file.string());
-  return Status::Ok();
+  return t;
 }
 
 template <typename Field>
@@ -69,7 +84,7 @@ Status CheckCount(const Field& f, int64_t n, const std::string& what, const char
 
 }  // namespace
 
-Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const DataDirs& data_dirs, const std::string& what) {
   const auto dtype = static_cast<DataType>(p.data_type());
   if (!IsSupportedType(dtype))
     return Err(StatusCode::kUnsupported, "{}: element type {} ({}) is not supported", what, p.data_type(),
@@ -83,22 +98,34 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& ba
     n *= d;
     shape.push_back(d);
   }
-  // External data and raw_data fill every byte (or fail): no need to zero the storage first.
-  const bool filled_whole = p.data_location() == onnx::TensorProto::EXTERNAL || p.has_raw_data();
-  Tensor t = filled_whole ? Tensor::Uninitialized(dtype, shape) : Tensor(dtype, shape);
-  if (n > 0 && !t.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, t.nbytes());
+  // The data's length is checked against the shape before anything is allocated: an initializer declaring 2^40
+  // elements with 16 bytes of data is a length mismatch, not an out-of-memory.
   const size_t esize = DataTypeSize(dtype);
-  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    KILN_RETURN_IF_ERROR(ReadExternal(p, base_dir, what, t));
-    return t;
-  }
+  const int64_t need = n * static_cast<int64_t>(esize);  // n <= INT64_MAX / 8 (checked above)
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) return ReadExternal(p, data_dirs, what, dtype, shape, need);
   if (p.has_raw_data()) {
-    if (p.raw_data().size() != static_cast<size_t>(n) * esize)
+    if (p.raw_data().size() != static_cast<size_t>(need))
       return Err(StatusCode::kInvalidModel, "{}: raw_data has {} bytes but shape {} of {} needs {}", what,
-                 p.raw_data().size(), ShapeToString(shape), DataTypeName(dtype), static_cast<size_t>(n) * esize);
+                 p.raw_data().size(), ShapeToString(shape), DataTypeName(dtype), need);
+    Tensor t = Tensor::Uninitialized(dtype, shape);  // raw_data fills every byte: no need to zero it first
+    if (n > 0 && !t.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, need);
     if (n) std::memcpy(t.raw(), p.raw_data().data(), p.raw_data().size());
     return t;
   }
+  // Typed fields: each holds one entry per element.
+  int64_t entries = 0;
+  switch (dtype) {
+    case DataType::kFloat32: entries = p.float_data_size(); break;
+    case DataType::kFloat64: entries = p.double_data_size(); break;
+    case DataType::kInt64: entries = p.int64_data_size(); break;
+    case DataType::kUInt64: case DataType::kUInt32: entries = p.uint64_data_size(); break;
+    default: entries = p.int32_data_size(); break;
+  }
+  if (entries != n)
+    return Err(StatusCode::kInvalidModel, "{}: has {} values but its shape {} holds {}", what, entries,
+               ShapeToString(shape), n);
+  Tensor t(dtype, shape);
+  if (n > 0 && !t.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, need);
   switch (dtype) {
     case DataType::kFloat32:
       KILN_RETURN_IF_ERROR(CheckCount(p.float_data(), n, what, "float_data"));

@@ -2,13 +2,19 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "onnx.pb.h"
 
 namespace kiln {
 
-// `base_dir` is where external-data files live; `what` names the tensor in messages ("initializer 'w'").
-Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what);
+// The folders external-data files may be read from: the model's own first, then any the user allowed
+// (--externalDataDir). A location is looked up in each in turn and must resolve (links followed) inside the folder
+// it is found in.
+using DataDirs = std::vector<std::string>;
+
+// `what` names the tensor in messages ("initializer 'w'").
+Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const DataDirs& data_dirs, const std::string& what);
 
 }  // namespace kiln

@@ -84,7 +84,8 @@ Result<std::vector<int64_t>> ReshapeTarget(const Node& n, const std::vector<int6
       return Err(StatusCode::kInvalidArgument, "{}: shape {} has a negative dim {}", n.Where(), shape, d);
     }
     out[i] = d;
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known))
+      return Err(StatusCode::kInvalidArgument, "{}: shape {} has more than 2^63 elements", n.Where(), shape);
   }
   const int64_t total = NumElements(in);
   if (infer_at >= 0) {
@@ -147,7 +148,8 @@ Result<std::vector<int64_t>> ComputeSplit(const Node& n, int64_t dim, bool has_s
     int64_t sum = 0;
     for (int64_t s : split) {
       if (s < 0) return Err(StatusCode::kInvalidModel, "{}: split {} has a negative size", n.Where(), split);
-      sum += s;
+      if (__builtin_add_overflow(sum, s, &sum))
+        return Err(StatusCode::kInvalidModel, "{}: split {} sums past 2^63", n.Where(), split);
     }
     if (sum != dim)
       return Err(StatusCode::kInvalidArgument, "{}: split {} sums to {} but the axis has length {}", n.Where(), split,
@@ -158,6 +160,11 @@ Result<std::vector<int64_t>> ComputeSplit(const Node& n, int64_t dim, bool has_s
     return split;
   }
   if (parts <= 0) return Err(StatusCode::kInvalidModel, "{}: split into {} parts", n.Where(), parts);
+  // Before opset 18 a Split without sizes cuts the axis into equal parts; 18's num_outputs lets the last be smaller.
+  if (n.opset > 0 && n.opset < 18 && dim % parts != 0)
+    return Err(StatusCode::kInvalidModel,
+               "{}: at opset {} Split cuts an axis into equal parts, and {} is not a multiple of {}: give the split "
+               "sizes, or use opset 18 and num_outputs", n.Where(), n.opset, dim, parts);
   const int64_t chunk = (dim + parts - 1) / parts;
   std::vector<int64_t> r(parts, chunk);
   r.back() = dim - chunk * (parts - 1);

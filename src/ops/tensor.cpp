@@ -66,13 +66,18 @@ Result<Dim> InferReshapeDim(const Node& n, const Shape& in, const Shape& others)
   int64_t num = 1, den = 1;
   std::vector<Dim> num_sym, den_sym;
   for (const Dim& d : in) {
-    if (d.known()) num *= d.value;
-    else if (d.symbolic()) num_sym.push_back(d);
+    if (d.known()) {
+      if (__builtin_mul_overflow(num, d.value, &num))
+        return Err(StatusCode::kInvalidArgument, "{}: input shape {} has more than 2^63 elements", n.Where(),
+                   ShapeToString(in));
+    } else if (d.symbolic()) num_sym.push_back(d);
     else return Dim::Unknown();
   }
   for (const Dim& d : others) {
     if (d.known()) {
-      den *= d.value;
+      if (__builtin_mul_overflow(den, d.value, &den))
+        return Err(StatusCode::kInvalidArgument, "{}: target shape {} has more than 2^63 elements", n.Where(),
+                   ShapeToString(others));
     } else if (d.symbolic()) {
       auto it = std::find_if(num_sym.begin(), num_sym.end(), [&](const Dim& x) { return x.same(d); });
       if (it != num_sym.end()) num_sym.erase(it);

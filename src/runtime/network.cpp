@@ -192,10 +192,11 @@ std::string NetworkDefinition::toString() const { return PrintGraph(*graph_); }
 
 namespace {
 
-ImportOptions ParseOptions(const std::map<std::string, Dims>& input_shapes) {
+ImportOptions ParseOptions(const std::map<std::string, Dims>& input_shapes, const std::vector<std::string>& data_dirs) {
   ImportOptions opts;
   opts.infer.evaluator = ConstantFolder();
   for (const auto& [name, d] : input_shapes) opts.input_shapes[name] = FromStatic(d);
+  opts.external_data_dirs = data_dirs;
   return opts;
 }
 
@@ -213,12 +214,12 @@ Status Adopt(Result<std::unique_ptr<Graph>> g, NetworkDefinition& network, ILogg
 }  // namespace
 
 Status OnnxParser::parseFromFile(const std::string& path) {
-  return Adopt(ImportOnnxFile(path, ParseOptions(input_shapes_)), network_, logger_);
+  return Adopt(ImportOnnxFile(path, ParseOptions(input_shapes_, data_dirs_)), network_, logger_);
 }
 
 Status OnnxParser::parse(const void* data, size_t size, const std::string& base_dir) {
   return Adopt(ImportOnnxBytes(std::string_view(static_cast<const char*>(data), size), base_dir, "<memory>",
-                               ParseOptions(input_shapes_)),
+                               ParseOptions(input_shapes_, data_dirs_)),
                network_, logger_);
 }
 

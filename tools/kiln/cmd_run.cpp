@@ -24,6 +24,7 @@ Status RunReference(const Options& a, nlohmann::json* report) {
   OnnxParser parser(g, quiet);
   parser.setInputShapes(shapes);
   auto t0 = Clock::now();
+  parser.setExternalDataDirs(a.external_data_dirs);
   KILN_RETURN_IF_ERROR(parser.parseFromFile(a.onnx));
   const double import_ms = MsSince(t0);
   std::printf("[kiln] model %s: %d inputs, %d outputs, %d nodes after import (%.1f ms)\n", a.onnx.c_str(),

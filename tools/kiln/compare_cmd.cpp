@@ -172,6 +172,7 @@ Status Compare(const Options& o, ILogger& logger, nlohmann::json* report) {
   std::map<std::string, Dims> shapes;
   for (const auto& [name, t] : inputs) shapes[name] = t.shape();
   parser.setInputShapes(shapes);
+  parser.setExternalDataDirs(o.external_data_dirs);
   KILN_RETURN_IF_ERROR(parser.parseFromFile(o.onnx));
   // The reference takes the model's own input types (an engine built with --inputIOFormats=fp16 takes fp16).
   std::map<std::string, Tensor> ref_inputs;

@@ -20,6 +20,7 @@ Status InspectModel(const Options& o, nlohmann::json* report) {
   NetworkDefinition g;
   StderrLogger quiet(Severity::kInternalError);  // a parse error comes back as the Status, printed once
   OnnxParser parser(g, quiet);
+  parser.setExternalDataDirs(o.external_data_dirs);
   KILN_RETURN_IF_ERROR(parser.parseFromFile(o.onnx));
   std::map<std::string, int> ops;
   for (int k = 0; k < g.getNbLayers(); ++k) ops[g.getLayer(k).op_type]++;
@@ -85,8 +86,11 @@ Status InspectEngine(const Options& o, ILogger& logger, nlohmann::json* report) 
   std::printf("[kiln]   %d layers; activation memory %.2f MiB\n", engine->getNbLayers(), engine->getDeviceMemorySize() / 1048576.0);
   if (o.dump_layer_info)
     for (const auto& l : layers["layers"])
-      std::printf("[kiln]     %-40s %-24s %-9s %s\n", l["name"].get<std::string>().c_str(), l["op_type"].get<std::string>().c_str(),
-                  l["precision"].get<std::string>().c_str(), l["tactic"].get<std::string>().c_str());
+      std::printf("[kiln]     %-40s %-24s %-9s %s\n", l.value("name", "").c_str(), l.value("op_type", "").c_str(),
+                  l.value("precision", "").c_str(), l.value("tactic", "").c_str());
+  if (o.dump_layer_info && layers.value("profiling_verbosity", "") != "detailed")
+    std::printf("[kiln]     (built with --profilingVerbosity=%s: rebuild with =detailed for precisions and tactics)\n",
+                layers.value("profiling_verbosity", "").c_str());
   if (report) {
     *report = {{"operation", "inspect"}, {"status", "success"}, {"kind", "engine"}, {"engine", o.load_engine},
                {"format_version", header->format_version}, {"kiln_version", header->kiln_version},
