@@ -27,7 +27,11 @@ class Tensor {
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   int64_t dim(int64_t i) const { return shape_[i < 0 ? i + rank() : i]; }
   int64_t numel() const { return NumElements(shape_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * DataTypeSize(dtype_); }
+  // Saturates at SIZE_MAX (a shape too large to allocate), never wraps around.
+  size_t nbytes() const {
+    const size_t n = static_cast<size_t>(numel()), es = DataTypeSize(dtype_);
+    return es != 0 && n > SIZE_MAX / es ? SIZE_MAX : n * es;
+  }
   bool defined() const { return dtype_ != DataType::kUndefined; }
 
   void* raw() { return data_.get(); }

@@ -28,6 +28,9 @@
 
 namespace kiln {
 
+// BuilderConfig's default cap on one tensor's elements (2^35).
+inline constexpr int64_t kDefaultMaxTensorElements = int64_t{1} << 35;
+
 // One optimization profile: per dynamic input, {min, opt, max}.
 using ProfileShapes = std::map<std::string, std::vector<Dims>>;
 
@@ -41,6 +44,9 @@ class EngineDesc {
   std::unordered_map<std::string, const BufferPlan*> plan_by_name;
   std::vector<std::string> tactics;  // per node, the kernel chosen
   bool allow_tf32 = true;
+  // The most elements one tensor may hold (BuilderConfig::setMaxTensorElements): outputs whose size depends on
+  // data are checked against it at run time.
+  int64_t max_tensor_elements = kDefaultMaxTensorElements;
 
   // The graph inferred at the first profile's opt shapes (the shapes layers are tuned and created for), node for
   // node the same as `graph`; computed on first use and kept.
@@ -100,6 +106,7 @@ struct DeviceTarget {
   std::string device_name;         // empty for a host backend
   int32_t compute_capability = 0;  // major*10 + minor; 0 for a host backend
   uint32_t cuda_version = 0, cublas_version = 0, cudnn_version = 0;
+  uint64_t memory_bytes = 0;       // the memory activations live in: the GPU's, or the host's physical memory
 };
 
 struct BuildRequest {

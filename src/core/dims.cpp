@@ -1,5 +1,7 @@
 #include "core/dims.h"
 
+#include <limits>
+
 namespace kiln {
 
 bool IsStatic(const Shape& s) {
@@ -34,8 +36,12 @@ std::string ShapeToString(const Shape& s) {
 std::string ShapeToString(const std::vector<int64_t>& s) { return ShapeToString(FromStatic(s)); }
 
 int64_t NumElements(const std::vector<int64_t>& s) {
+  // Saturates at INT64_MAX instead of overflowing (no allocation of that size succeeds, so callers see a failed
+  // allocation rather than a wrapped-around small size).
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 
@@ -43,7 +49,7 @@ std::optional<int64_t> NumElements(const Shape& s) {
   int64_t n = 1;
   for (const auto& d : s) {
     if (!d.known()) return std::nullopt;
-    n *= d.value;
+    if (__builtin_mul_overflow(n, d.value, &n)) return std::numeric_limits<int64_t>::max();  // saturates
   }
   return n;
 }

@@ -11,6 +11,7 @@ namespace kiln {
 
 namespace {
 std::shared_ptr<uint8_t[]> AllocAligned(size_t bytes, bool zero = true) {
+  if (bytes > (size_t{1} << 48)) return nullptr;  // no machine has that much: refuse rather than round and wrap
   size_t n = (bytes + 63) / 64 * 64;
   if (n == 0) n = 64;
   auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, n));

@@ -95,6 +95,10 @@ struct EngineContents {
   // The plugins the graph uses: SerializeEngine derives them from the registered plugins, DeserializeEngine reads
   // them and fails, naming the plugin and its library, when one is not registered or has another version.
   std::vector<EnginePluginRef> plugins;
+  // The most elements one tensor may hold, at build and at run time (outputs whose size depends on data); 0 in
+  // engines written before the field existed (the default applies).
+  int64_t max_tensor_elements = 0;
+  int32_t profiling_verbosity = 2;  // ProfilingVerbosity (kiln/builder.h): 0 layer names only, 1 none, 2 detailed
 };
 
 // The decoded fixed header.

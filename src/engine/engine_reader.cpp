@@ -2,6 +2,7 @@
 // conversion that checks every index, size and offset before using it, so that no bytes can crash it.
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -23,6 +24,10 @@ Status Bad(const std::string& what) {
              "the engine payload is inconsistent ({}): the engine file is corrupted; copy it again or rebuild it",
              what);
 }
+
+// No tensor kiln builds has more dims or a larger dim (the element cap is far below 2^40).
+constexpr size_t kMaxRank = 64;
+constexpr int64_t kMaxDim = int64_t{1} << 40;
 
 bool KnownDataType(int32_t c) { return (c >= 0 && c <= 13) || (c >= 16 && c <= 20); }
 
@@ -95,9 +100,10 @@ Result<Tensor> Reader::ReadTensor(const fb::TensorRef* t, const std::string& wha
 Result<std::vector<Dim>> Reader::ReadDims(const fbs::Vector<fbs::Offset<fb::Dim>>* dims, const std::string& what) {
   std::vector<Dim> out;
   if (!dims) return out;
+  if (dims->size() > kMaxRank) return Bad(fmt::format("{} has rank {} (at most {})", what, dims->size(), kMaxRank));
   out.reserve(dims->size());
   for (const fb::Dim* d : *dims) {
-    if (!d || d->value() < -1) return Bad(what + " has a bad dimension");
+    if (!d || d->value() < -1 || d->value() > kMaxDim) return Bad(what + " has a bad dimension");
     if (d->value() >= 0) out.emplace_back(d->value());
     else out.push_back(d->sym() ? Dim::Symbol(d->sym()->str()) : Dim::Unknown());
   }
@@ -239,6 +245,11 @@ Status Reader::ReadPlan(const fb::MemoryPlan& fp, EngineContents& out) {
       b.bytes = fb_buf->bytes();
       b.first = fb_buf->first();
       b.last = fb_buf->last();
+      // Lifetimes are steps of the node order.
+      const int64_t steps = static_cast<int64_t>(out.graph->nodes().size());
+      if (b.first < 0 || b.last < b.first || b.last > std::max<int64_t>(steps, 1))
+        return Bad(fmt::format("memory plan buffer '{}' lives over nodes [{}, {}] of {}", v->name, b.first, b.last,
+                               steps));
       if (b.kind == BufferPlan::Kind::kView) {
         KILN_ASSIGN_OR_RETURN(Value * root, Ref(fb_buf->alias_of(), false, "a memory plan view"));
         b.alias_of = root->name;
@@ -296,6 +307,22 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
     }
   }
   out.build_report_json = Str(e.build_report());
+  if (e.max_tensor_elements() < 0) return Bad("a negative tensor element limit");
+  out.max_tensor_elements = e.max_tensor_elements();
+  if (e.profiling_verbosity() < 0 || e.profiling_verbosity() > 2)
+    return Bad(fmt::format("profiling verbosity {}", e.profiling_verbosity()));
+  out.profiling_verbosity = e.profiling_verbosity();
+  // Every value whose shape is fixed holds at most the engine's element limit (its builder checked that).
+  const int64_t cap = out.max_tensor_elements > 0 ? out.max_tensor_elements : (int64_t{1} << 40);
+  for (const Value* v : out.graph->values()) {
+    if (!v->has_shape) continue;
+    int64_t n = 1;
+    bool over = false;
+    for (const Dim& d : v->shape)
+      if (d.known() && __builtin_mul_overflow(n, d.value, &n)) over = true;
+    if (over || n > cap) return Bad(fmt::format("value '{}' has shape {}, over {} elements", v->name,
+                                                ShapeToString(v->shape), cap));
+  }
   if (e.plugins())
     for (const fb::PluginRef* r : *e.plugins())
       out.plugins.push_back({Str(r->domain()), Str(r->name()), Str(r->version()), Str(r->library())});

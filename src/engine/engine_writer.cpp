@@ -207,7 +207,9 @@ Result<std::vector<uint8_t>> Writer::Write(const EngineContents& e) {
                                        fbb_.CreateString(r.version), fbb_.CreateString(r.library)));
     plugins = fbb_.CreateVector(fr);
   }
-  fbb_.Finish(fb::CreateEngine(fbb_, graph, profiles, plan, report, plugins), fb::EngineIdentifier());
+  fbb_.Finish(fb::CreateEngine(fbb_, graph, profiles, plan, report, plugins, e.max_tensor_elements,
+                                e.profiling_verbosity),
+              fb::EngineIdentifier());
   const size_t payload_size = fbb_.GetSize();
   if (payload_size >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return Err(StatusCode::kOutOfRange, "the engine's graph description is {} bytes, beyond FlatBuffers' 2 GiB",

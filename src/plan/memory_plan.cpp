@@ -138,18 +138,18 @@ std::vector<size_t> OrderByBreadth(const std::vector<BufferPlan>& bufs, const st
   return order;
 }
 
+// The most arena bytes live at one step: a sweep over the buffers' start and end events (sized by the number of
+// buffers, not by the step numbers, which a loaded engine could make anything).
 int64_t PeakLive(const std::vector<BufferPlan>& bufs, int64_t align) {
-  int32_t steps = 0;
-  for (const auto& b : bufs)
-    if (b.kind == BufferPlan::Kind::kArena) steps = std::max(steps, b.last + 1);
-  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
+  std::vector<std::pair<int64_t, int64_t>> events;  // (step, +bytes at first / -bytes after last)
   for (const auto& b : bufs) {
     if (b.kind != BufferPlan::Kind::kArena) continue;
-    live[b.first] += AlignUp(b.bytes, align);
-    live[b.last + 1] -= AlignUp(b.bytes, align);
+    events.emplace_back(b.first, AlignUp(b.bytes, align));
+    events.emplace_back(static_cast<int64_t>(b.last) + 1, -AlignUp(b.bytes, align));
   }
+  std::sort(events.begin(), events.end());  // at one step, frees (negative) come before allocations
   int64_t cur = 0, peak = 0;
-  for (int64_t d : live) {
+  for (const auto& [step, d] : events) {
     cur += d;
     peak = std::max(peak, cur);
   }

@@ -111,7 +111,7 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
         {"engine_size_mb", static_cast<double>(engine_bytes) / (1 << 20)},
         {"estimated_latency_ms", estimated_latency_ms}}},
   };
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // names from a file may be any bytes
 }
 
 }  // namespace kiln

@@ -68,6 +68,8 @@ Result<std::vector<uint8_t>> SerializeEngineImpl(const EngineImpl& e) {
   c.plan = e.plan;
   c.tactics = e.tactics;
   c.build_report_json = e.build_report_json;
+  c.max_tensor_elements = e.max_tensor_elements;
+  c.profiling_verbosity = static_cast<int32_t>(e.profiling_verbosity);
   return SerializeEngine(c);
 }
 
@@ -88,9 +90,19 @@ Result<std::unique_ptr<EngineImpl>> DeserializeEngineImpl(const uint8_t* data, s
   if (e->profiles.empty()) e->profiles.emplace_back();
   if (!c.plan)
     return Err(StatusCode::kInvalidModel, "the engine holds no memory plan: it is incomplete; rebuild it");
+  // Each execution context allocates the arena: one larger than the memory it would live in cannot run here, and
+  // trying would fail late or (host memory overcommitted) get the process killed.
+  KILN_ASSIGN_OR_RETURN(DeviceTarget here, backend->Target());
+  if (here.memory_bytes != 0 && static_cast<uint64_t>(c.plan->arena_bytes) > here.memory_bytes)
+    return Err(StatusCode::kOutOfRange,
+               "the engine needs {:.1f} MiB of activation memory per execution context, more than this {} backend's "
+               "{:.1f} MiB: rebuild it with smaller --maxShapes on this machine",
+               c.plan->arena_bytes / 1048576.0, backend->Name(), here.memory_bytes / 1048576.0);
   e->plan = std::move(*c.plan);
   e->tactics = std::move(c.tactics);
   e->build_report_json = std::move(c.build_report_json);
+  if (c.max_tensor_elements > 0) e->max_tensor_elements = c.max_tensor_elements;
+  e->profiling_verbosity = static_cast<ProfilingVerbosity>(c.profiling_verbosity);
   e->Index();
   return e;
 }

@@ -99,6 +99,38 @@ TEST(Conv, MatchesDirectDefinition) {
   }
 }
 
+// Past 2^26 im2col elements the input channels go through im2col a chunk at a time (bounded scratch memory): a
+// 64-channel 3x3 convolution over 360x360 runs in two chunks, and equals the sum of its two 32-channel halves
+// (each of which fits one chunk).
+TEST(Conv, LargeImagesGoThroughIm2ColInChannelChunks) {
+  const int64_t c = 64, hw = 360;
+  Tensor x = Rand({1, c, hw, hw}, 7), w = Rand({2, c, 3, 3}, 8);
+  auto conv = [](const Tensor& xi, const Tensor& wi) {
+    OneNode t("Conv", 2);
+    t.Ints("pads", {1, 1, 1, 1});
+    auto r = t.Run({&xi, &wi});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)[0] : Tensor();
+  };
+  auto half = [&](const Tensor& t, int64_t lo, int64_t hi) {  // channels [lo, hi) of dim 1
+    std::vector<int64_t> shape = t.shape();
+    const int64_t inner = NumElements(std::vector<int64_t>(shape.begin() + 2, shape.end()));
+    shape[1] = hi - lo;
+    Tensor out(t.dtype(), shape);
+    for (int64_t o = 0; o < t.shape()[0]; ++o)
+      for (int64_t ch = lo; ch < hi; ++ch)
+        for (int64_t i = 0; i < inner; ++i)
+          out.data<float>()[(o * (hi - lo) + ch - lo) * inner + i] = t.data<float>()[(o * t.shape()[1] + ch) * inner + i];
+    return out;
+  };
+  Tensor full = conv(x, w);
+  Tensor a = conv(half(x, 0, 32), half(w, 0, 32)), b = conv(half(x, 32, 64), half(w, 32, 64));
+  ASSERT_TRUE(full.defined() && a.defined() && b.defined());
+  ASSERT_EQ(full.shape(), (std::vector<int64_t>{1, 2, hw, hw}));
+  for (int64_t i = 0; i < full.numel(); ++i)
+    ASSERT_NEAR(full.data<float>()[i], a.data<float>()[i] + b.data<float>()[i], 1e-3) << i;
+}
+
 TEST(Conv, AutoPadSameUpperAndLower) {
   Tensor x = Rand({1, 2, 7, 8}, 1), w = Rand({3, 2, 3, 4}, 2);
   for (const char* mode : {"SAME_UPPER", "SAME_LOWER"}) {

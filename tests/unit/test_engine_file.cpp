@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -14,6 +15,7 @@
 #include "backends/cpu/executor.h"
 #include "engine/engine_file.h"
 #include "engine/engine_internal.h"
+#include "kiln/kiln.h"
 #include "onnx.pb.h"
 #include "onnx/importer.h"
 #include "onnx_testing.h"
@@ -427,6 +429,51 @@ TEST(EngineFile, InconsistentProfilesAreRefusedAtLoad) {
   EXPECT_NE(st.message().find("rank"), std::string::npos) << st.message();
   st = bad_profile({{1, 3, 8, 8}, {2, 3, 8, 8}, {int64_t{1} << 40, 3, 8, 8}});  // too many elements
   EXPECT_NE(st.message().find("2^40"), std::string::npos) << st.message();
+}
+
+// Cross-field invariants the loader checks before anything is sized from them (issue 11): buffer lifetimes inside
+// the node order (a lifetime of 2^31 made the peak-memory check allocate 16 GiB), value shapes within the engine's
+// element cap, the profiling verbosity in range; and an engine whose arena is larger than this machine's memory is
+// refused by the runtime rather than allocated.
+TEST(EngineFile, CrossFieldInvariantsAreCheckedAtLoad) {
+  auto load = [](const std::function<void(EngineContents&)>& edit) {
+    EngineContents e = MakeContents(ImportTestModel());
+    edit(e);
+    auto bytes = SerializeEngine(e);
+    EXPECT_TRUE(bytes.ok());
+    return DeserializeEngine(bytes->data(), bytes->size(), kOnCpu).status();
+  };
+  Status st = load([](EngineContents& e) { e.plan->buffers[0].last = (1 << 30); });
+  EXPECT_NE(st.message().find("lives over nodes"), std::string::npos) << st.message();
+  st = load([](EngineContents& e) {
+    e.max_tensor_elements = 100;  // the test model's activations are larger
+  });
+  EXPECT_NE(st.message().find("over 100 elements"), std::string::npos) << st.message();
+  st = load([](EngineContents& e) { e.profiling_verbosity = 7; });
+  EXPECT_NE(st.message().find("profiling verbosity"), std::string::npos) << st.message();
+  EXPECT_TRUE(load([](EngineContents& e) { e.profiling_verbosity = 1; }).ok());
+
+  // Through the runtime: an arena of 2^50 bytes (a consistent plan: its last buffer moved to offset 2^50 - 4096)
+  // cannot be this machine's.
+  EngineContents big = MakeContents(ImportTestModel());
+  BufferPlan* last = nullptr;
+  for (BufferPlan& b : big.plan->buffers)
+    if (b.kind == BufferPlan::Kind::kArena && (!last || b.offset > last->offset)) last = &b;
+  ASSERT_NE(last, nullptr);
+  ASSERT_LE(last->bytes, 4096);
+  const int64_t old_end = big.plan->arena_bytes;
+  last->offset = (int64_t{1} << 50) - 4096;
+  const int64_t align = big.plan->alignment;
+  big.plan->arena_bytes = last->offset + (last->bytes + align - 1) / align * align;
+  ASSERT_LE(old_end, last->offset);
+  auto bytes = SerializeEngine(big);
+  ASSERT_TRUE(bytes.ok());
+  StderrLogger quiet(Severity::kError);
+  Runtime rt(quiet);
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("activation memory per execution context"), std::string::npos)
+      << e.status().message();
 }
 
 TEST(EngineFile, EveryTruncationIsAnError) {

@@ -594,7 +594,7 @@ int Main(int argc, char** argv) {
     j["tests"].push_back({{"name", tests[i].name}, {"op", tests[i].op}, {"status", results[i].status},
                           {"message", results[i].message}, {"seconds", results[i].seconds}});
   std::ofstream jf(o.json_path);
-  jf << j.dump(1) << "\n";
+  jf << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   if (!jf) std::fprintf(stderr, "error: cannot write %s\n", o.json_path.c_str());
 
   int rc = 0;

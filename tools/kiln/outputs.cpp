@@ -11,7 +11,7 @@ namespace kiln::cli {
 Status WriteJsonFile(const std::string& path, const nlohmann::json& j) {
   std::ofstream f(path);
   if (!f) return Err(StatusCode::kIoError, "cannot write '{}'", path);
-  f << j.dump(2) << "\n";
+  f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   if (!f) return Err(StatusCode::kIoError, "writing '{}' failed", path);
   return Status::Ok();
 }

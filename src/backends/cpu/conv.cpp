@@ -129,37 +129,51 @@ void ConvForward(const Geo& g, int64_t batch, int64_t c, int64_t m, int64_t grou
   bool pointwise = true;
   for (int64_t d = 0; d < g.nsp; ++d)
     pointwise &= g.kernel[d] == 1 && g.strides[d] == 1 && g.pads[d] == 0 && g.in[d] == g.out[d];
-  if (cg == 1 && !pointwise) {
-    // Depthwise-style: each output channel reads one input channel; direct loop over (image, channel).
+  // The im2col buffer holds at most kMaxColElements: the input channels of a group go through it a chunk at a
+  // time (the GEMMs accumulate), so scratch memory stays bounded whatever the shapes. Where even one channel's
+  // rows exceed it, the direct loop runs.
+  constexpr int64_t kMaxColElements = int64_t{1} << 26;
+  const int64_t per_channel = g.ksize * g.out_size;
+  const int64_t chunk = per_channel == 0 ? cg : std::min<int64_t>(cg, kMaxColElements / per_channel);
+  if ((cg == 1 || chunk == 0) && !pointwise) {
+    // Direct loop over (image, output channel): depthwise convolutions, and those with giant single-channel rows.
     ParallelFor(batch * m, [&](int64_t begin, int64_t end) {
       std::vector<int64_t> koff(g.nsp);
       for (int64_t r = begin; r < end; ++r) {
-        const int64_t n = r / m, oc = r % m, ic = oc / mg;
-        const F* xc = x + (n * c + ic) * g.in_size;
-        const F* wc = w + oc * g.ksize;
+        const int64_t n = r / m, oc = r % m, gi = oc / mg;
         F* yc = y + r * g.out_size;
         std::fill(yc, yc + g.out_size, F(0));
-        for (int64_t kr = 0; kr < g.ksize; ++kr) {
-          KernelOffsets(g, kr, koff.data());
-          const F wv = wc[kr];
-          ForEachTap(g, koff.data(), [&](int64_t o, int64_t i) {
-            if (i >= 0) yc[o] += wv * xc[i];
-          });
+        for (int64_t ci = 0; ci < cg; ++ci) {
+          const F* xc = x + (n * c + gi * cg + ci) * g.in_size;
+          const F* wc = w + (oc * cg + ci) * g.ksize;
+          for (int64_t kr = 0; kr < g.ksize; ++kr) {
+            KernelOffsets(g, kr, koff.data());
+            const F wv = wc[kr];
+            ForEachTap(g, koff.data(), [&](int64_t o, int64_t i) {
+              if (i >= 0) yc[o] += wv * xc[i];
+            });
+          }
         }
       }
     }, 1);
   } else {
-    std::vector<F> col(pointwise ? 0 : static_cast<size_t>(rows * g.out_size));
+    std::vector<F> col(pointwise ? 0 : static_cast<size_t>(chunk * per_channel));
     for (int64_t n = 0; n < batch; ++n) {
       for (int64_t gi = 0; gi < group; ++gi) {
         const F* xg = x + (n * c + gi * cg) * g.in_size;
-        const F* src = xg;
-        if (!pointwise) {
-          Im2Col(g, xg, cg, col.data());
-          src = col.data();
-        }
         F* yg = y + (n * m + gi * mg) * g.out_size;
-        Gemm<F>(false, false, mg, g.out_size, rows, w + gi * mg * rows, rows, src, g.out_size, F(0), yg, g.out_size);
+        const F* wg = w + gi * mg * rows;
+        if (pointwise) {
+          Gemm<F>(false, false, mg, g.out_size, rows, wg, rows, xg, g.out_size, F(0), yg, g.out_size);
+          continue;
+        }
+        for (int64_t c0 = 0; c0 < cg; c0 += chunk) {
+          const int64_t cc = std::min(chunk, cg - c0);
+          Im2Col(g, xg + c0 * g.in_size, cc, col.data());
+          // y += W[:, rows of channels c0..c0+cc) x col
+          Gemm<F>(false, false, mg, g.out_size, cc * g.ksize, wg + c0 * g.ksize, rows, col.data(), g.out_size,
+                  c0 == 0 ? F(0) : F(1), yg, g.out_size);
+        }
       }
     }
   }
@@ -188,7 +202,15 @@ void ConvTransposeForward(const Geo& g, int64_t batch, int64_t c, int64_t m, int
 template <typename F>
 Status RunTyped(bool transpose, const Geo& g, int64_t batch, int64_t c, int64_t m, int64_t group, const F* x,
                 const F* w, const F* b, F* y) {
-  if (transpose) ConvTransposeForward(g, batch, c, m, group, x, w, b, y);
+  if (transpose) {
+    // Its col buffer is (M/group x kernel) x input positions: bounded, as the forward convolution's.
+    const int64_t rows = (m / group) * g.ksize;
+    if (rows > 0 && g.out_size > (int64_t{1} << 28) / rows)
+      return Err(StatusCode::kUnsupported,
+                 "ConvTranspose on the cpu backend needs a {} x {} scratch matrix, more than 2^28 elements; use "
+                 "smaller inputs or kernels", rows, g.out_size);
+    ConvTransposeForward(g, batch, c, m, group, x, w, b, y);
+  }
   else ConvForward(g, batch, c, m, group, x, w, b, y);
   return Status::Ok();
 }

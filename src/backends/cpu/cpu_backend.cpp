@@ -2,6 +2,8 @@
 // timing), and node-by-node graph runs.
 #include "backends/cpu/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <thread>
 
 #include "backends/cpu/executor.h"
@@ -68,7 +70,12 @@ class CpuBackendImpl final : public Backend {
     return tactics;
   }
 
-  Result<DeviceTarget> Target() const override { return DeviceTarget{}; }
+  Result<DeviceTarget> Target() const override {
+    DeviceTarget t;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) t.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+    return t;
+  }
 
   Result<std::shared_ptr<BackendEngine>> CreateEngine(const EngineDesc& engine) const override {
     return MakeEngine(engine);

@@ -85,14 +85,16 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
       const Value* v = node.outputs[i];
       auto p = e_.plan_by_name.find(v->name);
       if (p == e_.plan_by_name.end() || p->second->kind != BufferPlan::Kind::kArena) return Tensor();
-      const int64_t need = NumElements(shape) * static_cast<int64_t>(DataTypeSize(dtype));
-      if (need > p->second->bytes) return Tensor();
+      int64_t need = 0;
+      if (__builtin_mul_overflow(NumElements(shape), static_cast<int64_t>(DataTypeSize(dtype)), &need) ||
+          need > p->second->bytes)
+        return Tensor();  // not the planned size: the executor allocates it (within the engine's element cap)
       void* slot = arena_ + p->second->offset;
       std::memset(slot, 0, static_cast<size_t>(need));
       return Tensor::View(dtype, shape, slot);
     };
     const auto t0 = Clock::now();
-    auto outs = EvaluateNodeInto(n, ins, alloc);
+    auto outs = EvaluateNodeInto(n, ins, alloc, e_.max_tensor_elements);
     if (!outs.ok()) return outs.status();
     if (args.profiler)
       args.profiler->reportLayerTime(n.name.c_str(),
@@ -116,6 +118,7 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
       if (in && !in->is_graph_output && !in->is_graph_input && !in->is_const() && last_use[in] == k) env.erase(in);
   }
   last_outputs_.clear();
+  KILN_ASSIGN_OR_RETURN(ShapedGraph shaped, args.shaped_graph());
   for (const Value* o : g.outputs) {
     Tensor t;
     if (o->is_const()) t = *o->const_value;
@@ -123,8 +126,19 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
     else return Err(StatusCode::kInternal, "output '{}' was not computed", o->name);
     // Keep a copy the context owns: arena slots are reused by the next enqueue.
     t = t.Clone();
+    // The caller's buffer holds the shape getTensorShape gave before the run: copy only an output of exactly that
+    // shape. One whose shape depends on data is read with getOutputBuffer.
     auto addr = args.addresses.find(o->name);
-    if (addr != args.addresses.end() && addr->second) std::memcpy(addr->second, t.raw(), t.nbytes());
+    const Value* declared = shaped.graph->FindValue(o->name);
+    if (addr != args.addresses.end() && addr->second && declared && declared->has_shape &&
+        IsStatic(declared->shape)) {
+      if (ToStatic(declared->shape) != t.shape())
+        return Err(StatusCode::kInvalidModel,
+                   "output '{}' came out with shape {}, but the engine's shapes at these inputs say {}: the engine is "
+                   "inconsistent (corrupted, or a kernel and its shape function disagree)",
+                   o->name, ShapeToString(t.shape()), ShapeToString(declared->shape));
+      std::memcpy(addr->second, t.raw(), t.nbytes());
+    }
     last_outputs_[o->name] = std::move(t);
   }
   return Status::Ok();

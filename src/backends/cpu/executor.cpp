@@ -12,7 +12,7 @@ Result<std::vector<Tensor>> EvaluateNode(const Node& node, const std::vector<con
 }
 
 Result<std::vector<Tensor>> EvaluateNodeInto(const Node& node, const std::vector<const Tensor*>& inputs,
-                                             const OutputAllocator& alloc) {
+                                             const OutputAllocator& alloc, int64_t max_elements) {
   const KernelFn* kernel = Kernels().Find(node);
   if (!kernel)
     return Err(StatusCode::kUnsupported, "{}: the CPU backend has no kernel for op type {}", node.Where(), node.op_type);
@@ -38,6 +38,11 @@ Result<std::vector<Tensor>> EvaluateNodeInto(const Node& node, const std::vector
         outs[i] = alloc(node, i, o.dtype, ToStatic(o.shape));
         if (outs[i].defined()) continue;
       }
+      if (max_elements > 0 && NumElements(o.shape).value_or(0) > max_elements)
+        return Err(StatusCode::kOutOfRange,
+                   "{}: output {} would have shape {}, more than the engine's limit of {} elements per tensor (set "
+                   "at build: --maxTensorElements); give smaller inputs",
+                   node.Where(), i, ShapeToString(o.shape), max_elements);
       outs[i] = Tensor(o.dtype, ToStatic(o.shape));
       if (outs[i].numel() > 0 && !outs[i].raw())
         return Err(StatusCode::kOutOfRange, "{}: out of memory allocating output {} ({})", node.Where(), i,

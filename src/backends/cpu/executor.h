@@ -22,8 +22,10 @@ using OutputAllocator = std::function<Tensor(const Node& node, size_t index, Dat
                                              const std::vector<int64_t>& shape)>;
 // EvaluateNode with outputs placed by `alloc` where it returns a tensor. A kernel may still hand back another
 // buffer (a view of its input, or a data-dependent output): the caller checks outs[i].raw().
+// Outputs the executor allocates itself hold at most `max_elements` elements (0: no limit); a larger one is an
+// error naming the node and the shape, never a giant allocation.
 Result<std::vector<Tensor>> EvaluateNodeInto(const Node& node, const std::vector<const Tensor*>& inputs,
-                                             const OutputAllocator& alloc);
+                                             const OutputAllocator& alloc, int64_t max_elements = 0);
 
 // A ConstEvaluator for shape inference's constant folding.
 ConstEvaluator MakeConstEvaluator();

@@ -153,6 +153,7 @@ class CudaBackendImpl final : public Backend {
     t.cuda_version = static_cast<uint32_t>(info.runtime_version);
     t.cublas_version = static_cast<uint32_t>(CublasLtVersion());
     t.cudnn_version = static_cast<uint32_t>(CudnnVersion());
+    t.memory_bytes = info.total_memory;
     return t;
   }
 
