@@ -47,7 +47,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as work:
         engine = a.loadEngine or os.path.join(work, "model.engine")
         if a.onnx:
-            subprocess.run([a.kiln, "build", f"--onnx={a.onnx}", f"--saveEngine={engine}", f"--shapes={a.shapes}"]
+            subprocess.run([a.kiln, "build", f"--onnx={a.onnx}", f"--saveEngine={engine}", f"--shapes={a.shapes}",
+                            "--profilingVerbosity=detailed"]
                            + (["--fp16"] if a.fp16 else [])
                            + ([f"--timingCacheFile={a.timingCacheFile}"] if a.timingCacheFile else []),
                            check=True, capture_output=True)

@@ -60,9 +60,16 @@ class BuilderConfig {
   bool getFlag(BuilderFlag f) const { return (flags_ >> static_cast<int>(f)) & 1u; }
   uint32_t flags() const { return flags_; }
 
-  // Memory pools: "workspace" limits scratch memory of kernels (bytes; 0 = no limit).
+  // Memory pools (bytes; 0 = the default). "activations": the most activation memory (the arena) one execution
+  // context may need at the profiles' largest shapes; default: the backend's memory (the GPU's, or the host's
+  // physical memory). A build that needs more fails naming the largest tensors and the limit. Other pools are
+  // not read yet ("workspace": kernels take fixed scratch memory; kiln build refuses --memPoolSize=workspace).
   void setMemoryPoolLimit(const std::string& pool, size_t bytes) { pools_[pool] = bytes; }
   size_t getMemoryPoolLimit(const std::string& pool) const;
+  // The most elements any one tensor may hold at the profiles' largest shapes (default 2^35); a build with a
+  // larger tensor fails naming it, its shape and this limit.
+  void setMaxTensorElements(int64_t n) { max_tensor_elements_ = n; }
+  int64_t maxTensorElements() const { return max_tensor_elements_; }
 
   // Returns the profile's index, or an error naming the bad input.
   Result<int> addOptimizationProfile(const OptimizationProfile& profile);
@@ -105,6 +112,7 @@ class BuilderConfig {
  private:
   uint32_t flags_ = 0;
   std::map<std::string, size_t> pools_;
+  int64_t max_tensor_elements_ = int64_t{1} << 35;
   std::vector<OptimizationProfile> profiles_;
   std::string timing_cache_;
   int opt_level_ = 3;

@@ -217,6 +217,12 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
       lower = false;  // the backend's kernel for this node declares no reduced-type variant
       why_fp32 = std::string("the backend's kernel takes no ") + DataTypeName(target);
     }
+    if (opts.obey_layer_precisions && has_float && pin != opts.layer_precision.end() && !lower &&
+        target != DataType::kFloat32)
+      return Err(StatusCode::kUnsupported,
+                 "{}: --layerPrecisions asks for {}, which cannot be honoured ({}), and --precisionConstraints=obey "
+                 "makes that an error; drop the entry or use --precisionConstraints=prefer",
+                 n.Where(), DataTypeName(target), why_fp32);
     if (has_float && pin != opts.layer_precision.end())
       rep.details.push_back(n.Where() + ": computes in " + DataTypeName(lower ? target : DataType::kFloat32) +
                             (lower || target == DataType::kFloat32 ? " (--layerPrecisions)"

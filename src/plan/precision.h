@@ -26,6 +26,9 @@ struct PrecisionOptions {
   // Asks the backend whether its kernel for a node computes in a reduced type (kernels declare the types they
   // take); a node whose kernel does not stays float32 and the report says why. Unset: every kernel takes both.
   std::function<bool(const Node&, DataType)> kernel_takes;
+  // --precisionConstraints=obey: a --layerPrecisions entry that cannot be honoured fails the build (naming the
+  // layer and why) instead of leaving the layer in float32.
+  bool obey_layer_precisions = false;
 };
 
 struct PrecisionReport {

@@ -1,10 +1,12 @@
 // The builder: clone the network, check profiles, optimize, plan memory at the largest shapes, choose kernels,
 // time the engine once at the opt shapes, and serialize.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <new>
 #include <random>
 
+#include "backends/backend.h"
 #include "backends/factory.h"
 #include "core/error.h"
 #include "engine/engine_file.h"
@@ -110,6 +112,57 @@ const char* FusionKey(const std::string& pass) {
   if (pass == "recognize-layernorm") return "layernorm";
   if (pass == "recognize-attention") return "attention";
   return nullptr;
+}
+
+// Every tensor at the profiles' largest shapes holds at most `limit` elements; the error names the first that
+// does not, the node that makes it, and how to get under the limit.
+Status CheckTensorSizes(const Graph& g, int64_t limit) {
+  for (const Value* v : g.values()) {
+    if (!v->has_shape) continue;
+    int64_t n = 1;
+    bool over = false, known = true;
+    for (const Dim& d : v->shape) {
+      if (!d.known()) {
+        known = false;
+        break;
+      }
+      if (d.value != 0 && n > limit / d.value) over = true;
+      if (!over) n *= d.value;
+    }
+    if (!known || (!over && n <= limit)) continue;
+    return Err(StatusCode::kOutOfRange,
+               "{} '{}'{} has shape {} at the profiles' largest input shapes: more than the limit of {} elements; "
+               "give smaller shapes (--maxShapes / --shapes) or raise the limit (--maxTensorElements, "
+               "BuilderConfig::setMaxTensorElements)",
+               v->is_graph_input ? "input" : "tensor", v->name, v->producer ? " (made by " + v->producer->Where() + ")" : std::string(),
+               ShapeToString(v->shape), limit);
+  }
+  return Status::Ok();
+}
+
+// One execution context's activation arena fits the "activations" pool limit (default: the backend's memory).
+Status CheckArena(const MemoryPlan& plan, const BuilderConfig& cfg, const Backend& backend) {
+  uint64_t limit = cfg.getMemoryPoolLimit("activations");
+  std::string what = "the --memPoolSize=activations limit";
+  if (limit == 0) {
+    auto target = backend.Target();
+    if (!target.ok() || target->memory_bytes == 0) return Status::Ok();
+    limit = target->memory_bytes;
+    what = fmt::format("the {} backend's memory", backend.Name());
+  }
+  if (plan.arena_bytes >= 0 && static_cast<uint64_t>(plan.arena_bytes) <= limit) return Status::Ok();
+  std::vector<const BufferPlan*> arena;
+  for (const BufferPlan& b : plan.buffers)
+    if (b.kind == BufferPlan::Kind::kArena) arena.push_back(&b);
+  std::sort(arena.begin(), arena.end(), [](const BufferPlan* a, const BufferPlan* b) { return a->bytes > b->bytes; });
+  std::string largest;
+  for (size_t i = 0; i < arena.size() && i < 3; ++i)
+    largest += fmt::format("{}'{}' ({:.1f} MiB)", i ? ", " : "", arena[i]->name, arena[i]->bytes / 1048576.0);
+  return Err(StatusCode::kOutOfRange,
+             "the engine's activations need {:.1f} MiB per execution context at the profiles' largest shapes, more "
+             "than {} ({:.1f} MiB); the largest tensors: {}. Give smaller shapes (--maxShapes / --shapes) or set "
+             "--memPoolSize=activations:<MiB>",
+             plan.arena_bytes / 1048576.0, what, limit / 1048576.0, largest);
 }
 
 // Runs the engine once at the first profile's opt shapes on random data; returns milliseconds. On a backend with
@@ -225,7 +278,9 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
     logger_.log(Severity::kVerbose, fmt::format("pass {}: {} rewrite(s)", p.name, p.rewrites).c_str());
     for (const auto& d : p.details) logger_.log(Severity::kVerbose, ("  " + d).c_str());
   }
-  if (traits.reduced_precision) {
+  // A backend without reduced-precision kernels still plans the I/O types (--inputIOFormats: Casts at the engine's
+  // boundary, the layers stay float32) and checks --stronglyTyped against the other flags.
+  if (traits.reduced_precision || !cfg.ioTypes().empty() || cfg.getFlag(BuilderFlag::kSTRONGLY_TYPED)) {
     KILN_RETURN_IF_ERROR(PlanPrecision(g, cfg, *backend, rep, logger_));
     Status st = Reinfer(g);
     if (!st.ok()) return st.WithContext("re-inferring shapes after precision planning");
@@ -238,6 +293,8 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   if (traits.reduced_precision || traits.channels_last) lap("precision-and-layout");
   rep.layers_after = g.nodes().size();
   e->allow_tf32 = cfg.getFlag(BuilderFlag::kTF32);
+  e->max_tensor_elements = cfg.maxTensorElements();
+  e->profiling_verbosity = cfg.profilingVerbosity();
   KILN_ASSIGN_OR_RETURN(e->tactics, backend->ChooseTactics(BuildRequest{*e, cfg, rep, logger_}));
   for (const auto& n : g.nodes()) rep.op_counts[n->domain.empty() ? n->op_type : n->domain + "." + n->op_type] += 1;
   e->build_flags = kBuildFlagOptimized;
@@ -262,6 +319,7 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   io.evaluator = ConstantFolder();
   Status st = InferGraph(*pg, io);  // nodes stay as they are: the plan follows the engine's node order
   if (!st.ok()) return st.WithContext("inferring shapes at the profile's largest input shapes");
+  KILN_RETURN_IF_ERROR(CheckTensorSizes(*pg, cfg.maxTensorElements()));
   ValueBytesFn bytes = [](const Value& v) -> Result<int64_t> {
     auto n = v.has_shape ? NumElements(v.shape) : std::nullopt;
     return n ? *n * static_cast<int64_t>(DataTypeSize(v.dtype)) : 0;  // data-dependent sizes are allocated at run time
@@ -269,6 +327,7 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   KILN_ASSIGN_OR_RETURN(e->plan, PlanMemory(*pg, bytes));
   for (auto& b : e->plan.buffers) b.value = nullptr;  // pg is a temporary: keep names only
   KILN_RETURN_IF_ERROR(e->plan.Validate());
+  KILN_RETURN_IF_ERROR(CheckArena(e->plan, cfg, *backend));
   e->Index();
   rep.arena_bytes = static_cast<size_t>(e->plan.arena_bytes);
   rep.naive_activation_bytes = static_cast<size_t>(e->plan.naive_bytes);

@@ -46,6 +46,22 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend,
                      ILogger& logger) {
   PrecisionOptions po;
   po.kernel_takes = [&backend](const Node& n, DataType t) { return backend.ComputesIn(n, t); };
+  po.obey_layer_precisions = cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
+  if (cfg.getFlag(BuilderFlag::kSTRONGLY_TYPED)) {
+    // The network's types are the engine's: no precision flag, per-layer precision or I/O format may change them.
+    const std::pair<BuilderFlag, const char*> flags[] = {{BuilderFlag::kFP16, "--fp16"}, {BuilderFlag::kBF16, "--bf16"},
+                                                         {BuilderFlag::kINT8, "--int8"}, {BuilderFlag::kFP8, "--fp8"}};
+    for (const auto& [f, name] : flags)
+      if (cfg.getFlag(f))
+        return Err(StatusCode::kInvalidArgument,
+                   "--stronglyTyped keeps the network's own types, so {} cannot apply: drop one of them (cast in the "
+                   "model where it should compute in another type)", name);
+    if (!cfg.layerPrecisions().empty() || !cfg.layerOutputTypes().empty() || !cfg.ioTypes().empty())
+      return Err(StatusCode::kInvalidArgument,
+                 "--stronglyTyped keeps the network's own types, so --layerPrecisions, --layerOutputTypes and "
+                 "--inputIOFormats/--outputIOFormats cannot apply: drop one of them");
+    return Status::Ok();
+  }
   if (cfg.getFlag(BuilderFlag::kFP16)) po.low = DataType::kFloat16;
   else if (cfg.getFlag(BuilderFlag::kBF16)) po.low = DataType::kBFloat16;
   for (const auto& [layer, t] : cfg.layerPrecisions()) {

@@ -92,8 +92,13 @@ std::string Engine::getBuildReportJson() const { return impl_->build_report_json
 std::string Engine::getLayerInformationJson() const {
   nlohmann::json layers = nlohmann::json::array();
   const auto& nodes = impl_->graph->nodes();
-  for (size_t k = 0; k < nodes.size(); ++k) {
+  const ProfilingVerbosity verbosity = impl_->profiling_verbosity;
+  for (size_t k = 0; k < nodes.size() && verbosity != ProfilingVerbosity::kNone; ++k) {
     const Node& n = *nodes[k];
+    if (verbosity == ProfilingVerbosity::kLayerNamesOnly) {  // what the layer is, not how it runs
+      layers.push_back({{"name", n.name}, {"op_type", n.domain.empty() ? n.op_type : n.domain + "." + n.op_type}});
+      continue;
+    }
     nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
     for (const Value* v : n.inputs)
       if (v) ins.push_back({{"name", v->name}, {"type", v->TypeString()}, {"constant", v->is_const()}});
@@ -107,10 +112,14 @@ std::string Engine::getLayerInformationJson() const {
                       {"inputs", ins},
                       {"outputs", outs}});
   }
+  const char* verbosity_name = verbosity == ProfilingVerbosity::kNone             ? "none"
+                               : verbosity == ProfilingVerbosity::kLayerNamesOnly ? "layer_names_only"
+                                                                                  : "detailed";
   nlohmann::json j = {{"backend", getBackend()},
+                      {"profiling_verbosity", verbosity_name},
                       {"layers", layers},
                       {"memory", {{"arena_bytes", impl_->plan.arena_bytes}, {"naive_bytes", impl_->plan.naive_bytes}}}};
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // names from a file may be any bytes
 }
 
 Result<std::unique_ptr<ExecutionContext>> Engine::createExecutionContext() const {

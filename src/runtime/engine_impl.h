@@ -13,6 +13,7 @@
 #include "backends/backend.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "kiln/builder.h"
 #include "kiln/runtime.h"
 #include "plan/memory_plan.h"
 
@@ -23,6 +24,7 @@ class EngineImpl final : public EngineDesc {
   const Backend* backend = nullptr;  // found through backends/factory.h at build or load; never null after
   std::string build_report_json;
   uint64_t build_flags = 0;  // EngineBuildFlag bits (engine/engine_file.h)
+  ProfilingVerbosity profiling_verbosity = ProfilingVerbosity::kDetailed;  // what getLayerInformationJson tells
 
   void Index();  // fills plan_by_name
   const Value* FindIO(const std::string& name) const;

@@ -74,6 +74,7 @@ std::vector<float> RunScaleShift(const std::string& backend, bool fp16, std::vec
   EXPECT_TRUE(parser.parse(bytes.data(), bytes.size()).ok());
   auto cfg = b.createBuilderConfig();
   cfg->setBackend(backend);
+  cfg->setProfilingVerbosity(ProfilingVerbosity::kDetailed);  // the layer information names tactics
   if (fp16) cfg->setFlag(BuilderFlag::kFP16);
   auto engine_bytes = b.buildSerializedNetwork(*net, *cfg);
   EXPECT_TRUE(engine_bytes.ok()) << engine_bytes.status().ToString();

@@ -140,9 +140,14 @@ def test_run_at_a_huge_profile_shape_is_an_error(kiln, tmp_path):
     m = _relu_at(tmp_path / "m.onnx", ["n", 32])
     e = tmp_path / "e.engine"
     subprocess.run([kiln, "build", f"--onnx={m}", f"--saveEngine={e}", "--backend=cpu", "--minShapes=x:1x32",
-                    "--optShapes=x:1x32", "--maxShapes=x:4294967296x32"], check=True, capture_output=True, timeout=60)
+                    "--optShapes=x:1x32", "--maxShapes=x:4294967296x32", "--maxTensorElements=274877906944"],
+                   check=True, capture_output=True, timeout=60)
     p = _run(kiln, "run", f"--loadEngine={e}", "--shapes=x:4294967296x32")
     assert "input 'x'" in p.stderr, p.stderr
+    # Under the default cap (2^35 elements per tensor) the build itself refuses that profile, naming the input.
+    p = _run(kiln, "build", f"--onnx={m}", "--backend=cpu", "--minShapes=x:1x32", "--optShapes=x:1x32",
+             "--maxShapes=x:4294967296x32")
+    assert "input 'x'" in p.stderr and "--maxTensorElements" in p.stderr, p.stderr
 
 
 def test_a_zero_size_dim_builds_and_runs(kiln, tmp_path):
@@ -178,3 +183,135 @@ def test_an_input_listed_twice_is_a_malformed_model_not_a_corrupt_engine(kiln, t
     onnx.save(m, str(tmp_path / "twice.onnx"))
     p = _run(kiln, f"--onnx={tmp_path / 'twice.onnx'}", "--backend=cpu")
     assert "listed twice" in p.stderr and "twice.onnx" in p.stderr and "engine" not in p.stderr, p.stderr
+
+
+def _two_relus(path):
+    """x -> Relu -> Softmax -> y: the middle tensor lives in the activation arena."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"], name="r1"),
+                           helper.make_node("Softmax", ["h"], ["y"], name="s2")], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def _inspect_json(kiln, engine, tmp_path):
+    import json
+    out = tmp_path / "inspect.json"
+    subprocess.run([kiln, "inspect", f"--loadEngine={engine}", f"--json={out}"], check=True, capture_output=True)
+    return json.loads(out.read_text())
+
+
+def test_input_io_format_fp16_gives_the_cpu_engine_a_float16_input(kiln, relu, tmp_path):
+    import numpy as np
+    engine = tmp_path / "r.engine"
+    subprocess.run([kiln, "build", f"--onnx={relu}", "--backend=cpu", "--inputIOFormats=fp16:chw",
+                    f"--saveEngine={engine}"], check=True, capture_output=True)
+    io = {t["name"]: t for t in _inspect_json(kiln, engine, tmp_path)["io_tensors"]}
+    assert io["x"]["dtype"] == "float16" and io["y"]["dtype"] == "float32", io
+    x = np.linspace(-2, 2, 128, dtype=np.float16).reshape(4, 32)
+    np.save(tmp_path / "x.npy", x)
+    subprocess.run([kiln, "run", f"--loadEngine={engine}", f"--loadInputs=x:{tmp_path / 'x.npy'}",
+                    f"--exportOutput={tmp_path / 'out'}"], check=True, capture_output=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy"), np.maximum(x.astype(np.float32), 0))
+
+
+@pytest.mark.parametrize("verbosity,keys", [
+    ("none", None), ("layer_names_only", {"name", "op_type"}),
+    ("detailed", {"name", "op_type", "precision", "tactic", "inputs", "outputs"})])
+def test_profiling_verbosity_decides_what_layer_information_tells(kiln, relu, tmp_path, verbosity, keys):
+    engine = tmp_path / "r.engine"
+    subprocess.run([kiln, "build", f"--onnx={relu}", "--backend=cpu", f"--profilingVerbosity={verbosity}",
+                    f"--saveEngine={engine}"], check=True, capture_output=True)
+    layers = _inspect_json(kiln, engine, tmp_path)["layers"]
+    if keys is None:
+        assert layers == []
+    else:
+        assert layers and set(layers[0]) == keys, layers
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--stronglyTyped", "--inputIOFormats=fp16:chw"], "--stronglyTyped keeps the network's own types"),
+    (["--memPoolSize=dlaSRAM:1"], "no 'dlaSRAM' pool"),
+    (["--memPoolSize=tacticSharedMem:1"], "no 'tacticSharedMem' pool"),
+    (["--maxTensorElements=100"], "more than the limit of 100 elements"),
+])
+def test_build_flags_are_applied_or_refused(kiln, relu, flags, says):
+    p = _run(kiln, "build", f"--onnx={relu}", "--backend=cpu", *flags)
+    assert says in p.stderr, p.stderr
+
+
+def test_activation_memory_over_the_pool_limit_names_the_tensors(kiln, tmp_path):
+    model = _two_relus(tmp_path / "m.onnx")
+    p = _run(kiln, "build", f"--onnx={model}", "--backend=cpu", "--memPoolSize=activations:0.0001")
+    assert "activations need" in p.stderr and "'h'" in p.stderr, p.stderr
+    subprocess.run([kiln, "build", f"--onnx={model}", "--backend=cpu", "--memPoolSize=activations:1"], check=True,
+                   capture_output=True)
+
+
+def _model(tmp_path, nodes, inputs, outputs, opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    return path
+
+
+def test_models_onnxruntime_rejects_are_rejected(kiln, tmp_path):
+    f = TensorProto.FLOAT
+    # Opset 17 Split without sizes cuts into equal parts: 3 into 2 is invalid.
+    split = _model(tmp_path, [helper.make_node("Split", ["x"], ["a", "b"], axis=0, name="split")],
+                   [helper.make_tensor_value_info("x", f, [3])],
+                   [helper.make_tensor_value_info("a", f, None), helper.make_tensor_value_info("b", f, None)])
+    p = _run(kiln, "run", f"--onnx={split}")
+    assert "not a multiple of 2" in p.stderr and "split" in p.stderr, p.stderr
+    # An output declared int64 that the graph makes float32.
+    typed = _model(tmp_path, [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                   [helper.make_tensor_value_info("x", f, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT64, [4])])
+    p = _run(kiln, "run", f"--onnx={typed}")
+    assert "declared int64" in p.stderr and "float32" in p.stderr, p.stderr
+
+
+def _external_model(folder, location):
+    """y = x + e, with e [4] stored externally at `location`."""
+    e = TensorProto()
+    e.name, e.data_type = "e", TensorProto.FLOAT
+    e.dims.extend([4])
+    e.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", "16")):
+        e.external_data.add(key=k, value=v)
+    g = helper.make_graph([helper.make_node("Add", ["x", "e"], ["y"], name="add")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], initializer=[e])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx.save(m, str(folder / "m.onnx"))
+    return folder / "m.onnx"
+
+
+def test_external_data_dir_allows_another_folder_with_the_same_containment(kiln, tmp_path):
+    model = _external_model(tmp_path / "model", "w.bin")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "w.bin").write_bytes(struct.pack("<4f", 1, 2, 3, 4))
+    p = _run(kiln, "run", f"--onnx={model}")
+    assert "--externalDataDir" in p.stderr and "w.bin" in p.stderr, p.stderr
+    ok = subprocess.run([kiln, "run", f"--onnx={model}", f"--externalDataDir={data}"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    # A link inside the allowed folder that leads out of it is refused there too.
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"\0" * 16)
+    os.symlink(secret, data / "leak.bin")
+    leak = _external_model(tmp_path / "model2", "leak.bin")
+    p = _run(kiln, "run", f"--onnx={leak}", f"--externalDataDir={data}")
+    assert "outside the folder" in p.stderr, p.stderr
+
+
+def test_workspace_pool_is_refused_until_it_is_applied(kiln, relu):
+    p = _run(kiln, "build", f"--onnx={relu}", "--memPoolSize=workspace:64")
+    assert "--memPoolSize=workspace is not applied yet" in p.stderr, p.stderr

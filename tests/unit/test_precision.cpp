@@ -190,6 +190,26 @@ TEST(Precision, NodeWhoseKernelTakesNoReducedTypeStaysFloat32) {
   EXPECT_EQ(asked.size(), 4u) << "every lowerable node is asked once";
 }
 
+// --precisionConstraints=obey (kOBEY_PRECISION_CONSTRAINTS): a --layerPrecisions entry the backend's kernel
+// cannot honour is an error naming the layer; with prefer (the default) the layer stays float32.
+TEST(Precision, ObeyedLayerPrecisionThatCannotBeHonouredFailsTheBuild) {
+  for (bool obey : {false, true}) {
+    auto g = MakeGraph();
+    PrecisionOptions o;
+    o.layer_precision["softmax"] = DataType::kFloat16;
+    o.kernel_takes = [](const Node& n, DataType) { return n.op_type != "Softmax"; };
+    o.obey_layer_precisions = obey;
+    auto rep = AssignPrecision(*g, o);
+    if (!obey) {
+      ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(rep.ok());
+    EXPECT_NE(rep.status().message().find("softmax"), std::string::npos) << rep.status().message();
+    EXPECT_NE(rep.status().message().find("obey"), std::string::npos) << rep.status().message();
+  }
+}
+
 TEST(Precision, OneLayerInBf16InAFloat32Engine) {
   auto g = MakeGraph();
   PrecisionOptions o;

@@ -25,7 +25,8 @@ Result<OptimizationProfile> ProfileFromOptions(const Options& o, const NetworkDe
   std::map<std::string, bool> names;
   for (auto* m : {&mins, &opts, &maxs, &fixed})
     for (const auto& [k, v] : *m) names[k] = true;
-  for (const auto& [name, _] : names) {
+  for (const auto& entry : names) {
+    const std::string& name = entry.first;  // (not a structured binding: the lambda below captures it)
     bool found = false;
     for (int i = 0; i < net.getNbInputs(); ++i) found = found || net.getInputName(i) == name;
     if (!found) {
@@ -59,6 +60,7 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   OnnxParser parser(*net, logger);
   std::printf("[kiln] parsing %s\n", o.onnx.c_str());
   const auto parse_t0 = std::chrono::steady_clock::now();
+  parser.setExternalDataDirs(o.external_data_dirs);
   KILN_RETURN_IF_ERROR(parser.parseFromFile(o.onnx));
   const double parse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - parse_t0).count();
   auto cfg = builder.createBuilderConfig();
@@ -104,18 +106,26 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   if (!o.mem_pool_size.empty()) {
     KILN_ASSIGN_OR_RETURN(auto pools, ParseNameValueList(o.mem_pool_size, "--memPoolSize"));
     for (const auto& [pool, mib] : pools) {
-      if (pool != "workspace" && pool != "dlaSRAM" && pool != "dlaLocalDRAM" && pool != "dlaGlobalDRAM" &&
-          pool != "tacticSharedMem")
-        return Err(StatusCode::kInvalidArgument, "--memPoolSize: unknown pool '{}' (workspace, tacticSharedMem)", pool);
+      if (pool == "dlaSRAM" || pool == "dlaLocalDRAM" || pool == "dlaGlobalDRAM" || pool == "tacticSharedMem")
+        return Err(StatusCode::kUnsupported, "--memPoolSize: kiln has no '{}' pool ({}); drop it", pool,
+                   pool == "tacticSharedMem" ? "its kernels do not take a shared-memory budget" : "there is no DLA");
+      if (pool != "workspace" && pool != "activations")
+        return Err(StatusCode::kInvalidArgument, "--memPoolSize: unknown pool '{}' (workspace, activations)", pool);
       char* end = nullptr;
       double v = std::strtod(mib.c_str(), &end);
       if (end == mib.c_str() || (*end != '\0' && *end != 'M' && *end != 'm') || !std::isfinite(v) || v < 0 ||
           v > 1e9)
         return Err(StatusCode::kInvalidArgument, "--memPoolSize: '{}' is not a size in MiB (a number from 0 to 1e9)",
                    mib);
+      if (pool == "workspace")
+        return Err(StatusCode::kUnsupported,
+                   "--memPoolSize=workspace is not applied yet: kiln's kernels take fixed scratch memory (32 MiB per "
+                   "cuBLASLt GEMM, what each cuDNN plan asks) and no tactic is chosen by it; drop it (activations "
+                   "is the pool kiln limits)");
       cfg->setMemoryPoolLimit(pool, static_cast<size_t>(v * 1024 * 1024));
     }
   }
+  if (o.max_tensor_elements > 0) cfg->setMaxTensorElements(o.max_tensor_elements);
   BuildResult r;
   KILN_ASSIGN_OR_RETURN(OptimizationProfile profile, ProfileFromOptions(o, *net, &r.dynamic_shapes));
   if (!profile.shapes().empty()) KILN_RETURN_IF_ERROR(cfg->addOptimizationProfile(profile).status());

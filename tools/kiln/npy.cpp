@@ -137,6 +137,16 @@ class NpyDictParser {
   size_t i_ = 0;
 };
 
+// A bool array holds bytes 0 and 1 only (numpy writes nothing else; kernels read bool as a C++ bool).
+Status CheckBools(const Tensor& t, const std::string& path) {
+  if (t.dtype() != DataType::kBool) return Status::Ok();
+  const auto* p = static_cast<const uint8_t*>(t.raw());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (p[i] > 1)
+      return Err(StatusCode::kInvalidArgument, "'{}': bool element {} is byte {} (a bool is 0 or 1)", path, i, p[i]);
+  return Status::Ok();
+}
+
 uint32_t LittleEndian(std::string_view b) {
   uint32_t v = 0;
   for (size_t i = b.size(); i-- > 0;) v = (v << 8) | static_cast<uint8_t>(b[i]);
@@ -199,6 +209,7 @@ Result<Tensor> ParseNpy(std::string_view bytes, const std::string& path) {
                path, h.data_bytes, have);
   Tensor t(h.dtype, h.shape);
   if (h.data_bytes) std::memcpy(t.raw(), bytes.data() + h.data_offset, h.data_bytes);
+  KILN_RETURN_IF_ERROR(CheckBools(t, path));
   return t;
 }
 
@@ -228,6 +239,7 @@ Result<Tensor> ReadNpy(const std::string& path) {
   in.seekg(static_cast<std::streamoff>(h.data_offset));
   in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(h.data_bytes));
   if (!in) return Err(StatusCode::kIoError, "'{}' is truncated: expected {} bytes of data", path, h.data_bytes);
+  KILN_RETURN_IF_ERROR(CheckBools(t, path));
   return t;
 }
 

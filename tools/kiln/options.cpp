@@ -13,6 +13,9 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
   const bool infer = mode == Mode::kTrtexec || mode == Mode::kRun || mode == Mode::kBench;
   const bool build = mode != Mode::kInspect;
   app.add_option("--onnx", o.onnx, "ONNX model to build from");
+  app.add_option("--externalDataDir", o.external_data_dirs,
+                 "Another folder the model's external data may be read from (after the model's own folder)")
+      ->delimiter(',');
   if (mode != Mode::kBuild) app.add_option("--loadEngine", o.load_engine, "Engine file to load");
   if (mode == Mode::kTrtexec || mode == Mode::kBuild) app.add_option("--saveEngine", o.save_engine, "Write the built engine here");
   app.add_flag("--verbose", o.verbose, "Print the build log (passes and what they changed) and more");
@@ -35,7 +38,12 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_option("--inputIOFormats", o.input_io_formats, "Input formats, e.g. fp32:chw");
     app.add_option("--outputIOFormats", o.output_io_formats, "Output formats, e.g. fp32:chw");
     app.add_option("--calib", o.calib, "INT8 calibration cache");
-    app.add_option("--memPoolSize", o.mem_pool_size, "Memory pool limits in MiB: workspace:1024[,...]");
+    app.add_option("--memPoolSize", o.mem_pool_size,
+                   "Memory pool limits in MiB: workspace:1024, activations:8192 (one context's activation memory; "
+                   "default: the device's)");
+    app.add_option("--maxTensorElements", o.max_tensor_elements,
+                   "The most elements one tensor may hold at the largest shapes (default 2^35)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));
     app.add_option("--timingCacheFile", o.timing_cache_file, "Timing cache file");
     app.add_option("--builderOptimizationLevel", o.builder_optimization_level, "0..5 (0: no fusion)")->check(CLI::Range(0, 5));
     app.add_option("--disablePasses", o.disable_passes, "Optimizer passes to skip, e.g. fuse-residual-add[,...]")
@@ -153,16 +161,10 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
       o.precision_constraints != "obey")
     return Err(StatusCode::kInvalidArgument, "--precisionConstraints must be none, prefer or obey, not '{}'",
                o.precision_constraints);
-  for (const auto& [flag, spec] : {std::pair{"--inputIOFormats", o.input_io_formats}, std::pair{"--outputIOFormats", o.output_io_formats}}) {
-    if (spec.empty()) continue;
-    KILN_ASSIGN_OR_RETURN(auto types, ParseIOFormats(spec, flag));
-    for (DataType t : types)
-      if (info && !info->reduced_precision && t != DataType::kFloat32)
-        return Err(StatusCode::kUnsupported,
-                   "{}: the {} backend takes and returns tensors in the network's types (fp32:chw); other formats "
-                   "need {}",
-                   flag, info->name, BackendWith(&BackendInfo::reduced_precision));
-  }
+  // Every backend takes other I/O types: the builder casts at the engine's boundary where its layers compute in
+  // the network's types.
+  for (const auto& [flag, spec] : {std::pair{"--inputIOFormats", o.input_io_formats}, std::pair{"--outputIOFormats", o.output_io_formats}})
+    if (!spec.empty()) KILN_RETURN_IF_ERROR(ParseIOFormats(spec, flag).status());
   const std::vector<std::string> names = GetBackendNames();
   if (!o.backend.empty() && std::find(names.begin(), names.end(), o.backend) == names.end())
     return Err(StatusCode::kInvalidArgument, "--backend must be {}, not '{}'", OneOf(names), o.backend);

@@ -16,6 +16,7 @@ namespace kiln::cli {
 struct Options {
   // Model and engine.
   std::string onnx, save_engine, load_engine;
+  std::vector<std::string> external_data_dirs;  // --externalDataDir
   // Shapes: name:1x3x224x224[,name:...].
   std::string shapes, min_shapes, opt_shapes, max_shapes;
   // Precision.
@@ -27,6 +28,7 @@ struct Options {
   std::vector<std::string> disable_passes;
   std::string profiling_verbosity;
   int avg_timing = -1;
+  int64_t max_tensor_elements = 0;  // 0: the builder's default
   // Inference.
   int iterations = 10, avg_runs = 10, inf_streams = 1;
   double warm_up_ms = 200, duration_s = 3;
