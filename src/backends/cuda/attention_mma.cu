@@ -464,7 +464,10 @@ __global__ void __launch_bounds__(NW * 32, MmaMinBlocks<D, NW, MODE>())
   }
   T* Y = static_cast<T*>(p.out) + off.out;
   if ((flags & kVecOut16) != 0) {
-    // Through this warp's rows of q_s (only this warp read them): 16-byte stores of whole row segments.
+    // Through this warp's rows of q_s (only this warp read them): 16-byte stores of whole row segments. Other
+    // lanes of the warp read these rows with ldmatrix; where no block barrier came since (one or two key tiles), the
+    // warp barrier orders those reads before the writes (compute-sanitizer racecheck reported the hazard).
+    __syncwarp();
     uint16_t* ws = q_s + warp * 16 * kPitch;
 #pragma unroll
     for (int h = 0; h < 2; ++h)

@@ -74,7 +74,12 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
   NoCaptureScope no_capture;
   const Graph& shaped = *shaped_graph;
   if (!arena_.get() && mplan_.arena_bytes > 0) {
-    KILN_ASSIGN_OR_RETURN(arena_, DeviceBuffer::Allocate(static_cast<size_t>(mplan_.arena_bytes)));
+    auto arena = DeviceBuffer::Allocate(static_cast<size_t>(mplan_.arena_bytes));
+    if (!arena.ok())
+      return arena.status().WithContext(fmt::format(
+          "allocating this execution context's activation memory ({:.1f} MiB at the profiles' largest shapes): "
+          "free GPU memory (fewer contexts, smaller --maxShapes)", mplan_.arena_bytes / 1048576.0));
+    arena_ = std::move(*arena);
   }
   auto p = std::make_unique<Plan>();
   p->key = key;
@@ -178,7 +183,11 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
     p->folded.push_back(std::move(b));
   }
   if (p->workspace > workspace_.bytes()) {
-    KILN_ASSIGN_OR_RETURN(DeviceBuffer bigger, DeviceBuffer::Allocate(p->workspace));
+    auto grown = DeviceBuffer::Allocate(p->workspace);
+    if (!grown.ok())
+      return grown.status().WithContext(
+          fmt::format("allocating the layers' scratch memory ({:.1f} MiB)", p->workspace / 1048576.0));
+    DeviceBuffer bigger = std::move(*grown);
     DropGraphs();  // they captured the old workspace
     workspace_ = std::move(bigger);
   }
