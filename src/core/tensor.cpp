@@ -56,6 +56,10 @@ Tensor Tensor::View(DataType dtype, std::vector<int64_t> shape, void* data) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  // An empty view may come without memory (a zero-size input needs no address): it points at a static block, so
+  // that raw() is never null and code that copies zero bytes from it stays defined.
+  alignas(64) static uint8_t empty_block[64];
+  if (!data && t.nbytes() == 0) data = empty_block;
   t.data_ = std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(data), [](uint8_t*) {});
   return t;
 }

@@ -38,7 +38,7 @@ Result<Tensor*> EnsureOutput(KernelContext& ctx, size_t i, DataType dtype, const
 Result<std::vector<int64_t>> ReadIndices(const Node& n, const Tensor& t) {
   std::vector<int64_t> r(t.numel());
   if (t.dtype() == DataType::kInt64) {
-    std::memcpy(r.data(), t.raw(), r.size() * sizeof(int64_t));
+    if (!r.empty()) std::memcpy(r.data(), t.raw(), r.size() * sizeof(int64_t));
   } else if (t.dtype() == DataType::kInt32) {
     const int32_t* p = t.data<int32_t>();
     for (size_t i = 0; i < r.size(); ++i) r[i] = p[i];

@@ -20,11 +20,12 @@ struct KernelContext {
   const Node& node;
   std::vector<const Tensor*> inputs;
   std::vector<Tensor>& outputs;
+  Tensor discarded = {};  // where an output the node does not have goes (a node from a file may list fewer)
 
   size_t num_inputs() const { return inputs.size(); }
   const Tensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
   const Tensor& in(size_t i) const { return *inputs[i]; }
-  Tensor& out(size_t i) { return outputs[i]; }
+  Tensor& out(size_t i) { return i < outputs.size() ? outputs[i] : discarded; }
   size_t num_outputs() const { return outputs.size(); }
 };
 
