@@ -2,13 +2,17 @@
 // the one report of unsupported nodes, topological sort, shape inference with constant folding.
 #include "onnx/importer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "onnx.pb.h"
+#include "ops/onnx_schema.h"
 #include "ops/op_def.h"
 #include "onnx/tensor_proto.h"
 
@@ -198,6 +202,16 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
     ++index;
     const std::string where = "node '" + name + "' (" + np.op_type() + ")";
     if (np.op_type().empty()) return Err(StatusCode::kInvalidModel, "'{}': node '{}' has no op type", source, name);
+    // An attribute the op's ONNX schema does not have at this opset makes the model invalid (onnxruntime refuses
+    // it too): it is not silently ignored.
+    if (IsDefaultDomain(np.domain()))
+      if (auto known = OnnxSchemaAttributes(np.op_type(), opset))
+        for (const auto& a : np.attribute())
+          if (std::find(known->begin(), known->end(), a.name()) == known->end())
+            return Err(StatusCode::kInvalidModel,
+                       "'{}': {} has an attribute '{}' that {} does not take at opset {} (its attributes: {}); remove "
+                       "it from the model", source, where, a.name(), np.op_type(), opset,
+                       known->empty() ? std::string("none") : fmt::format("{}", fmt::join(*known, ", ")));
     if (np.op_type() == "Constant" && IsDefaultDomain(np.domain())) {
       if (np.output_size() != 1 || np.output(0).empty())
         return Err(StatusCode::kInvalidModel, "{}: needs exactly one output", where);

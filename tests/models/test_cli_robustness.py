@@ -274,6 +274,24 @@ def test_models_onnxruntime_rejects_are_rejected(kiln, tmp_path):
                    [helper.make_tensor_value_info("y", TensorProto.INT64, [4])])
     p = _run(kiln, "run", f"--onnx={typed}")
     assert "declared int64" in p.stderr and "float32" in p.stderr, p.stderr
+    # An attribute Relu's schema does not have; and one that BatchNormalization lost at opset 9 ('spatial').
+    extra = _model(tmp_path, [helper.make_node("Relu", ["x"], ["y"], name="relu", alpha=0.5)],
+                   [helper.make_tensor_value_info("x", f, [4])], [helper.make_tensor_value_info("y", f, [4])])
+    p = _run(kiln, "run", f"--onnx={extra}")
+    assert "attribute 'alpha'" in p.stderr and "relu" in p.stderr, p.stderr
+    c = [helper.make_tensor_value_info(n, f, [2]) for n in ("s", "b", "m", "v")]
+    bn = _model(tmp_path, [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
+                                            spatial=1)],
+                [helper.make_tensor_value_info("x", f, [1, 2, 3])] + c, [helper.make_tensor_value_info("y", f, None)])
+    p = _run(kiln, "run", f"--onnx={bn}")
+    assert "attribute 'spatial'" in p.stderr and "opset 17" in p.stderr, p.stderr
+    # Still accepted where the schema has it: opset 7's BatchNormalization takes 'spatial'.
+    ok = _model(tmp_path, [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
+                                            spatial=1)],
+                [helper.make_tensor_value_info("x", f, [1, 2, 3])] + c, [helper.make_tensor_value_info("y", f, None)],
+                opset=7)
+    p = subprocess.run([kiln, "inspect", f"--onnx={ok}"], capture_output=True, text=True)
+    assert "attribute 'spatial'" not in p.stderr, p.stderr
 
 
 def _external_model(folder, location):
