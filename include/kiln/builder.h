@@ -66,8 +66,8 @@ class BuilderConfig {
   // not read yet ("workspace": kernels take fixed scratch memory; kiln build refuses --memPoolSize=workspace).
   void setMemoryPoolLimit(const std::string& pool, size_t bytes) { pools_[pool] = bytes; }
   size_t getMemoryPoolLimit(const std::string& pool) const;
-  // The most elements any one tensor may hold at the profiles' largest shapes (default 2^35); a build with a
-  // larger tensor fails naming it, its shape and this limit.
+  // The most elements any one tensor may hold at the profiles' largest shapes (default 2^35; 0: no limit); a build
+  // with a larger tensor fails naming it, its shape and this limit.
   void setMaxTensorElements(int64_t n) { max_tensor_elements_ = n; }
   int64_t maxTensorElements() const { return max_tensor_elements_; }
 

@@ -35,7 +35,8 @@ class Engine {
   size_t getDeviceMemorySize() const;
   int getNbLayers() const;
   std::string getBackend() const;
-  // A JSON description of the layers: name, op type, precision, tactic, inputs and outputs.
+  // A JSON description of the layers, as much as the engine's profiling verbosity allows: none, name and op type
+  // (kLayerNamesOnly, the default), or also precision, tactic, inputs and outputs (kDetailed).
   std::string getLayerInformationJson() const;
   std::string getBuildReportJson() const;
   Result<std::unique_ptr<ExecutionContext>> createExecutionContext() const;

@@ -312,14 +312,15 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
   if (e.profiling_verbosity() < 0 || e.profiling_verbosity() > 2)
     return Bad(fmt::format("profiling verbosity {}", e.profiling_verbosity()));
   out.profiling_verbosity = e.profiling_verbosity();
-  // Every value whose shape is fixed holds at most the engine's element limit (its builder checked that).
+  // Every value whose shape is fixed holds at most the engine's element limit (its builder checked the same: shapes
+  // with unknown dims are sized at run time).
   const int64_t cap = out.max_tensor_elements > 0 ? out.max_tensor_elements : (int64_t{1} << 40);
   for (const Value* v : out.graph->values()) {
-    if (!v->has_shape) continue;
+    if (!v->has_shape || !IsStatic(v->shape)) continue;
     int64_t n = 1;
     bool over = false;
     for (const Dim& d : v->shape)
-      if (d.known() && __builtin_mul_overflow(n, d.value, &n)) over = true;
+      if (__builtin_mul_overflow(n, d.value, &n)) over = true;
     if (over || n > cap) return Bad(fmt::format("value '{}' has shape {}, over {} elements", v->name,
                                                 ShapeToString(v->shape), cap));
   }

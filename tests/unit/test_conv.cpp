@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/conv_scratch.h"
 #include "backends/cpu/executor.h"
 #include "ir/graph.h"
 #include "ops/infer.h"
@@ -99,36 +100,47 @@ TEST(Conv, MatchesDirectDefinition) {
   }
 }
 
-// Past 2^26 im2col elements the input channels go through im2col a chunk at a time (bounded scratch memory): a
-// 64-channel 3x3 convolution over 360x360 runs in two chunks, and equals the sum of its two 32-channel halves
-// (each of which fits one chunk).
-TEST(Conv, LargeImagesGoThroughIm2ColInChannelChunks) {
-  const int64_t c = 64, hw = 360;
-  Tensor x = Rand({1, c, hw, hw}, 7), w = Rand({2, c, 3, 3}, 8);
-  auto conv = [](const Tensor& xi, const Tensor& wi) {
-    OneNode t("Conv", 2);
-    t.Ints("pads", {1, 1, 1, 1});
-    auto r = t.Run({&xi, &wi});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? (*r)[0] : Tensor();
-  };
-  auto half = [&](const Tensor& t, int64_t lo, int64_t hi) {  // channels [lo, hi) of dim 1
-    std::vector<int64_t> shape = t.shape();
-    const int64_t inner = NumElements(std::vector<int64_t>(shape.begin() + 2, shape.end()));
-    shape[1] = hi - lo;
-    Tensor out(t.dtype(), shape);
-    for (int64_t o = 0; o < t.shape()[0]; ++o)
-      for (int64_t ch = lo; ch < hi; ++ch)
-        for (int64_t i = 0; i < inner; ++i)
-          out.data<float>()[(o * (hi - lo) + ch - lo) * inner + i] = t.data<float>()[(o * t.shape()[1] + ch) * inner + i];
-    return out;
-  };
-  Tensor full = conv(x, w);
-  Tensor a = conv(half(x, 0, 32), half(w, 0, 32)), b = conv(half(x, 32, 64), half(w, 32, 64));
-  ASSERT_TRUE(full.defined() && a.defined() && b.defined());
-  ASSERT_EQ(full.shape(), (std::vector<int64_t>{1, 2, hw, hw}));
-  for (int64_t i = 0; i < full.numel(); ++i)
-    ASSERT_NEAR(full.data<float>()[i], a.data<float>()[i] + b.data<float>()[i], 1e-3) << i;
+// With the scratch limits lowered, Conv goes through im2col a few input channels at a time (the GEMMs accumulate)
+// and ConvTranspose a few output channels at a time; both still match the direct definitions, groups included.
+TEST(Conv, ChunkedScratchMatchesTheDirectDefinition) {
+  struct Restore {
+    ~Restore() {
+      cpu::ConvScratch().conv_col = int64_t{1} << 26;
+      cpu::ConvScratch().transpose_col = int64_t{1} << 28;
+    }
+  } restore;
+  // Conv: 2 groups of 5 input channels, 3x3 kernel, 9x7 output: one channel's rows are 9 * 63 = 567 elements; a
+  // limit of 1200 takes two channels a chunk (3 chunks per group).
+  cpu::ConvScratch().conv_col = 1200;
+  const ConvCase cc{{2, 10, 9, 7}, {4, 5, 3, 3}, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, true};
+  Tensor x = Rand(cc.x, 31), w = Rand(cc.w, 32), b = Rand({cc.w[0]}, 33);
+  OneNode t("Conv", 3);
+  SetConvAttrs(t, cc);
+  auto r = t.Run({&x, &w, &b});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<int64_t> ys;
+  auto ref = NaiveConv(x, w, &b, cc, ys);
+  ASSERT_EQ((*r)[0].shape(), ys);
+  for (int64_t i = 0; i < (*r)[0].numel(); ++i) ASSERT_NEAR((*r)[0].GetAsDouble(i), ref[i], 1e-4) << i;
+
+  // ConvTranspose, X [1, 4, 5, 6], W [4, 3, 2, 2] in 2 groups (6 output channels): one output channel's col rows are
+  // 4 taps x 30 positions = 120 elements; a limit of 130 takes one channel a chunk.
+  cpu::ConvScratch().transpose_col = 130;
+  Tensor tx = Rand({1, 4, 5, 6}, 34), tw = Rand({4, 3, 2, 2}, 35);
+  OneNode chunked("ConvTranspose", 2);
+  chunked.n->attrs["group"] = Attribute::Int(2);
+  chunked.Ints("strides", {2, 2});
+  auto small = chunked.Run({&tx, &tw});
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  cpu::ConvScratch().transpose_col = int64_t{1} << 28;
+  OneNode whole("ConvTranspose", 2);
+  whole.n->attrs["group"] = Attribute::Int(2);
+  whole.Ints("strides", {2, 2});
+  auto big = whole.Run({&tx, &tw});
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  ASSERT_EQ((*small)[0].shape(), (*big)[0].shape());
+  for (int64_t i = 0; i < (*big)[0].numel(); ++i)
+    ASSERT_NEAR((*small)[0].GetAsDouble(i), (*big)[0].GetAsDouble(i), 1e-5) << i;
 }
 
 TEST(Conv, AutoPadSameUpperAndLower) {

@@ -7,12 +7,18 @@
 #include <algorithm>
 
 #include "backends/cpu/common.h"
+#include "backends/cpu/conv_scratch.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/gemm_blas.h"
 #include "backends/cpu/layout_util.h"
 #include "ops/conv_geometry.h"
 
 namespace kiln::cpu {
+
+ConvScratchLimits& ConvScratch() {
+  static ConvScratchLimits limits;
+  return limits;
+}
 
 void RegisterPoolKernels(KernelRegistry& r);  // pool.cpp
 
@@ -132,7 +138,7 @@ void ConvForward(const Geo& g, int64_t batch, int64_t c, int64_t m, int64_t grou
   // The im2col buffer holds at most kMaxColElements: the input channels of a group go through it a chunk at a
   // time (the GEMMs accumulate), so scratch memory stays bounded whatever the shapes. Where even one channel's
   // rows exceed it, the direct loop runs.
-  constexpr int64_t kMaxColElements = int64_t{1} << 26;
+  const int64_t kMaxColElements = ConvScratch().conv_col.load();
   const int64_t per_channel = g.ksize * g.out_size;
   const int64_t chunk = per_channel == 0 ? cg : std::min<int64_t>(cg, kMaxColElements / per_channel);
   if ((cg == 1 || chunk == 0) && !pointwise) {
@@ -186,14 +192,24 @@ template <typename F>
 void ConvTransposeForward(const Geo& g, int64_t batch, int64_t c, int64_t m, int64_t group, const F* x,
                           const F* w, const F* bias, F* y) {
   const int64_t cg = c / group, mg = m / group, rows = mg * g.ksize;
-  std::vector<F> col(static_cast<size_t>(rows * g.out_size));
+  // The col matrix goes through a chunk of output channels at a time (at most kMaxTransposeCol elements): col rows
+  // are (output channel, tap), so each chunk's Col2Im writes its own channels.
+  const int64_t kMaxTransposeCol = ConvScratch().transpose_col.load();
+  const int64_t per_channel = g.ksize * g.out_size;
+  const int64_t chunk = per_channel == 0 ? mg : std::max<int64_t>(1, std::min(mg, kMaxTransposeCol / per_channel));
+  std::vector<F> col(static_cast<size_t>(chunk * per_channel));
   std::fill(y, y + batch * m * g.in_size, F(0));
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t gi = 0; gi < group; ++gi) {
       const F* xg = x + (n * c + gi * cg) * g.out_size;
       const F* wg = w + gi * cg * rows;
-      Gemm<F>(true, false, rows, g.out_size, cg, wg, rows, xg, g.out_size, F(0), col.data(), g.out_size);
-      Col2Im(g, col.data(), mg, y + (n * m + gi * mg) * g.in_size);
+      for (int64_t m0 = 0; m0 < mg; m0 += chunk) {
+        const int64_t mc = std::min(chunk, mg - m0);
+        // col = W[:, channels m0..m0+mc)^T x X, W's rows of length `rows` = (output channel, tap)
+        Gemm<F>(true, false, mc * g.ksize, g.out_size, cg, wg + m0 * g.ksize, rows, xg, g.out_size, F(0),
+                col.data(), g.out_size);
+        Col2Im(g, col.data(), mc, y + (n * m + gi * mg + m0) * g.in_size);
+      }
     }
   }
   AddBias(bias, batch, m, g.in_size, y);
@@ -203,12 +219,11 @@ template <typename F>
 Status RunTyped(bool transpose, const Geo& g, int64_t batch, int64_t c, int64_t m, int64_t group, const F* x,
                 const F* w, const F* b, F* y) {
   if (transpose) {
-    // Its col buffer is (M/group x kernel) x input positions: bounded, as the forward convolution's.
-    const int64_t rows = (m / group) * g.ksize;
-    if (rows > 0 && g.out_size > (int64_t{1} << 28) / rows)
+    // One output channel's rows of the col matrix (kernel x input positions) must fit the chunk bound.
+    if (g.ksize > 0 && g.out_size > ConvScratch().transpose_col.load() / g.ksize)
       return Err(StatusCode::kUnsupported,
-                 "ConvTranspose on the cpu backend needs a {} x {} scratch matrix, more than 2^28 elements; use "
-                 "smaller inputs or kernels", rows, g.out_size);
+                 "ConvTranspose on the cpu backend needs a {} x {} scratch matrix per output channel, more than 2^28 "
+                 "elements; use smaller inputs or kernels", g.ksize, g.out_size);
     ConvTransposeForward(g, batch, c, m, group, x, w, b, y);
   }
   else ConvForward(g, batch, c, m, group, x, w, b, y);
