@@ -182,6 +182,7 @@ Status Reader::ReadGraph(const fb::Graph& fg, EngineContents& out) {
       KILN_ASSIGN_OR_RETURN(Value * v, Ref(idx, true, where + " input"));
       n->inputs.push_back(v);
     }
+    if (!fn->outputs() || fn->outputs()->size() == 0) return Bad(where + " has no outputs");
     for (int32_t idx : Vec(fn->outputs())) {
       KILN_ASSIGN_OR_RETURN(Value * v, Ref(idx, true, where + " output"));
       if (v && (v->producer || v->is_const() || v->is_graph_input))

@@ -49,6 +49,8 @@ Result<std::vector<Tensor>> EvaluateNodeInto(const Node& node, const std::vector
                    outs[i].Describe());
     }
   }
+  if (outs.empty())  // every op makes at least one output; a kernel would write out(0)
+    return Err(StatusCode::kInvalidModel, "{}: the node lists no outputs", node.Where());
   KernelContext kctx{node, inputs, outs};
   Status st = (*kernel)(kctx);
   if (!st.ok()) {
