@@ -17,8 +17,9 @@ namespace kiln::cpu::elem {
 // ---------------------------------------------------------------------------------------------------------
 
 void EnsureOutput(KernelContext& ctx, size_t i, DataType dtype, const std::vector<int64_t>& shape) {
-  if (i >= ctx.outputs.size()) return;
-  Tensor& t = ctx.outputs[i];
+  // An output the node does not list (a node from a file may list fewer) is still allocated, in ctx.discarded,
+  // so that a kernel writing it writes memory that is thrown away.
+  Tensor& t = ctx.out(i);
   if (t.defined() && t.dtype() == dtype && t.shape() == shape && (t.raw() || t.numel() == 0)) return;
   t = Tensor(dtype, shape);
 }

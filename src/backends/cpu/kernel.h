@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,12 +21,14 @@ struct KernelContext {
   const Node& node;
   std::vector<const Tensor*> inputs;
   std::vector<Tensor>& outputs;
-  Tensor discarded = {};  // where an output the node does not have goes (a node from a file may list fewer)
+  // Where the outputs the node does not list go (a node from a file may list fewer than its kernel writes): one
+  // tensor per index, each thrown away after the run.
+  std::map<size_t, Tensor> discarded = {};
 
   size_t num_inputs() const { return inputs.size(); }
   const Tensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
   const Tensor& in(size_t i) const { return *inputs[i]; }
-  Tensor& out(size_t i) { return i < outputs.size() ? outputs[i] : discarded; }
+  Tensor& out(size_t i) { return i < outputs.size() ? outputs[i] : discarded[i]; }
   size_t num_outputs() const { return outputs.size(); }
 };
 
