@@ -118,12 +118,14 @@ Status TriluKernel(KernelContext& c) {
   const size_t es = DataTypeSize(x.dtype());
   if (x.rank() < 2 || es == 0)
     return Err(StatusCode::kInvalidArgument, "{}: needs an input of rank >= 2", c.node.Where());
-  const int64_t k = c.input(1) && c.in(1).numel() > 0 ? c.in(1).GetAsInt(0) : 0;
   const bool upper = c.node.geti("upper", 1) != 0;
   const int64_t R = x.dim(-2), C = x.dim(-1);
+  // k beyond +-(R + C) keeps all or nothing, as k at that bound does; clamped so that i + k cannot overflow.
+  const int64_t k = std::clamp<int64_t>(c.input(1) && c.in(1).numel() > 0 ? c.in(1).GetAsInt(0) : 0, -(R + C) - 1,
+                                        R + C + 1);
   Tensor& o = AllocOutput(c, 0, x.dtype(), x.shape());
-  const int64_t rows = R == 0 ? 0 : x.numel() / C;
-  if (C == 0 || rows == 0) return Status::Ok();
+  if (R == 0 || C == 0) return Status::Ok();  // empty
+  const int64_t rows = x.numel() / C;
   const auto* xb = static_cast<const uint8_t*>(x.raw());
   auto* ob = static_cast<uint8_t*>(o.raw());
   ParallelFor(rows, [&](int64_t begin, int64_t end) {
