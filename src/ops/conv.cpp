@@ -138,6 +138,11 @@ Status Pool(InferContext& ctx, bool allow_int8, bool is_max) {
   }
   const int64_t nsp = x.rank() - 2;
   KILN_ASSIGN_OR_RETURN(WindowParams p, ReadWindowParams(n, nsp, {}, false));
+  // A pad as wide as the window leaves windows with no input at all (onnxruntime refuses these too).
+  for (int64_t i = 0; i < nsp && static_cast<size_t>(i + nsp) < p.pads.size(); ++i)
+    if (p.pads[i] >= p.kernel[i] || p.pads[i + nsp] >= p.kernel[i])
+      return Err(StatusCode::kInvalidModel, "{}: pads {} must be smaller than kernel_shape {} in every dim",
+                 n.Where(), p.pads, p.kernel);
   std::vector<Dim> in_sp(x.shape.begin() + 2, x.shape.end());
   KILN_ASSIGN_OR_RETURN(auto osp, ForwardOutputDims(n, p, in_sp));
   Shape out{x.shape[0], x.shape[1]};

@@ -285,6 +285,12 @@ def test_models_onnxruntime_rejects_are_rejected(kiln, tmp_path):
                 [helper.make_tensor_value_info("x", f, [1, 2, 3])] + c, [helper.make_tensor_value_info("y", f, None)])
     p = _run(kiln, "run", f"--onnx={bn}")
     assert "attribute 'spatial'" in p.stderr and "opset 17" in p.stderr, p.stderr
+    # A MaxPool whose pads are as wide as its window (a fuzzer's input; onnxruntime refuses it).
+    pool = _model(tmp_path, [helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[5, 5],
+                                              pads=[112, 33, 2, 2])],
+                  [helper.make_tensor_value_info("x", f, [1, 1, 5, 5])], [helper.make_tensor_value_info("y", f, None)])
+    p = _run(kiln, "run", f"--onnx={pool}")
+    assert "must be smaller than kernel_shape" in p.stderr and "pool" in p.stderr, p.stderr
     # Still accepted where the schema has it: opset 7's BatchNormalization takes 'spatial'.
     ok = _model(tmp_path, [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
                                             spatial=1)],
