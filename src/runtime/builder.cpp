@@ -117,9 +117,17 @@ const char* FusionKey(const std::string& pass) {
 // Every tensor at the profiles' largest shapes holds at most `limit` elements; the error names the first that
 // does not, the node that makes it, and how to get under the limit.
 Status CheckTensorSizes(const Graph& g, int64_t limit) {
-  if (limit <= 0) return Status::Ok();  // no limit
   for (const Value* v : g.values()) {
     if (!v->has_shape) continue;
+    // What an engine file may hold (its loader checks the same): at most 64 dims, each at most 2^40.
+    if (v->shape.size() > 64)
+      return Err(StatusCode::kUnsupported, "tensor '{}'{} has rank {}: kiln supports at most 64 dims", v->name,
+                 v->producer ? " (made by " + v->producer->Where() + ")" : std::string(), v->shape.size());
+    for (const Dim& d : v->shape)
+      if (d.known() && d.value > (int64_t{1} << 40))
+        return Err(StatusCode::kOutOfRange, "tensor '{}'{} has shape {}: a dim over 2^40", v->name,
+                   v->producer ? " (made by " + v->producer->Where() + ")" : std::string(), ShapeToString(v->shape));
+    if (limit <= 0) continue;  // no element limit
     int64_t n = 1;
     bool over = false, known = true;
     for (const Dim& d : v->shape) {
