@@ -14,6 +14,10 @@
 namespace kiln {
 namespace {
 
+// The most dims a shape input may name (what an engine file holds).
+constexpr int64_t kMaxShapeRank = 64;
+
+
 constexpr DataType kI64 = DataType::kInt64;
 
 // Product of dims [b, e) keeping symbols.
@@ -123,8 +127,12 @@ Status ReshapeShape(InferContext& c) {
     // A constant -1 inside a symbolic shape reads as unknown; take a single one as the inferred dim.
     for (const Dim& d : req) minus_one.push_back(unknowns == 1 && d.unknown());
   } else {
-    if (s.has_shape && s.rank() == 1 && s.shape[0].known())
+    if (s.has_shape && s.rank() == 1 && s.shape[0].known()) {
+      if (s.shape[0].value > kMaxShapeRank)
+        return Err(StatusCode::kInvalidModel, "{}: the shape input has {} elements: at most {} dims", c.node.Where(),
+                   s.shape[0].value, kMaxShapeRank);
       c.set_output(0, x.dtype, Shape(s.shape[0].value, Dim::Unknown()));
+    }
     else
       c.set_output_rank_unknown(0, x.dtype);
     return Status::Ok();
@@ -393,6 +401,9 @@ Status ConstantOfShapeShape(InferContext& c) {
   } else if (auto dims = InputDims(c, 0)) {
     c.set_output(0, dtype, *dims);
   } else if (s.has_shape && s.shape[0].known()) {
+    if (s.shape[0].value > kMaxShapeRank)
+      return Err(StatusCode::kInvalidModel, "{}: the shape input has {} elements: at most {} dims", c.node.Where(),
+                 s.shape[0].value, kMaxShapeRank);
     c.set_output(0, dtype, Shape(s.shape[0].value, Dim::Unknown()));
   } else {
     c.set_output_rank_unknown(0, dtype);
