@@ -8,18 +8,6 @@
 #include "fuzz_util.h"
 #include "kiln/kiln.h"
 
-namespace {
-size_t Elements(const kiln::Dims& d) {
-  size_t n = 1;
-  for (int64_t x : d) {
-    if (x < 0 || x > 4096) return SIZE_MAX;
-    n *= static_cast<size_t>(x);
-    if (n > 4096) return SIZE_MAX;
-  }
-  return n;
-}
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static kiln::fuzz::QuietLogger logger;
   std::vector<uint8_t> file(data, data + size);
@@ -37,7 +25,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto ctx = e.createExecutionContext();
   kiln::fuzz::CheckError(ctx.status(), "createExecutionContext");
   if (!ctx.ok()) return 0;
-  std::vector<std::vector<uint8_t>> buffers;
   for (int i = 0; i < e.getNbIOTensors(); ++i) {
     const std::string name = e.getIOTensorName(i);
     if (e.getTensorIOMode(name) != kiln::TensorIOMode::kInput) continue;
@@ -51,16 +38,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!st.ok()) return 0;
     }
   }
-  for (int i = 0; i < e.getNbIOTensors(); ++i) {
-    const std::string name = e.getIOTensorName(i);
-    auto shape = (*ctx)->getTensorShape(name);
-    kiln::fuzz::CheckError(shape.status(), "getTensorShape");
-    if (!shape.ok()) return 0;
-    const size_t n = Elements(*shape);
-    if (n == SIZE_MAX) return 0;  // large: a run would only be slow
-    buffers.emplace_back(n * 8 + 8, uint8_t{0x01});
-    if (!(*ctx)->setTensorAddress(name, buffers.back().data()).ok()) return 0;
-  }
-  kiln::fuzz::CheckError((*ctx)->enqueue(), "enqueue");
+  kiln::fuzz::RunOnceIfSmall(e, **ctx);
   return 0;
 }

@@ -22,19 +22,9 @@ const std::string& EmptyDir() {
   return dir;
 }
 
-size_t Elements(const kiln::Dims& d) {
-  size_t n = 1;
-  for (int64_t x : d) {
-    if (x < 0 || x > 4096) return SIZE_MAX;
-    n *= static_cast<size_t>(x);
-    if (n > 4096) return SIZE_MAX;
-  }
-  return n;
-}
-
 void BuildAndRun(const kiln::NetworkDefinition& net, kiln::ILogger& logger) {
   for (int i = 0; i < net.getNbInputs(); ++i)
-    if (Elements(net.getInput(i).dims) > 4096) return;  // dynamic or large: the build needs a profile
+    if (kiln::fuzz::SmallElements(net.getInput(i).dims) == SIZE_MAX) return;  // dynamic or large: the build needs a profile
   kiln::Builder builder(logger);
   auto config = builder.createBuilderConfig();
   // Small caps, so that a model asking for a giant tensor is refused by kiln (as it must be) before the fuzzer's
@@ -53,18 +43,7 @@ void BuildAndRun(const kiln::NetworkDefinition& net, kiln::ILogger& logger) {
   auto ctx = (*engine)->createExecutionContext();
   kiln::fuzz::CheckError(ctx.status(), "createExecutionContext");
   if (!ctx.ok()) return;
-  std::vector<std::vector<uint8_t>> buffers;
-  const auto& e = **engine;
-  for (int i = 0; i < e.getNbIOTensors(); ++i) {
-    const std::string name = e.getIOTensorName(i);
-    auto shape = (*ctx)->getTensorShape(name);
-    if (!shape.ok()) return;
-    const size_t n = Elements(*shape);
-    if (n == SIZE_MAX) return;
-    buffers.emplace_back(n * 8 + 8, uint8_t{0x01});
-    if (!(*ctx)->setTensorAddress(name, buffers.back().data()).ok()) return;
-  }
-  kiln::fuzz::CheckError((*ctx)->enqueue(), "enqueue");
+  kiln::fuzz::RunOnceIfSmall(**engine, **ctx);
 }
 
 }  // namespace
