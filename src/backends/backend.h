@@ -121,6 +121,9 @@ struct GraphRunOptions {
   bool keep_all = false;                       // return every intermediate value too
   std::map<std::string, std::string> tactics;  // node name -> tactic (default: the backend's first)
   bool allow_tf32 = true;
+  // Called with a host copy of every float value as it is computed (graph inputs first, then each node's outputs in
+  // node order; calibration reads them this way instead of keeping them all). An error stops the run.
+  std::function<Status(const std::string& name, const Tensor& host)> observe_float;
 };
 
 // Memory, streams and events of a backend whose tensors live in device memory. Streams and events are the

@@ -57,7 +57,7 @@ def main(root):
                     if m and not m.group(1).startswith("kiln/") and \
                             not os.path.exists(os.path.join(os.path.dirname(path), m.group(1))):
                         bad.append(f"{rel}:{no}: includes a non-public header: {line.strip()}")
-                if rel.startswith(("src/plan/", "src/passes/", "tools/conformance/")) and OP_TABLE.search(code):
+                if rel.startswith(("src/plan/", "src/passes/", "src/quant/", "tools/conformance/")) and OP_TABLE.search(code):
                     bad.append(f"{rel}:{no}: an op-name table (read OpDef traits instead): {line.strip()}")
     for b in bad:
         print(b)

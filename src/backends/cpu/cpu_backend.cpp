@@ -86,6 +86,7 @@ class CpuBackendImpl final : public Backend {
     KILN_RETURN_IF_ERROR(CheckKernels(g));
     RunOptions ro;
     ro.keep_all = options.keep_all;
+    ro.observe_float = options.observe_float;
     return cpu::RunGraph(g, inputs, ro);
   }
 };

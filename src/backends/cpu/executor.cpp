@@ -112,6 +112,9 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
   for (const Value* v : g.inputs)
     if (!env.count(v))
       return Err(StatusCode::kInvalidArgument, "input '{}' ({}) was not given", v->name, v->TypeString());
+  if (opts.observe_float)
+    for (const Value* v : g.inputs)
+      if (IsFloatType(v->dtype)) KILN_RETURN_IF_ERROR(opts.observe_float(v->name, env[v]));
 
   // Last node that reads each value, to free tensors early.
   std::unordered_map<const Value*, size_t> last_use;
@@ -136,8 +139,12 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
         return Err(StatusCode::kInternal, "{}: input '{}' has not been computed", n.Where(), n.inputs[i]->name);
     }
     KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs, EvaluateNode(n, ins));
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      if (n.outputs[i]) env[n.outputs[i]] = std::move(outs[i]);
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!n.outputs[i]) continue;
+      if (opts.observe_float && IsFloatType(outs[i].dtype()))
+        KILN_RETURN_IF_ERROR(opts.observe_float(n.outputs[i]->name, outs[i]));
+      env[n.outputs[i]] = std::move(outs[i]);
+    }
     if (!opts.keep_all) {
       for (const Value* in : n.inputs)
         if (in && !in->is_graph_output && !in->is_const() && last_use[in] == k) env.erase(in);

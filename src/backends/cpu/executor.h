@@ -3,6 +3,7 @@
 // released after their last use.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ std::vector<std::string> MissingKernels(const Graph& g);
 
 struct RunOptions {
   bool keep_all = false;  // keep every intermediate tensor (for --markAll style debugging)
+  // Sees every float value as it is computed (GraphRunOptions::observe_float).
+  std::function<Status(const std::string& name, const Tensor& t)> observe_float;
 };
 
 // Runs the graph. `inputs` maps graph input names to tensors (dtype and rank must match the model; missing

@@ -174,6 +174,7 @@ class CudaBackendImpl final : public Backend {
     go.keep_all = options.keep_all;
     go.tactics = options.tactics;
     go.allow_tf32 = options.allow_tf32;
+    go.observe_float = options.observe_float;
     return cuda::RunGraph(g, inputs, go);
   }
 };

@@ -62,7 +62,13 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
       return Err(StatusCode::kInvalidArgument, "input '{}' must be {} but {} was given", v->name,
                  DataTypeName(v->dtype), DataTypeName(it->second.dtype()));
     KILN_ASSIGN_OR_RETURN(env[v], Upload(it->second, v->name));
+    if (opts.observe_float && IsFloatType(v->dtype)) KILN_RETURN_IF_ERROR(opts.observe_float(v->name, it->second));
   }
+  // Last node that reads each value: without keep_all, a value's buffer is freed after it.
+  std::unordered_map<const Value*, size_t> last_use;
+  for (size_t k = 0; k < g.nodes().size(); ++k)
+    for (const Value* in : g.nodes()[k]->inputs)
+      if (in) last_use[in] = k;
   auto lookup = [&](const Value* v) -> Result<Slot*> {
     auto it = env.find(v);
     if (it != env.end()) return it->second.get();
@@ -73,8 +79,8 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
     return Err(StatusCode::kInternal, "value '{}' has not been computed", v->name);
   };
 
-  for (const auto& np : g.nodes()) {
-    const Node& n = *np;
+  for (size_t node_index = 0; node_index < g.nodes().size(); ++node_index) {
+    const Node& n = *g.nodes()[node_index];
     std::vector<DeviceTensor> ins(n.inputs.size());
     InferContext ictx{n, {}, {}};
     ictx.inputs.resize(n.inputs.size());
@@ -140,8 +146,15 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
         outs[i]->host = std::move(h);
         outs[i]->t.host = &*outs[i]->host;
       }
+      if (opts.observe_float && IsFloatType(out_t[i].dtype)) {
+        KILN_ASSIGN_OR_RETURN(Tensor h, Download(out_t[i], stream.get()));
+        KILN_RETURN_IF_ERROR(opts.observe_float(n.outputs[i]->name, h));
+      }
       env[n.outputs[i]] = std::move(outs[i]);
     }
+    if (!opts.keep_all)
+      for (const Value* in : n.inputs)
+        if (in && !in->is_graph_output && last_use[in] == node_index) env.erase(in);
   }
 
   std::map<std::string, Tensor> result;

@@ -3,6 +3,7 @@
 // synchronization after every node (so a failure names its node). Engines use the planned executor instead.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -15,6 +16,8 @@ struct GpuRunOptions {
   std::map<std::string, std::string> tactics;  // node name -> tactic (default: the factory's first)
   std::string tactic;                          // tactic for every node not named in `tactics` (when non-empty)
   bool allow_tf32 = true;
+  // Sees a host copy of every float value as it is computed (GraphRunOptions::observe_float).
+  std::function<Status(const std::string& name, const Tensor& host)> observe_float;
 };
 
 // Runs `g` on the current CUDA device. `inputs` are host tensors named like the graph inputs; returns host copies
