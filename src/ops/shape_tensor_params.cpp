@@ -197,10 +197,11 @@ Result<int64_t> RangeCount(const Node& n, double start, double limit, double del
   if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
     return Err(StatusCode::kInvalidArgument, "{}: Range({}, {}, {}) is not finite", n.Where(), start, limit, delta);
   const double c = std::ceil((limit - start) / delta);
+  if (!(c > 0)) return 0;  // empty (a count far below zero would not fit an int64)
   if (c > static_cast<double>(std::numeric_limits<int32_t>::max()))
     return Err(StatusCode::kInvalidArgument, "{}: Range({}, {}, {}) has too many elements", n.Where(), start, limit,
                delta);
-  return std::max<int64_t>(0, static_cast<int64_t>(c));
+  return static_cast<int64_t>(c);
 }
 
 }  // namespace kiln
