@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/calibrator.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/status.h"
@@ -108,6 +109,22 @@ class BuilderConfig {
   // 16; the build fails on other values. KILN_LAYOUT_PAD=N, when set, overrides it for experiments.
   void setLayoutChannelPadding(int channels) { layout_pad_ = channels; }
   int layoutChannelPadding() const { return layout_pad_; }
+  // INT8 calibration (kINT8 on a network without Q/DQ nodes and without dynamic ranges): the builder reads the
+  // calibrator's cache, or calibrates with its batches and hands it the cache (kiln/calibrator.h). Not owned; must
+  // outlive the build. nullptr: none.
+  void setInt8Calibrator(IInt8Calibrator* calibrator) { calibrator_ = calibrator; }
+  IInt8Calibrator* getInt8Calibrator() const { return calibrator_; }
+  // The input shapes calibration batches have (TensorRT's setCalibrationProfile): its opt shapes. Default: the
+  // first optimization profile's opt shapes (static inputs keep their shapes).
+  Status setCalibrationProfile(const OptimizationProfile& profile) {
+    KILN_RETURN_IF_ERROR(profile.validate());
+    calibration_profile_ = profile;
+    has_calibration_profile_ = true;
+    return Status::Ok();
+  }
+  const OptimizationProfile* getCalibrationProfile() const {
+    return has_calibration_profile_ ? &calibration_profile_ : nullptr;
+  }
 
  private:
   uint32_t flags_ = 0;
@@ -124,6 +141,9 @@ class BuilderConfig {
   std::map<std::string, DataType> io_types_;
   ConvolutionLayout conv_layout_ = ConvolutionLayout::kAuto;
   int layout_pad_ = 4;
+  IInt8Calibrator* calibrator_ = nullptr;
+  OptimizationProfile calibration_profile_;
+  bool has_calibration_profile_ = false;
 };
 
 // What a build did, for the build summary and `--json`.
@@ -140,6 +160,11 @@ struct BuildReport {
   int layers_timed = 0, timing_cache_hits = 0, candidates_timed = 0;
   double tuning_time_s = 0;
   int layers_reduced_precision = 0, layers_fp32 = 0, casts_inserted = 0;
+  // INT8: layers running as INT8 kernels, Q/DQ pairs placed from calibrated ranges (implicit INT8), and the INT8
+  // layers left in float for want of a range (their names).
+  int layers_int8 = 0, int8_tensors_calibrated = 0;
+  std::vector<std::string> int8_layers_without_range;
+  std::string calibration_source;  // "dynamic ranges", "calibration cache", "calibrated N batches", or empty
   std::string device;
   size_t engine_bytes = 0;
   size_t arena_bytes = 0, naive_activation_bytes = 0;

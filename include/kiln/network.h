@@ -69,11 +69,21 @@ class NetworkDefinition {
   int64_t getOpset() const;
   void setOpset(int64_t opset);
 
+  // INT8 (BuilderFlag::kINT8 on a network without Q/DQ nodes): the range a tensor's values take, as calibration
+  // would find it (TensorRT's ITensor::setDynamicRange). Quantization is symmetric: the scale is
+  // max(|min|, |max|) / 127. Fails for a tensor the network does not have or a range that is not finite with
+  // min <= max.
+  Status setDynamicRange(const std::string& tensor, float min, float max);
+  // max(|min|, |max|) of the tensor's range, or a negative number where none was set.
+  float getDynamicRange(const std::string& tensor) const;
+  const std::map<std::string, std::pair<float, float>>& dynamicRanges() const { return dynamic_ranges_; }
+
  private:
   friend Graph& GraphOf(NetworkDefinition& network);  // the builder's and the parser's access (internal)
   friend const Graph& GraphOf(const NetworkDefinition& network);
   std::unique_ptr<Graph> graph_;
   int64_t opset_ = 17;
+  std::map<std::string, std::pair<float, float>> dynamic_ranges_;
 };
 
 // Fills a NetworkDefinition from an ONNX model. An unsupported model fails with ONE report listing every

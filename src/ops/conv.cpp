@@ -206,7 +206,7 @@ Status ConvertLpPool(ConvertContext& c) {
 }  // namespace
 
 void RegisterConvOps(OpRegistry& r) {
-  r.Onnx("Conv").Shape(ChannelsLast([](InferContext& c) { return ConvLike(c, false); }));
+  r.Onnx("Conv").Shape(ChannelsLast([](InferContext& c) { return ConvLike(c, false); })).Int8Layer();
   r.Onnx("ConvTranspose").Shape([](InferContext& c) { return ConvLike(c, true); });
   r.Onnx("MaxPool").Shape(ChannelsLast([](InferContext& c) { return Pool(c, true, true); }));
   r.Onnx("AveragePool").Shape(ChannelsLast([](InferContext& c) { return Pool(c, false, false); }));

@@ -422,7 +422,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
   r.Onnx("Cast").Shape(CastShape).LayoutNeutral().KeepsFp32();
   r.Onnx("CastLike").Since(15).Shape(CastLikeShape).KeepsFp32();
   r.Onnx("QuantizeLinear").Since(10).Shape(QuantizeShape).KeepsFp32();
-  r.Onnx("DequantizeLinear").Since(10).Shape(DequantizeShape).KeepsFp32();
+  r.Onnx("DequantizeLinear").Since(10).Shape(DequantizeShape).KeepsFp32().KeepsQuantizedConstant();
 }
 
 }  // namespace kiln

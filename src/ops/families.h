@@ -15,6 +15,7 @@ void RegisterTensorOps(OpRegistry& r);       // tensor.cpp, tensor_more.cpp: Res
 void RegisterIndexOps(OpRegistry& r);        // index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS
 void RegisterResizeOps(OpRegistry& r);       // resize.cpp: Resize, Upsample
 void RegisterFusedOps(OpRegistry& r);        // fused.cpp: ops the optimizer creates (domain "kiln")
+void RegisterQuantizedOps(OpRegistry& r);    // quantized.cpp: QConv, QMatMul (domain "kiln")
 
 // Input i is a floating-point tensor; the error names the node.
 Status RequireFloat(const InferContext& ctx, size_t i);

@@ -141,8 +141,8 @@ Status InferGraph(Graph& g, const InferOptions& opts) {
       }
     }
 
-    // Constant folding.
-    if (!opts.evaluator || !AllInputsConst(n)) continue;
+    // Constant folding (a quantized weight's DequantizeLinear stays: the INT8 layers read the weight as it is).
+    if (!opts.evaluator || !AllInputsConst(n) || KeepsQuantizedConstant(n)) continue;
     bool all_out_const = true;
     int64_t out_elems = 0;
     for (Value* o : n.outputs) {

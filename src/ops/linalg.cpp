@@ -143,8 +143,8 @@ Status ConvertGemm(ConvertContext& c) {
 }  // namespace
 
 void RegisterLinalgOps(OpRegistry& r) {
-  r.Onnx("MatMul").Shape(MatMulShape);
-  r.Onnx("Gemm").Since(6).Convert(ConvertGemm).Shape(GemmShape);
+  r.Onnx("MatMul").Shape(MatMulShape).Int8Layer();
+  r.Onnx("Gemm").Since(6).Convert(ConvertGemm).Shape(GemmShape).Int8Layer();
   r.Onnx("Einsum").Since(12).Shape(EinsumShape);
 }
 

@@ -63,6 +63,12 @@ struct OpTraits {
   // The converter always rewrites the node to another op (Upsample -> Resize, Scatter -> ScatterElements):
   // no kernel runs it, so backends need none.
   bool import_only = false;
+  // INT8 kernels take this op with input 0 quantized (an activation) and input 1 a constant weight quantized per
+  // output channel (Conv, MatMul, Gemm): implicit INT8 quantizes input 0 where calibration gave its range.
+  bool int8_layer = false;
+  // DequantizeLinear: not folded when its input is an 8-bit constant (a quantized weight stays quantized for the
+  // INT8 layers that read it; passes/fold_dequantized_weights.cpp folds the rest after fusion).
+  bool keeps_quantized_constant = false;
   // Fusable into a FusedPointwise chain: the step's formula (ops/pointwise_op.h; kNoPwOp when not fusable) and
   // arity.
   PwOp pointwise = kNoPwOp;
@@ -99,6 +105,8 @@ struct OpDef {
   }
   OpDef& Nondeterministic() { traits.nondeterministic = true; return *this; }
   OpDef& ImportOnly() { traits.import_only = true; return *this; }
+  OpDef& Int8Layer() { traits.int8_layer = true; return *this; }
+  OpDef& KeepsQuantizedConstant() { traits.keeps_quantized_constant = true; return *this; }
   OpDef& Pointwise(PwOp op, int arity) {
     traits.pointwise = op;
     traits.pointwise_arity = arity;
@@ -133,6 +141,9 @@ const OpDef* FindOp(std::string_view domain, std::string_view name, int64_t opse
 const OpDef* FindOp(const Node& n);
 // The definition (any version) of an op of a node, or nullptr; traits are read through this.
 const OpTraits& TraitsOf(const Node& n);
+
+// A DequantizeLinear (OpTraits::keeps_quantized_constant) of an 8-bit constant: not folded into a float constant.
+bool KeepsQuantizedConstant(const Node& n);
 
 // Adds an op defined outside the library (a plugin). Refused, with a sentence, when it has no shape function
 // or collides with a built-in op or another external one. Thread-safe.

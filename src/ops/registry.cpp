@@ -68,6 +68,7 @@ const OpRegistry& BuiltinOps() {
     RegisterIndexOps(r);
     RegisterResizeOps(r);
     RegisterFusedOps(r);
+    RegisterQuantizedOps(r);
     return r;
   }();
   return reg;
@@ -143,6 +144,13 @@ std::vector<OpDef> ExternalOps() {
   std::vector<OpDef> r;
   for (const auto& [k, v] : t.ops) r.push_back(*v);
   return r;
+}
+
+bool KeepsQuantizedConstant(const Node& n) {
+  if (!TraitsOf(n).keeps_quantized_constant || n.inputs.empty() || !n.inputs[0] || !n.inputs[0]->is_const())
+    return false;
+  const DataType t = n.inputs[0]->dtype;
+  return t == DataType::kInt8 || t == DataType::kUInt8;
 }
 
 }  // namespace kiln

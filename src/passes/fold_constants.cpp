@@ -3,7 +3,8 @@
 // sees; this pass folds what earlier passes exposed (for example a Cast of a constant after an Identity was
 // removed).
 // Before: W(const) -> Transpose(t1) -> w_t -> MatMul      After: w_t(const) -> MatMul   (t1 removed)
-// Not folded: random ops (their output differs per run), outputs larger than kMaxFoldElements (they would
+// Not folded: random ops (their output differs per run), a quantized weight's DequantizeLinear (the INT8 layers
+// read the weight itself; fold-dequantized-weights folds those left after fusion), outputs larger than kMaxFoldElements (they would
 // bloat the engine), and nodes the evaluator cannot run (left as they are; a detail line says why).
 #include <unordered_set>
 
@@ -43,15 +44,16 @@ bool HasGraphAttr(const Node& n) {
   return false;
 }
 
-}  // namespace
-
-Result<PassReport> FoldConstantsPass(Graph& g, const PassOptions& o) {
+// Folds the nodes with constant inputs; `weights_only`: only the quantized weights' DequantizeLinear nodes (which
+// the first kind of run leaves).
+Result<PassReport> Fold(Graph& g, const PassOptions& o, bool weights_only) {
   PassReport report;
   if (!o.evaluator) return report;
   std::unordered_set<const Node*> folded;
   for (const auto& node_ptr : g.nodes()) {
     Node& n = *node_ptr;
-    if (!AllInputsConst(n) || IsNondeterministic(n) || HasGraphAttr(n)) continue;
+    if (!AllInputsConst(n) || IsNondeterministic(n) || HasGraphAttr(n) || KeepsQuantizedConstant(n) != weights_only)
+      continue;
     // Bound the size before evaluating where the shapes say it.
     int64_t elems = 0;
     bool too_big = false;
@@ -97,5 +99,14 @@ Result<PassReport> FoldConstantsPass(Graph& g, const PassOptions& o) {
   if (!folded.empty()) RemoveNodes(g, [&](const Node* n) { return folded.count(n) != 0; });
   return report;
 }
+
+}  // namespace
+
+Result<PassReport> FoldConstantsPass(Graph& g, const PassOptions& o) { return Fold(g, o, false); }
+
+// Pass fold-dequantized-weights: after fuse-quantized took the quantized weights it runs as INT8, the weights'
+// DequantizeLinear nodes left (layers without an INT8 kernel read a float weight) fold into float constants.
+// Before: W_q(const int8) -> DequantizeLinear -> w -> Add          After: w(const float32) -> Add
+Result<PassReport> FoldDequantizedWeightsPass(Graph& g, const PassOptions& o) { return Fold(g, o, true); }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include "engine/engine_file.h"
 #include "kiln/builder.h"
 #include "passes/pass.h"
+#include "runtime/builder_int8.h"
 #include "runtime/builder_plan.h"
 #include "runtime/engine_impl.h"
 #include "runtime/engine_io.h"
@@ -108,6 +109,7 @@ const char* FusionKey(const std::string& pass) {
   if (pass == "fuse-residual-add") return "residual_add";
   if (pass == "fuse-qkv-projection") return "qkv_projection";
   if (pass == "fuse-pointwise") return "pointwise";
+  if (pass == "fuse-quantized") return "int8_layers";
   if (pass == "recognize-gelu") return "gelu";
   if (pass == "recognize-layernorm") return "layernorm";
   if (pass == "recognize-attention") return "attention";
@@ -274,8 +276,12 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   lap("copy-network");
   rep.backend = std::string(backend->Name());
   rep.layers_before = GraphOf(network).nodes().size();  // as the network was given, before any specialization
+  KILN_ASSIGN_OR_RETURN(const Int8Plan int8, PlanInt8(network, g, cfg, *backend, rep, logger_));
+  if (cfg.getFlag(BuilderFlag::kINT8)) lap("int8-calibration");
   PassOptions po;
   po.evaluator = ConstantFolder();
+  po.quantize_float_weights = int8.quantize_float_weights;
+  po.has_kernel = [backend](const std::string& op) { return backend->HasKernel(op); };
   po.fuse = cfg.builderOptimizationLevel() > 0;
   po.disabled.insert(cfg.disabledPasses().begin(), cfg.disabledPasses().end());
   KILN_ASSIGN_OR_RETURN(OptimizeReport opt, OptimizeGraph(g, po));
@@ -306,6 +312,9 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   e->profiling_verbosity = cfg.profilingVerbosity();
   KILN_ASSIGN_OR_RETURN(e->tactics, backend->ChooseTactics(BuildRequest{*e, cfg, rep, logger_}));
   for (const auto& n : g.nodes()) rep.op_counts[n->domain.empty() ? n->op_type : n->domain + "." + n->op_type] += 1;
+  rep.layers_int8 = rep.op_counts["kiln.QConv"] + rep.op_counts["kiln.QMatMul"];
+  for (const char* k : {"kiln.QConv", "kiln.QMatMul"})
+    if (rep.op_counts[k] == 0) rep.op_counts.erase(k);
   e->build_flags = kBuildFlagOptimized;
   if (e->allow_tf32) e->build_flags |= kBuildFlagTF32;
   if (cfg.getFlag(BuilderFlag::kFP16)) e->build_flags |= kBuildFlagFP16;

@@ -1,6 +1,7 @@
 // NetworkDefinition (op by op) and OnnxParser (from a model file) both produce the IR graph the builder takes.
 #include "kiln/network.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "backends/factory.h"
@@ -221,6 +222,21 @@ Status OnnxParser::parse(const void* data, size_t size, const std::string& base_
   return Adopt(ImportOnnxBytes(std::string_view(static_cast<const char*>(data), size), base_dir, "<memory>",
                                ParseOptions(input_shapes_, data_dirs_)),
                network_, logger_);
+}
+
+Status NetworkDefinition::setDynamicRange(const std::string& tensor, float min, float max) {
+  const Value* v = graph_->FindValue(tensor);
+  if (!v) return Err(StatusCode::kNotFound, "setDynamicRange: the network has no tensor named '{}'", tensor);
+  if (!std::isfinite(min) || !std::isfinite(max) || min > max)
+    return Err(StatusCode::kInvalidArgument, "setDynamicRange('{}'): [{}, {}] is not a finite range with min <= max",
+               tensor, min, max);
+  dynamic_ranges_[tensor] = {min, max};
+  return Status::Ok();
+}
+
+float NetworkDefinition::getDynamicRange(const std::string& tensor) const {
+  auto it = dynamic_ranges_.find(tensor);
+  return it == dynamic_ranges_.end() ? -1.f : std::max(std::fabs(it->second.first), std::fabs(it->second.second));
 }
 
 }  // namespace kiln

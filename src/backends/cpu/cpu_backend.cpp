@@ -44,10 +44,12 @@ class CpuBackendImpl final : public Backend {
   bool ComputesIn(const Node& n, DataType t) const override { return true; }
   const DeviceApi* Device() const override { return nullptr; }
 
+  bool HasKernel(const std::string& op) const override { return Kernels().Find(op) != nullptr; }
+
   Status CheckConfig(const BuilderConfig& cfg) const override {
+    // INT8 runs here (QConv/QMatMul with exact int32 sums); FP16/BF16/FP8 kernels do not.
     const std::pair<BuilderFlag, const char*> flags[] = {{BuilderFlag::kFP16, "--fp16"},
                                                          {BuilderFlag::kBF16, "--bf16"},
-                                                         {BuilderFlag::kINT8, "--int8"},
                                                          {BuilderFlag::kFP8, "--fp8"}};
     for (const auto& [f, name] : flags)
       if (cfg.getFlag(f))

@@ -4,6 +4,7 @@
 // FusedPointwise lives in fused_pointwise.cpp, Attention in fused_attention.cpp.
 #include <cmath>
 
+#include "backends/cpu/activation.h"
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
 #include "ops/fused_ops.h"
@@ -56,32 +57,9 @@ template <typename T>
 void Epilogue(T* y, int64_t n, const T* bias, int64_t nb, const T* res, const ActParams& a) {
   using C = ComputeT<T>;
   const C alpha = static_cast<C>(a.alpha), beta = static_cast<C>(a.beta);
-  switch (a.act) {
-    case Act::kNone: Apply(y, n, bias, nb, res, [](C x) { return x; }); break;
-    case Act::kRelu: Apply(y, n, bias, nb, res, [](C x) { return x < C(0) ? C(0) : x; }); break;
-    case Act::kLeakyRelu: Apply(y, n, bias, nb, res, [=](C x) { return x < C(0) ? alpha * x : x; }); break;
-    case Act::kSigmoid: Apply(y, n, bias, nb, res, [](C x) { return C(1) / (C(1) + std::exp(-x)); }); break;
-    case Act::kTanh: Apply(y, n, bias, nb, res, [](C x) { return std::tanh(x); }); break;
-    case Act::kClip:
-      Apply(y, n, bias, nb, res, [=](C x) { return x < alpha ? alpha : (x > beta ? beta : x); });
-      break;
-    case Act::kHardSigmoid:
-      Apply(y, n, bias, nb, res, [=](C x) {
-        const C t = alpha * x + beta;
-        return t < C(0) ? C(0) : (t > C(1) ? C(1) : t);
-      });
-      break;
-    case Act::kSiLU: Apply(y, n, bias, nb, res, [](C x) { return x / (C(1) + std::exp(-x)); }); break;
-    case Act::kGelu:
-      Apply(y, n, bias, nb, res, [](C x) { return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476))); });
-      break;
-    case Act::kGeluTanh:
-      Apply(y, n, bias, nb, res, [](C x) {
-        const C k = C(0.7978845608028654);
-        return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
-      });
-      break;
-  }
+  WithActivation(a.act, [&](auto act) {
+    Apply(y, n, bias, nb, res, [=](C x) { return Activate<decltype(act)::value>(x, alpha, beta); });
+  });
 }
 
 template <typename T>

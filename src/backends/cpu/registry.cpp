@@ -15,6 +15,7 @@ const KernelRegistry& Kernels() {
     RegisterIndexKernels(r);
     RegisterResizeKernels(r);
     RegisterFusedKernels(r);
+    RegisterQuantizedKernels(r);
     return r;
   }();
   return reg;

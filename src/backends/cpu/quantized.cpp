@@ -1,0 +1,206 @@
+// CPU kernels of the quantized layers (ops/quantized_ops.h has their arithmetic): QConv and QMatMul. The products
+// are summed exactly in int32 — the reference every backend's INT8 kernels are checked against —, the epilogue
+// (scales, bias, residual, activation, requantization) runs in float32.
+//   QConv:    per image and group, im2col of (x - x_zero_point) as int16 (padding taps are 0, as the float
+//             convolution's zero padding of the dequantized input), then acc[M/g, out] += W_g x col, a chunk of
+//             input channels at a time (the float kernel's scratch limit).
+//   QMatMul:  acc[r, :] += (x[r, k] - x_zero_point) * W[k, :], threaded over rows.
+#include <cfenv>
+#include <cmath>
+
+#include "backends/cpu/activation.h"
+#include "backends/cpu/common.h"
+#include "backends/cpu/conv_im2col.h"
+#include "backends/cpu/conv_scratch.h"
+#include "backends/cpu/families.h"
+#include "backends/cpu/gemm_blas.h"
+#include "ops/quantized_ops.h"
+
+namespace kiln::cpu {
+namespace {
+
+using quant_attrs::Params;
+
+// Writes row `row` of the output (channel `ch`'s scale and bias) from its int32 sums: y = act(acc * sx * sw + b + r),
+// then requantized when the output is 8-bit.
+template <fused::Act A>
+void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float bias, const float* res, Tensor& y,
+            int64_t offset) {
+  const float a = p.act_alpha, b = p.act_beta;
+  auto value = [&](int64_t i) {
+    float v = static_cast<float>(acc[i]) * scale + bias;
+    if (res) v += res[offset + i];
+    return Activate<A>(v, a, b);
+  };
+  if (p.y_type == DataType::kFloat32) {
+    float* out = y.data<float>() + offset;
+    for (int64_t i = 0; i < n; ++i) out[i] = value(i);
+    return;
+  }
+  const float lo = p.y_type == DataType::kUInt8 ? 0.f : -128.f, hi = p.y_type == DataType::kUInt8 ? 255.f : 127.f;
+  const float zp = static_cast<float>(p.y_zero_point);
+  auto q = [&](int64_t i) {
+    // Division, as QuantizeLinear computes it; nearbyint rounds half to even in the default rounding mode.
+    const float v = std::nearbyint(value(i) / p.y_scale) + zp;
+    return std::isnan(v) ? zp : std::min(hi, std::max(lo, v));
+  };
+  if (p.y_type == DataType::kUInt8) {
+    uint8_t* out = y.data<uint8_t>() + offset;
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(q(i));
+  } else {
+    int8_t* out = y.data<int8_t>() + offset;
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int8_t>(q(i));
+  }
+}
+
+void FinishRow(const Params& p, const int32_t* acc, int64_t n, float scale, float bias, const float* res, Tensor& y,
+               int64_t offset) {
+  WithActivation(p.activation, [&](auto act) { Finish<decltype(act)::value>(p, acc, n, scale, bias, res, y, offset); });
+}
+
+// x - zero point as int16, for either 8-bit type.
+void Centered(const Tensor& x, int64_t begin, int64_t n, int64_t zp, int16_t* dst) {
+  if (x.dtype() == DataType::kUInt8) {
+    const uint8_t* s = x.data<uint8_t>() + begin;
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<int16_t>(s[i] - zp);
+  } else {
+    const int8_t* s = x.data<int8_t>() + begin;
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<int16_t>(s[i] - zp);
+  }
+}
+
+Status CheckOperands(const KernelContext& ctx, const Params& p, int64_t channels, const Tensor*& bias,
+                     const Tensor*& res) {
+  const Node& n = ctx.node;
+  bias = ctx.input(2);
+  res = ctx.input(3);
+  if (static_cast<int64_t>(p.w_scales.size()) != 1 && static_cast<int64_t>(p.w_scales.size()) != channels)
+    return Err(StatusCode::kInvalidArgument, "{}: {} weight scales for {} output channels", n.Where(),
+               p.w_scales.size(), channels);
+  if (bias && (bias->dtype() != DataType::kFloat32 || bias->numel() != channels))
+    return Err(StatusCode::kInvalidArgument, "{}: the bias {} must be float32[{}]", n.Where(), bias->Describe(),
+               channels);
+  const Tensor& y = ctx.outputs[0];
+  if (res && (res->dtype() != DataType::kFloat32 || res->shape() != y.shape()))
+    return Err(StatusCode::kInvalidArgument, "{}: the residual {} must be float32 of the output's shape {}",
+               n.Where(), res->Describe(), ShapeToString(y.shape()));
+  return Status::Ok();
+}
+
+Status QConvKernel(KernelContext& ctx) {
+  const Node& node = ctx.node;
+  if (!ctx.input(0) || !ctx.input(1)) return Err(StatusCode::kInvalidArgument, "{}: needs X and W", node.Where());
+  KILN_ASSIGN_OR_RETURN(const Params p, quant_attrs::Read(node));
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  if (x.rank() < 3 || w.rank() != x.rank() || w.dtype() != DataType::kInt8)
+    return Err(StatusCode::kInvalidArgument, "{}: X {} and W {} must have the same rank >= 3, W int8", node.Where(),
+               x.Describe(), w.Describe());
+  const int64_t nsp = x.rank() - 2;
+  std::vector<int64_t> kw(w.shape().begin() + 2, w.shape().end());
+  KILN_ASSIGN_OR_RETURN(WindowParams wp, ReadWindowParams(node, nsp, kw, false));
+  const int64_t batch = x.dim(0), c = x.dim(1), m = w.dim(0), group = wp.group;
+  if (w.dim(1) * group != c || m % group != 0)
+    return Err(StatusCode::kInvalidArgument, "{}: channels of X {} and W {} do not match group {}", node.Where(),
+               x.Describe(), w.Describe(), group);
+  const std::vector<int64_t> in_sp(x.shape().begin() + 2, x.shape().end());
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> out_sp, ForwardOutputSizes(node, wp, in_sp));
+  std::vector<int64_t> out_shape{batch, m};
+  out_shape.insert(out_shape.end(), out_sp.begin(), out_sp.end());
+  Tensor& y = ctx.out(0);
+  EnsureOutput(y, p.y_type, out_shape);
+  const Tensor *bias = nullptr, *res = nullptr;
+  KILN_RETURN_IF_ERROR(CheckOperands(ctx, p, m, bias, res));
+  if (y.numel() == 0) return Status::Ok();
+  const Geo g = MakeGeo(wp, in_sp, out_sp);
+  const int64_t cg = c / group, mg = m / group, kdim = cg * g.ksize;
+  // Input channels per im2col chunk: the column matrix stays within the float kernel's scratch limit.
+  const int64_t limit = ConvScratch().conv_col.load();
+  const int64_t chunk = std::max<int64_t>(1, std::min(cg, limit / std::max<int64_t>(1, g.ksize * g.out_size)));
+  std::vector<int16_t> xc(static_cast<size_t>(chunk * g.in_size));
+  std::vector<int16_t> col(static_cast<size_t>(chunk * g.ksize * g.out_size));
+  std::vector<int32_t> acc(static_cast<size_t>(mg * g.out_size));
+  const int8_t* wd = w.data<int8_t>();
+  const float* rd = res ? res->data<float>() : nullptr;
+  const float* bd = bias ? bias->data<float>() : nullptr;
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t gi = 0; gi < group; ++gi) {
+      std::fill(acc.begin(), acc.end(), 0);
+      for (int64_t c0 = 0; c0 < cg; c0 += chunk) {
+        const int64_t cc = std::min(chunk, cg - c0);
+        Centered(x, ((n * c) + gi * cg + c0) * g.in_size, cc * g.in_size, p.x_zero_point, xc.data());
+        Im2Col(g, xc.data(), cc, col.data());
+        ParallelFor(mg, [&](int64_t b, int64_t e) {
+          for (int64_t mi = b; mi < e; ++mi) {
+            int32_t* a = acc.data() + mi * g.out_size;
+            const int8_t* wr = wd + (gi * mg + mi) * kdim + c0 * g.ksize;
+            for (int64_t k = 0; k < cc * g.ksize; ++k) {
+              const int32_t wv = wr[k];
+              if (wv == 0) continue;
+              const int16_t* cr = col.data() + k * g.out_size;
+              for (int64_t o = 0; o < g.out_size; ++o) a[o] += wv * cr[o];
+            }
+          }
+        }, 1);
+      }
+      ParallelFor(mg, [&](int64_t b, int64_t e) {
+        for (int64_t mi = b; mi < e; ++mi) {
+          const int64_t ch = gi * mg + mi;
+          FinishRow(p, acc.data() + mi * g.out_size, g.out_size, p.x_scale * p.w_scale(ch), bd ? bd[ch] : 0.f, rd, y,
+                    (n * m + ch) * g.out_size);
+        }
+      }, 1);
+    }
+  }
+  return Status::Ok();
+}
+
+Status QMatMulKernel(KernelContext& ctx) {
+  const Node& node = ctx.node;
+  if (!ctx.input(0) || !ctx.input(1)) return Err(StatusCode::kInvalidArgument, "{}: needs X and W", node.Where());
+  KILN_ASSIGN_OR_RETURN(const Params p, quant_attrs::Read(node));
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  if (x.rank() < 1 || w.rank() != 2 || w.dtype() != DataType::kInt8 || x.dim(-1) != w.dim(0))
+    return Err(StatusCode::kInvalidArgument, "{}: X {} must be [..., K] and W {} int8 [K, N]", node.Where(),
+               x.Describe(), w.Describe());
+  const int64_t k = w.dim(0), ncols = w.dim(1), rows = k == 0 ? 0 : x.numel() / k;
+  std::vector<int64_t> out_shape = x.shape();
+  out_shape.back() = ncols;
+  Tensor& y = ctx.out(0);
+  EnsureOutput(y, p.y_type, out_shape);
+  const Tensor *bias = nullptr, *res = nullptr;
+  KILN_RETURN_IF_ERROR(CheckOperands(ctx, p, ncols, bias, res));
+  if (y.numel() == 0) return Status::Ok();
+  const int8_t* wd = w.data<int8_t>();
+  const float* rd = res ? res->data<float>() : nullptr;
+  const float* bd = bias ? bias->data<float>() : nullptr;
+  ParallelFor(rows, [&](int64_t b, int64_t e) {
+    std::vector<int16_t> xr(static_cast<size_t>(k));
+    std::vector<int32_t> acc(static_cast<size_t>(ncols));
+    std::vector<float> one(static_cast<size_t>(ncols));
+    for (int64_t r = b; r < e; ++r) {
+      Centered(x, r * k, k, p.x_zero_point, xr.data());
+      std::fill(acc.begin(), acc.end(), 0);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int32_t xv = xr[kk];
+        if (xv == 0) continue;
+        const int8_t* wr = wd + kk * ncols;
+        for (int64_t j = 0; j < ncols; ++j) acc[j] += xv * wr[j];
+      }
+      // Per-column scales and biases: one element at a time through the same epilogue.
+      for (int64_t j = 0; j < ncols; ++j)
+        FinishRow(p, acc.data() + j, 1, p.x_scale * p.w_scale(j), bd ? bd[j] : 0.f, rd, y, r * ncols + j);
+    }
+  }, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, k * ncols / 64 + 1)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterQuantizedKernels(KernelRegistry& r) {
+  r.Add("kiln.QConv", QConvKernel);
+  r.Add("kiln.QMatMul", QMatMulKernel);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,134 @@
+// Shape functions of the quantized layers the optimizer creates (domain kiln; attributes in ops/quantized_ops.h):
+// QConv and QMatMul. Their geometry is Conv's and MatMul's; their types are the quantization's.
+#include "core/error.h"
+#include "ops/families.h"
+#include "ops/fused_ops.h"
+#include "ops/quantized_ops.h"
+
+namespace kiln {
+namespace {
+
+bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+
+// Checks the quantization attributes and the types of X, W, B and R; returns the output type.
+Result<DataType> CheckQuantized(const InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
+  if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1))
+    return Err(StatusCode::kInvalidModel, "{}: needs X and W", n.Where());
+  if (!Is8Bit(ctx.in(0).dtype))
+    return Err(StatusCode::kInvalidModel, "{}: X must be int8 or uint8, not {}", n.Where(),
+               DataTypeName(ctx.in(0).dtype));
+  if (ctx.in(1).dtype != DataType::kInt8)
+    return Err(StatusCode::kInvalidModel, "{}: W must be int8, not {}", n.Where(), DataTypeName(ctx.in(1).dtype));
+  for (size_t i : {size_t{2}, size_t{3}})
+    if (ctx.has_input(i) && ctx.in(i).dtype != DataType::kFloat32)
+      return Err(StatusCode::kInvalidModel, "{}: input {} (bias or residual) must be float32, not {}", n.Where(), i,
+                 DataTypeName(ctx.in(i).dtype));
+  if (ctx.in(0).dtype == DataType::kUInt8 ? (p.x_zero_point < 0 || p.x_zero_point > 255)
+                                          : (p.x_zero_point < -128 || p.x_zero_point > 127))
+    return Err(StatusCode::kInvalidModel, "{}: kiln_x_zero_point {} does not fit X's type {}", n.Where(),
+               p.x_zero_point, DataTypeName(ctx.in(0).dtype));
+  return p.y_type;
+}
+
+// Runs `base`'s shape function on a copy of the context whose X and W read as float32.
+Status DelegateAsFloat(InferContext& ctx, const char* base, size_t inputs) {
+  KILN_ASSIGN_OR_RETURN(const DataType out_type, CheckQuantized(ctx));
+  InferContext f{ctx.node, {}, {}};
+  for (size_t i = 0; i < inputs && i < ctx.num_inputs(); ++i) f.inputs.push_back(ctx.inputs[i]);
+  for (auto& in : f.inputs)
+    if (in) in->dtype = DataType::kFloat32, in->value = nullptr;
+  f.outputs.resize(1);
+  const OpDef* def = FindOp(kOnnxDomain, base);
+  if (!def) return Err(StatusCode::kInternal, "{}: no shape function for {}", ctx.node.Where(), base);
+  KILN_RETURN_IF_ERROR(def->infer(f));
+  const TensorInfo& y = f.outputs[0];
+  if (y.has_shape) ctx.set_output(0, out_type, y.shape);
+  else ctx.set_output_rank_unknown(0, out_type);
+  return Status::Ok();
+}
+
+Status QConvShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(DelegateAsFloat(ctx, "Conv", 3));
+  const Node& n = ctx.node;
+  KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
+  if (ctx.in(1).has_shape && ctx.in(1).rank() >= 1 && ctx.in(1).shape[0].known()) {
+    const int64_t m = ctx.in(1).shape[0].value;
+    if (p.w_scales.size() != 1 && static_cast<int64_t>(p.w_scales.size()) != m)
+      return Err(StatusCode::kInvalidModel, "{}: kiln_w_scales has {} entries for {} output channels (1 or {})",
+                 n.Where(), p.w_scales.size(), m, m);
+  }
+  return Status::Ok();
+}
+
+Status QMatMulShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  if (ctx.has_input(1) && ctx.in(1).has_shape && ctx.in(1).rank() != 2)
+    return Err(StatusCode::kInvalidModel, "{}: W must be a [K, N] matrix, not {}", n.Where(),
+               ShapeToString(ctx.in(1).shape));
+  KILN_RETURN_IF_ERROR(DelegateAsFloat(ctx, "MatMul", 2));
+  KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
+  if (ctx.in(1).has_shape && ctx.in(1).shape[1].known()) {
+    const int64_t cols = ctx.in(1).shape[1].value;
+    if (p.w_scales.size() != 1 && static_cast<int64_t>(p.w_scales.size()) != cols)
+      return Err(StatusCode::kInvalidModel, "{}: kiln_w_scales has {} entries for {} columns (1 or {})", n.Where(),
+                 p.w_scales.size(), cols, cols);
+    if (ctx.has_input(2) && ctx.in(2).has_shape &&
+        (ctx.in(2).rank() != 1 || (ctx.in(2).shape[0].known() && ctx.in(2).shape[0].value != cols)))
+      return Err(StatusCode::kInvalidModel, "{}: the bias must be [{}], not {}", n.Where(), cols,
+                 ShapeToString(ctx.in(2).shape));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace quant_attrs {
+
+Result<Params> Read(const Node& n) {
+  Params p;
+  KILN_ASSIGN_OR_RETURN(p.x_scale, n.attr_float(kXScale, 0.f));
+  KILN_ASSIGN_OR_RETURN(p.x_zero_point, n.attr_int(kXZeroPoint, 0));
+  KILN_ASSIGN_OR_RETURN(p.w_scales, n.attr_floats(kWScales));
+  KILN_ASSIGN_OR_RETURN(p.y_scale, n.attr_float(kYScale, 0.f));
+  KILN_ASSIGN_OR_RETURN(p.y_zero_point, n.attr_int(kYZeroPoint, 0));
+  KILN_ASSIGN_OR_RETURN(const int64_t yt, n.attr_int(kYType, static_cast<int64_t>(DataType::kFloat32)));
+  p.y_type = static_cast<DataType>(yt);
+  KILN_ASSIGN_OR_RETURN(std::string act, n.attr_string("kiln_activation", "None"));
+  const auto a = fused::ParseActivation(act);
+  if (!a) return Err(StatusCode::kInvalidModel, "{}: kiln_activation '{}' is not an activation", n.Where(), act);
+  p.activation = *a;
+  KILN_ASSIGN_OR_RETURN(p.act_alpha, n.attr_float("kiln_activation_alpha", 0.f));
+  KILN_ASSIGN_OR_RETURN(p.act_beta, n.attr_float("kiln_activation_beta", 0.f));
+  auto positive = [](float s) { return s > 0 && std::isfinite(s); };
+  if (!positive(p.x_scale))
+    return Err(StatusCode::kInvalidModel, "{}: kiln_x_scale must be a positive finite number, not {}", n.Where(),
+               p.x_scale);
+  if (p.w_scales.empty())
+    return Err(StatusCode::kInvalidModel, "{}: kiln_w_scales is missing", n.Where());
+  for (float s : p.w_scales)
+    if (!positive(s))
+      return Err(StatusCode::kInvalidModel, "{}: a weight scale is {}: every one must be positive and finite",
+                 n.Where(), s);
+  if (p.y_type == DataType::kFloat32) return p;
+  if (p.y_type != DataType::kInt8 && p.y_type != DataType::kUInt8)
+    return Err(StatusCode::kInvalidModel, "{}: kiln_y_type must be float32, int8 or uint8, not {}", n.Where(), yt);
+  if (!positive(p.y_scale))
+    return Err(StatusCode::kInvalidModel, "{}: kiln_y_scale must be a positive finite number, not {}", n.Where(),
+               p.y_scale);
+  const int64_t lo = p.y_type == DataType::kUInt8 ? 0 : -128, hi = p.y_type == DataType::kUInt8 ? 255 : 127;
+  if (p.y_zero_point < lo || p.y_zero_point > hi)
+    return Err(StatusCode::kInvalidModel, "{}: kiln_y_zero_point {} does not fit {}", n.Where(), p.y_zero_point,
+               DataTypeName(p.y_type));
+  return p;
+}
+
+}  // namespace quant_attrs
+
+void RegisterQuantizedOps(OpRegistry& r) {
+  r.Kiln("QConv").Shape(QConvShape).KeepsFp32();
+  r.Kiln("QMatMul").Shape(QMatMulShape).KeepsFp32();
+}
+
+}  // namespace kiln

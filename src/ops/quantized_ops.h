@@ -1,0 +1,50 @@
+// The quantized layers the optimizer creates (domain "kiln"), read by their shape functions (ops/quantized.cpp),
+// the pass that makes them (passes/fuse_quantized.cpp) and the backends' kernels:
+//
+//   QConv(X, W, [B], [R])     Conv's attributes (auto_pad, dilations, group, kernel_shape, pads, strides)
+//   QMatMul(X, W, [B], [R])   X [..., K] times W [K, N]
+//
+// X is int8 or uint8 with one scale and zero point; W is int8, symmetric (zero point 0), with one scale or one per
+// output channel (Conv's M, MatMul's N); B (float32, [M] / [N]) and R (float32, the output's shape: a residual) are
+// optional. The arithmetic, which every backend follows:
+//   acc[m]  = sum over the window of (x_q - x_zero_point) * w_q          exact, in int32
+//   y       = act(acc[m] * x_scale * w_scale[m] + B[m] + R)               float32 (activations as FusedConv's)
+//   output  = y                                                           when kiln_y_type is float32
+//           = saturate(round_half_even(y / y_scale) + y_zero_point)       when it is int8 / uint8
+// which is DequantizeLinear -> Conv/MatMul (+ bias, residual, activation) -> QuantizeLinear with the products summed
+// exactly. Attributes (besides the base op's and kiln_activation/_alpha/_beta):
+//   kiln_x_scale (float), kiln_x_zero_point (int), kiln_w_scales (floats), kiln_y_type (int: a DataType code,
+//   default float32), kiln_y_scale (float), kiln_y_zero_point (int).
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ops/fused_ops.h"
+
+namespace kiln::quant_attrs {
+
+inline constexpr const char* kXScale = "kiln_x_scale";
+inline constexpr const char* kXZeroPoint = "kiln_x_zero_point";
+inline constexpr const char* kWScales = "kiln_w_scales";
+inline constexpr const char* kYType = "kiln_y_type";
+inline constexpr const char* kYScale = "kiln_y_scale";
+inline constexpr const char* kYZeroPoint = "kiln_y_zero_point";
+
+struct Params {
+  float x_scale = 0;
+  int64_t x_zero_point = 0;
+  std::vector<float> w_scales;
+  DataType y_type = DataType::kFloat32;
+  float y_scale = 0;
+  int64_t y_zero_point = 0;
+  fused::Act activation = fused::Act::kNone;
+  float act_alpha = 0, act_beta = 0;
+  float w_scale(int64_t channel) const { return w_scales.size() == 1 ? w_scales[0] : w_scales[channel]; }
+};
+
+// Reads and checks a QConv/QMatMul node's quantization attributes (errors name the node and the attribute).
+Result<Params> Read(const Node& n);
+
+}  // namespace kiln::quant_attrs

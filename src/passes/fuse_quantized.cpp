@@ -1,0 +1,241 @@
+// Pass fuse-quantized: turns a convolution or GEMM between quantize/dequantize nodes into one INT8 layer
+// (ops/quantized_ops.h), where the build's backend has its kernel.
+//   DequantizeLinear(x_q, sx, zx) ─┐
+//   DequantizeLinear(W_q, sw) ─────┴► Conv / FusedConv (bias, residual, activation) ─► [QuantizeLinear(sy, zy)]
+//     =>  kiln.QConv(x_q, W_q, bias, residual; scales, activation)  ─► int8 (when the Quantize is fused) or float32
+//   the same with MatMul / FusedMatMul / Gemm / FusedGemm  =>  kiln.QMatMul(x_q, W_q [K, N], bias [N], residual)
+// Conditions: x_q is int8/uint8 with one scale and zero point (constants); W_q an int8 constant, symmetric (zero
+// point 0 or absent), with one scale or one per output channel (Conv's axis 0; MatMul's [K, N] axis 1; Gemm's B
+// transposed at build time when transB); a GEMM's weight is 2-D and a Gemm has alpha 1, beta 1, transA 0 and a
+// bias [N] or none; every float operand is float32. The output's Quantize is fused when it alone reads the layer's
+// output (which is no graph output) and has constant scalar scale and zero point. With
+// PassOptions::quantize_float_weights (implicit INT8), a float32 constant weight is quantized per output channel
+// here (max |w| / 127; a zero channel gets scale 1). The dequantize nodes stay while others read them.
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/quantized_ops.h"
+#include "passes/fusion_util.h"
+#include "passes/pass_list.h"
+
+namespace kiln {
+namespace {
+
+using fusion::Uses;
+
+bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+
+// A constant holding one element (any shape with one element) of a float or integer type.
+const Tensor* OneConst(const Value* v) {
+  return v && v->is_const() && v->const_value->numel() == 1 ? &*v->const_value : nullptr;
+}
+
+// Scale and zero point of a per-tensor QuantizeLinear/DequantizeLinear (inputs 1 and 2), or false.
+bool PerTensorParams(const Node* n, float* scale, int64_t* zp, DataType* zp_type) {
+  const Tensor* s = OneConst(n->input(1));
+  if (!s || s->dtype() != DataType::kFloat32) return false;
+  *scale = static_cast<float>(s->GetAsDouble(0));
+  if (!(*scale > 0) || !std::isfinite(*scale)) return false;
+  const Value* z = n->input(2);
+  if (!z) {
+    *zp = 0;
+    *zp_type = DataType::kUInt8;  // ONNX: an omitted zero point means uint8
+    return true;
+  }
+  const Tensor* zt = OneConst(z);
+  if (!zt || !Is8Bit(zt->dtype())) return false;
+  *zp = zt->GetAsInt(0);
+  *zp_type = zt->dtype();
+  return true;
+}
+
+bool IsDequantize(const Node* n) { return n && n->domain.empty() && n->op_type == "DequantizeLinear"; }
+bool IsQuantize(const Node* n) { return n && n->domain.empty() && n->op_type == "QuantizeLinear"; }
+
+struct Weight {
+  Tensor q;                   // int8 [M, ...] (conv) or [K, N] (GEMM)
+  std::vector<float> scales;  // 1 or one per output channel
+};
+
+// Symmetric per-channel int8 of a float32 weight; `axis` is the output-channel axis.
+Weight QuantizeWeight(const Tensor& w, int64_t axis) {
+  const int64_t channels = w.dim(axis);
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.dim(d);
+  const int64_t outer = channels == 0 ? 0 : w.numel() / (channels * inner);
+  const float* src = w.data<float>();
+  std::vector<float> amax(static_cast<size_t>(channels), 0.f);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i)
+        amax[c] = std::max(amax[c], std::fabs(src[(o * channels + c) * inner + i]));
+  Weight r{Tensor(DataType::kInt8, w.shape()), {}};
+  for (float a : amax) r.scales.push_back(a > 0 && std::isfinite(a) ? a / 127.f : 1.f);
+  int8_t* dst = r.q.data<int8_t>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t k = (o * channels + c) * inner + i;
+        const float v = std::nearbyint(src[k] / r.scales[c]);
+        dst[k] = static_cast<int8_t>(std::isnan(v) ? 0.f : std::min(127.f, std::max(-127.f, v)));
+      }
+  return r;
+}
+
+// The quantized weight of input 1: a DequantizeLinear of an int8 constant (symmetric; scales per tensor or along
+// `axis`), or — with quantize_float — a float32 constant quantized here. nullopt otherwise.
+std::optional<Weight> ReadWeight(const Uses& u, const Value* w, int64_t axis, bool quantize_float) {
+  if (!w || !w->has_shape) return std::nullopt;
+  if (Node* dq = u.Producer(w); IsDequantize(dq)) {
+    const Value* q = dq->input(0);
+    const Value* s = dq->input(1);
+    if (!q || !q->is_const() || q->dtype != DataType::kInt8 || !s || !s->is_const() ||
+        s->dtype != DataType::kFloat32 || w->dtype != DataType::kFloat32)
+      return std::nullopt;
+    if (const Value* z = dq->input(2)) {
+      if (!z->is_const()) return std::nullopt;
+      for (int64_t i = 0; i < z->const_value->numel(); ++i)
+        if (z->const_value->GetAsInt(i) != 0) return std::nullopt;
+    }
+    const Tensor& st = *s->const_value;
+    Weight r{*q->const_value, {}};
+    if (st.numel() != 1) {
+      const int64_t rank = r.q.rank();
+      int64_t dq_axis = dq->geti("axis", 1);
+      if (dq_axis < 0) dq_axis += rank;
+      if (dq->getints("block_size").size() > 0 || dq->geti("block_size", 0) != 0) return std::nullopt;
+      if (st.rank() != 1 || dq_axis != axis || st.numel() != r.q.dim(axis)) return std::nullopt;
+    }
+    for (int64_t i = 0; i < st.numel(); ++i) r.scales.push_back(static_cast<float>(st.GetAsDouble(i)));
+    for (float v : r.scales)
+      if (!(v > 0) || !std::isfinite(v)) return std::nullopt;
+    return r;
+  }
+  if (quantize_float && w->is_const() && w->dtype == DataType::kFloat32 && w->const_value->rank() > axis)
+    return QuantizeWeight(*w->const_value, axis);
+  return std::nullopt;
+}
+
+// [N, K] -> [K, N] (int8).
+Tensor Transposed(const Tensor& t) {
+  const int64_t r = t.dim(0), c = t.dim(1);
+  Tensor out(DataType::kInt8, {c, r});
+  const int8_t* s = t.data<int8_t>();
+  int8_t* d = out.data<int8_t>();
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) d[j * r + i] = s[i * c + j];
+  return out;
+}
+
+bool FloatOrAbsent(const Value* v) { return !v || v->dtype == DataType::kFloat32; }
+
+bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport& report) {
+  const bool kiln = n->domain == "kiln";
+  const bool conv = (n->domain.empty() && n->op_type == "Conv") || (kiln && n->op_type == "FusedConv");
+  const bool matmul = (n->domain.empty() && n->op_type == "MatMul") || (kiln && n->op_type == "FusedMatMul");
+  const bool gemm = (n->domain.empty() && n->op_type == "Gemm") || (kiln && n->op_type == "FusedGemm");
+  if (!conv && !matmul && !gemm) return false;
+  if (n->outputs.size() != 1 || !n->outputs[0] || n->outputs[0]->dtype != DataType::kFloat32) return false;
+  const std::string qop = conv ? "kiln.QConv" : "kiln.QMatMul";
+  if (o.has_kernel && !o.has_kernel(qop)) return false;
+
+  // x: a per-tensor DequantizeLinear of an 8-bit tensor.
+  Node* dqx = u.Producer(n->input(0));
+  float sx = 0;
+  int64_t zx = 0;
+  DataType zx_type = DataType::kUndefined;
+  if (!IsDequantize(dqx) || !dqx->input(0) || !Is8Bit(dqx->input(0)->dtype) || !PerTensorParams(dqx, &sx, &zx, &zx_type) ||
+      zx_type != dqx->input(0)->dtype)
+    return false;
+
+  // The GEMM's form: Gemm needs alpha 1, transA 0, and C a bias [N] with beta 1.
+  bool trans_b = false;
+  if (gemm) {
+    if (n->getf("alpha", 1.f) != 1.f || n->geti("transA", 0) != 0) return false;
+    trans_b = n->geti("transB", 0) != 0;
+    if (n->input(2) && n->getf("beta", 1.f) != 1.f) return false;
+  }
+  const Value* wv = n->input(1);
+  if (!conv && (!wv || !wv->has_shape || wv->shape.size() != 2)) return false;
+  const int64_t axis = conv ? 0 : (trans_b ? 0 : 1);
+  std::optional<Weight> w = ReadWeight(u, wv, axis, o.quantize_float_weights);
+  if (!w) return false;
+  if (gemm && trans_b) w->q = Transposed(w->q);
+
+  // Bias and residual: float32; a GEMM's bias is [N].
+  Value* bias = n->input(2);
+  Value* residual = n->input(3);
+  if (matmul && !kiln) bias = nullptr;  // MatMul has no bias
+  if (!FloatOrAbsent(bias) || !FloatOrAbsent(residual)) return false;
+  if (bias && !conv) {
+    const int64_t cols = w->q.dim(1);
+    if (!bias->has_shape) return false;
+    int64_t numel = 1;
+    for (const Dim& d : bias->shape) numel *= d.known() ? d.value : -1;
+    if (numel != cols || (bias->shape.size() != 1 && !(bias->shape.size() == 2 && bias->shape[0].value == 1)))
+      return false;
+  }
+
+  // The output's QuantizeLinear, when it alone reads the output.
+  Value* y = n->outputs[0];
+  Node* q = u.Single(y);
+  float sy = 0;
+  int64_t zy = 0;
+  DataType zy_type = DataType::kUndefined;
+  const bool fuse_q = IsQuantize(q) && q->input(0) == y && q->outputs.size() == 1 && q->outputs[0] &&
+                      !u.IsOutput(y) && PerTensorParams(q, &sy, &zy, &zy_type) && q->geti("saturate", 1) == 1 &&
+                      !q->has_attr("output_dtype") && q->outputs[0]->dtype == zy_type;
+
+  // The new node replaces n in place (its name and position stay).
+  const std::string name = n->name;
+  Value* wq = g.AddConstant(name + "/weight_int8", std::move(w->q));
+  Node* qn = n;
+  std::map<std::string, Attribute> attrs;
+  for (const auto& [k, a] : n->attrs)
+    if (conv || k.rfind("kiln_activation", 0) == 0) attrs[k] = a;  // a GEMM keeps only its activation
+  attrs[quant_attrs::kXScale] = Attribute::Float(sx);
+  attrs[quant_attrs::kXZeroPoint] = Attribute::Int(zx);
+  attrs[quant_attrs::kWScales] = Attribute::Floats(w->scales);
+  if (fuse_q) {
+    attrs[quant_attrs::kYType] = Attribute::Int(static_cast<int64_t>(zy_type));
+    attrs[quant_attrs::kYScale] = Attribute::Float(sy);
+    attrs[quant_attrs::kYZeroPoint] = Attribute::Int(zy);
+  }
+  Value* xq = dqx->input(0);
+  qn->op_type = conv ? "QConv" : "QMatMul";
+  qn->domain = "kiln";
+  qn->opset = 1;
+  qn->attrs = std::move(attrs);
+  qn->inputs = {xq, wq, bias};
+  if (residual) qn->inputs.push_back(residual);
+  while (!qn->inputs.empty() && !qn->inputs.back()) qn->inputs.pop_back();
+  std::vector<Node*> dead{dqx};
+  if (Node* dqw = u.Producer(wv); IsDequantize(dqw)) dead.push_back(dqw);
+  std::string q_note;
+  if (fuse_q) {
+    // The layer now writes the Quantize's output; the Quantize goes.
+    Value* out = q->outputs[0];
+    q->outputs[0] = y;  // q is dead: it keeps reading y, which nothing else reads, and is removed below
+    q->inputs.clear();
+    qn->outputs[0] = out;
+    out->producer = qn;
+    dead.push_back(q);
+    q_note = fmt::format(", output {} (scale {:.6g}, zero point {})", DataTypeName(zy_type), sy, zy);
+  }
+  fusion::UseKilnDomain(g);
+  fusion::RemoveUnread(g, dead);
+  report.details.push_back(fmt::format("{} -> {} '{}' (x scale {:.6g}, {} weight scale(s){})", name, qop, name, sx,
+                                       qn->getfloats(quant_attrs::kWScales).size(), q_note));
+  return true;
+}
+
+}  // namespace
+
+Result<PassReport> FuseQuantizedPass(Graph& g, const PassOptions& o) {
+  PassReport report;
+  report.rewrites =
+      fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* n) { return TryFuse(g, u, n, o, report); });
+  return report;
+}
+
+}  // namespace kiln

@@ -1,0 +1,75 @@
+#include "quant/insert_qdq.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "ops/op_def.h"
+
+namespace kiln::quant {
+
+bool HasQdq(const Graph& g) {
+  for (const auto& n : g.nodes())
+    if (n->domain.empty() && (n->op_type == "QuantizeLinear" || n->op_type == "DequantizeLinear")) return true;
+  return false;
+}
+
+QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scales) {
+  QdqReport rep;
+  // The INT8 layers' activation inputs, with the position of their first reader.
+  struct Site {
+    size_t first_reader;
+    std::vector<Node*> readers;
+  };
+  std::unordered_map<Value*, Site> sites;
+  std::vector<Value*> order;
+  const auto& nodes = g.nodes();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    Node* n = nodes[k].get();
+    if (!TraitsOf(*n).int8_layer) continue;
+    Value* x = n->input(0);
+    const Value* w = n->input(1);
+    if (!x || x->is_const() || x->dtype != DataType::kFloat32 || !w || !w->is_const()) continue;
+    auto it = scales.find(x->name);
+    if (it == scales.end() || !(it->second > 0) || !std::isfinite(it->second)) {
+      rep.layers_without_range.push_back(n->name);
+      continue;
+    }
+    auto [s, fresh] = sites.try_emplace(x, Site{k, {}});
+    if (fresh) order.push_back(x);
+    s->second.readers.push_back(n);
+  }
+  // Insert from the last position backwards so earlier positions stay valid.
+  std::sort(order.begin(), order.end(),
+            [&](Value* a, Value* b) { return sites[a].first_reader > sites[b].first_reader; });
+  for (Value* x : order) {
+    const Site& site = sites[x];
+    const float scale = scales.at(x->name);
+    Value* s = g.AddConstant(x->name + "/int8_scale", Tensor::FromFloat({scale}, {}));
+    Value* zp = g.AddConstant(x->name + "/int8_zero_point", Tensor(DataType::kInt8, {}));
+    Value* xq = g.AddValue(x->name + "/int8");
+    xq->dtype = DataType::kInt8;
+    xq->shape = x->shape;
+    xq->has_shape = x->has_shape;
+    Value* xd = g.AddValue(x->name + "/dequantized");
+    xd->dtype = DataType::kFloat32;
+    xd->shape = x->shape;
+    xd->has_shape = x->has_shape;
+    Node* dq = g.InsertNode(site.first_reader, "DequantizeLinear", x->name + "/dequantize");
+    Node* q = g.InsertNode(site.first_reader, "QuantizeLinear", x->name + "/quantize");
+    q->opset = dq->opset = std::max<int64_t>(13, g.opsets.count("") ? g.opsets.at("") : 13);
+    q->inputs = {x, s, zp};
+    q->outputs = {xq};
+    xq->producer = q;
+    dq->inputs = {xq, s, zp};
+    dq->outputs = {xd};
+    xd->producer = dq;
+    for (Node* r : site.readers) r->inputs[0] = xd;
+    ++rep.tensors_quantized;
+    rep.layers_quantized += static_cast<int>(site.readers.size());
+  }
+  return rep;
+}
+
+}  // namespace kiln::quant

@@ -1,0 +1,32 @@
+// Implicit INT8: where calibration (or the user's dynamic ranges) gave an activation's range, the INT8 layers
+// (OpTraits::int8_layer: Conv, MatMul, Gemm with a constant weight) read it through a QuantizeLinear ->
+// DequantizeLinear pair (symmetric int8, scale = range / 127), which makes the network an explicitly quantized one;
+// the optimizer's fuse-quantized pass then runs those layers as INT8 kernels (quantizing their weights per output
+// channel), and the layers it cannot fuse compute in float on the quantize-dequantized values.
+//   Before: x ─► Conv(W)                   After: x ─► Q(s) ─► DQ(s) ─► Conv(W)
+// One pair per tensor, shared by its readers; placed before the first of them. Runs on the network as given (the
+// names calibration saw), before the optimizer.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln::quant {
+
+struct QdqReport {
+  int tensors_quantized = 0;               // Q/DQ pairs inserted
+  int layers_quantized = 0;                // INT8 layers whose input got one
+  std::vector<std::string> layers_without_range;  // INT8 layers whose input has no range (they stay float)
+};
+
+// `scales`: tensor name -> scale (dynamic range / 127, > 0). Shapes of the new values are set; the caller's
+// later inference keeps them.
+QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scales);
+
+// The graph holds QuantizeLinear or DequantizeLinear nodes (an explicitly quantized network).
+bool HasQdq(const Graph& g);
+
+}  // namespace kiln::quant
