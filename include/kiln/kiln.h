@@ -4,6 +4,7 @@
 
 #include "kiln/backend.h"
 #include "kiln/builder.h"
+#include "kiln/calibrator.h"
 #include "kiln/logger.h"
 #include "kiln/network.h"
 #include "kiln/ops.h"

@@ -8,6 +8,8 @@
 
 #include "backends/backend.h"
 #include "backends/factory.h"
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "engine/engine_file.h"
 #include "kiln/builder.h"
@@ -114,6 +116,19 @@ const char* FusionKey(const std::string& pass) {
   if (pass == "recognize-layernorm") return "layernorm";
   if (pass == "recognize-attention") return "attention";
   return nullptr;
+}
+
+// The build report an engine carries: what the build did, without its wall-clock measurements (build and tuning
+// times, the phases, the first run's latency) and without how INT8 ranges were obtained (calibrated now or read from
+// the cache that calibration wrote), which kiln build prints and writes to --json instead. An engine file is
+// thus a function of the model, the config, the device and the timing cache: the same inputs build the same bytes.
+std::string EngineReportJson(const BuildReport& rep, const BuilderConfig& cfg, bool dynamic_shapes) {
+  nlohmann::json j = nlohmann::json::parse(rep.ToJson("", "", cfg, dynamic_shapes), nullptr, false);
+  if (j.is_discarded()) return rep.ToJson("", "", cfg, dynamic_shapes);
+  for (const char* k : {"build_time_s", "phases_s", "estimated_latency_ms"}) j["performance"].erase(k);
+  j["optimization"].erase("tuning_time_s");
+  j["int8"].erase("calibration_source");  // how the ranges were obtained (a run or its cache): the same ranges
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // Every tensor at the profiles' largest shapes holds at most `limit` elements; the error names the first that
@@ -357,7 +372,7 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   lap("first-run");
 
   rep.build_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  e->build_report_json = rep.ToJson("", "", cfg, e->profiles.size() > 1 || !e->profiles[0].empty());
+  e->build_report_json = EngineReportJson(rep, cfg, e->profiles.size() > 1 || !e->profiles[0].empty());
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes_out, SerializeEngineImpl(*e));
   lap("serialize");
   rep.engine_bytes = bytes_out.size();

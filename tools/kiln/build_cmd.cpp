@@ -74,7 +74,22 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   cfg->setBackend(o.backend);  // empty: cuda where a GPU is found, else cpu
   if (o.fp16 || o.best) cfg->setFlag(BuilderFlag::kFP16);
   if (o.bf16 || o.best) cfg->setFlag(BuilderFlag::kBF16);
-  if (o.int8) cfg->setFlag(BuilderFlag::kINT8);
+  if (o.int8) cfg->setFlag(BuilderFlag::kINT8);  // (--best: FP16 and BF16 until the cuda backend has INT8 kernels)
+  if (!o.calib.empty()) {
+    // trtexec's --calib: the cache's scales are the activations' dynamic ranges.
+    if (!o.int8)
+      return Err(StatusCode::kInvalidArgument, "--calib={} is a calibration cache for INT8: add --int8", o.calib);
+    KILN_ASSIGN_OR_RETURN(const CalibrationTable table, ReadCalibrationCacheFile(o.calib));
+    int used = 0;
+    for (const auto& [tensor, scale] : table.scales)
+      if (net->setDynamicRange(tensor, -scale * 127.f, scale * 127.f).ok()) ++used;
+    std::printf("[kiln] --calib: %d of the %zu ranges in %s name tensors of the model (%s)\n", used,
+                table.scales.size(), o.calib.c_str(), CalibrationAlgoName(table.algorithm));
+    if (used == 0)
+      return Err(StatusCode::kInvalidArgument,
+                 "--calib={}: none of its {} tensor names is a tensor of {}: was it written for another model?", o.calib,
+                 table.scales.size(), o.onnx);
+  }
   if (o.fp8) cfg->setFlag(BuilderFlag::kFP8);
   if (!o.timing_cache_file.empty()) cfg->setTimingCacheFile(o.timing_cache_file);
   if (o.avg_timing > 0) cfg->setAvgTimingIterations(o.avg_timing);

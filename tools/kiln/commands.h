@@ -43,6 +43,11 @@ Status Inspect(const Options& o, ILogger& logger, nlohmann::json* report);
 // exceeds --atol/--rtol. --markAll compares every intermediate tensor and names the first layer that drifts.
 Status Compare(const Options& o, ILogger& logger, nlohmann::json* report);
 
+// `kiln calibrate`: runs the float model over the --data batches (on the GPU where there is one, else the CPU),
+// picks each activation's INT8 range with --algo, writes the --calib cache (TensorRT's format) and, in the report,
+// every tensor's range.
+Status Calibrate(const Options& o, ILogger& logger, nlohmann::json* report);
+
 // Writes the output tensors: a .json file (trtexec's form) or a folder of .npy files.
 struct NamedTensor {
   std::string name;

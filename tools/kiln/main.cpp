@@ -65,6 +65,7 @@ int Main(int argc, char** argv) {
     else if (sub == "bench") mode = Mode::kBench;
     else if (sub == "inspect") mode = Mode::kInspect;
     else if (sub == "compare") mode = Mode::kCompare;
+    else if (sub == "calibrate") mode = Mode::kCalibrate;
     if (mode != Mode::kTrtexec) first = 2;
   }
   Options o;
@@ -76,7 +77,7 @@ int Main(int argc, char** argv) {
   }
   CLI::App app{mode == Mode::kTrtexec
                    ? "kiln: an ONNX inference optimizer and runtime.\n  kiln --onnx=model.onnx [--saveEngine=e] [flags]\n"
-                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|plugin --help"
+                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|calibrate|plugin --help"
                    : std::string("kiln ") + argv[1]};
   app.name(mode == Mode::kTrtexec ? "kiln" : std::string("kiln ") + argv[1]);
   AddOptions(app, o, mode);
@@ -92,6 +93,9 @@ int Main(int argc, char** argv) {
   nlohmann::json report = {{"status", "success"}};
 
   switch (mode) {
+    case Mode::kCalibrate:
+      st = Calibrate(o, logger, &report);
+      break;
     case Mode::kCompare:
       st = Compare(o, logger, &report);
       break;

@@ -11,7 +11,7 @@ namespace kiln::cli {
 
 void AddOptions(CLI::App& app, Options& o, Mode mode) {
   const bool infer = mode == Mode::kTrtexec || mode == Mode::kRun || mode == Mode::kBench;
-  const bool build = mode != Mode::kInspect;
+  const bool build = mode != Mode::kInspect && mode != Mode::kCalibrate;
   app.add_option("--onnx", o.onnx, "ONNX model to build from");
   app.add_option("--externalDataDir", o.external_data_dirs,
                  "Another folder the model's external data may be read from (after the model's own folder)")
@@ -89,6 +89,19 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
         ->check(CLI::IsMember(std::vector<std::string>{debug::ReferenceBackendName(), "onnxruntime"}));
     app.add_flag("--markAll", o.mark_all, "Compare every intermediate tensor and name the first layer that drifts");
     app.add_option("--exportOutput", o.export_output, "Write the engine's outputs: a .json file, or a folder of .npy");
+  } else if (mode == Mode::kCalibrate) {
+    app.add_option("--data", o.data,
+                   "Folder of calibration batches: .npz files (an array per input, named like it) or, for a model with "
+                   "one input, .npy files; taken in file-name order")
+        ->required();
+    app.add_option("--algo", o.algo, "entropy (TensorRT's entropy-2), minmax or percentile")
+        ->check(CLI::IsMember(std::vector<std::string>{"entropy", "minmax", "percentile"}));
+    app.add_option("--calib", o.calib, "Write the calibration cache (TensorRT's format) here")->required();
+    app.add_option("--calibBatches", o.calib_batches, "Calibrate on at most this many batches (default: all)")
+        ->check(CLI::Range(1, 100000000));
+    app.add_option("--calibPercentile", o.calib_percentile, "The percentile --algo=percentile keeps (default 99.99)")
+        ->check(CLI::Range(1e-9, 100.0));
+    app.add_option("--backend", o.backend, "Where the float network runs: cpu or cuda (default: cuda where a GPU is found)");
   } else if (mode == Mode::kInspect) {
     app.add_flag("--dumpLayerInfo", o.dump_layer_info, "Print every layer");
   }
@@ -122,11 +135,6 @@ std::string OneOf(const std::vector<std::string>& names) {
 }  // namespace
 
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
-  const std::pair<const char*, const char*> unbuilt[] = {
-      {"--calib", "INT8 calibration is not built yet"},
-  };
-  for (const auto& [flag, why] : unbuilt)
-    if (Given(app, flag)) return Err(StatusCode::kUnsupported, "{} is not available: {}", flag, why);
   // Numbers CLI11's range checks let through (NaN compares false against any bound).
   for (const auto& [flag, v] : {std::pair{"--warmUp", o.warm_up_ms}, std::pair{"--duration", o.duration_s}})
     if (Given(app, flag) && !std::isfinite(v))

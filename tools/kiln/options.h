@@ -46,9 +46,13 @@ struct Options {
   double atol = 1e-3, rtol = 1e-3;
   std::string reference = debug::ReferenceBackendName();  // kiln's reference backend, or onnxruntime
   bool mark_all = false;
+  // kiln calibrate.
+  std::string data, algo = "entropy";
+  int calib_batches = 0;  // 0: every batch
+  double calib_percentile = 99.99;
 };
 
-enum class Mode { kTrtexec, kBuild, kRun, kBench, kInspect, kCompare };
+enum class Mode { kTrtexec, kBuild, kRun, kBench, kInspect, kCompare, kCalibrate };
 
 // Registers the flags that `mode` takes.
 void AddOptions(CLI::App& app, Options& o, Mode mode);

@@ -1,0 +1,65 @@
+#include "npz.h"
+
+#include <filesystem>
+#include <memory>
+#include <string_view>
+
+#include <zip.h>
+
+#include "kiln/error.h"
+#include "npy.h"
+
+namespace kiln {
+
+Result<std::vector<std::pair<std::string, Tensor>>> ReadNpz(const std::string& path, uint64_t max_member_bytes) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) return Err(StatusCode::kNotFound, "cannot open '{}'", path);
+  if (!std::filesystem::is_regular_file(st))
+    return Err(StatusCode::kInvalidArgument, "'{}' is not a regular file (a FIFO, device or folder?)", path);
+  int err = 0;
+  std::unique_ptr<zip_t, int (*)(zip_t*)> z(zip_open(path.c_str(), ZIP_RDONLY, &err), zip_close);
+  if (!z) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    std::string why = zip_error_strerror(&ze);
+    zip_error_fini(&ze);
+    return Err(StatusCode::kInvalidArgument, "'{}' is not a readable .npz (zip) archive: {}", path, why);
+  }
+  const zip_int64_t n = zip_get_num_entries(z.get(), 0);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (zip_int64_t i = 0; i < n; ++i) {
+    zip_stat_t s;
+    zip_stat_init(&s);
+    if (zip_stat_index(z.get(), static_cast<zip_uint64_t>(i), 0, &s) != 0 || !(s.valid & ZIP_STAT_NAME) ||
+        !(s.valid & ZIP_STAT_SIZE))
+      return Err(StatusCode::kInvalidArgument, "'{}': member {} cannot be read: {}", path, i,
+                 zip_strerror(z.get()));
+    std::string name = s.name;
+    if (!name.empty() && name.back() == '/') continue;  // a folder entry
+    const std::string where = fmt::format("'{}' member '{}'", path, name);
+    if (s.size > max_member_bytes)
+      return Err(StatusCode::kInvalidArgument, "{} expands to {} bytes: over the {} a member may hold", where, s.size,
+                 max_member_bytes);
+    std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z.get(), static_cast<zip_uint64_t>(i), 0),
+                                                        zip_fclose);
+    if (!f) return Err(StatusCode::kInvalidArgument, "{} cannot be opened: {}", where, zip_strerror(z.get()));
+    std::string bytes(static_cast<size_t>(s.size), '\0');
+    zip_uint64_t got = 0;
+    while (got < s.size) {
+      const zip_int64_t r = zip_fread(f.get(), bytes.data() + got, s.size - got);
+      if (r < 0) return Err(StatusCode::kInvalidArgument, "{} is corrupt: {}", where, zip_file_strerror(f.get()));
+      if (r == 0) break;
+      got += static_cast<zip_uint64_t>(r);
+    }
+    if (got != s.size)
+      return Err(StatusCode::kInvalidArgument, "{} is truncated: {} of {} bytes", where, got, s.size);
+    KILN_ASSIGN_OR_RETURN(Tensor t, ParseNpy(bytes, where));
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
+    out.emplace_back(std::move(name), std::move(t));
+  }
+  if (out.empty()) return Err(StatusCode::kInvalidArgument, "'{}' holds no arrays", path);
+  return out;
+}
+
+}  // namespace kiln
