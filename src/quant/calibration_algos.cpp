@@ -54,7 +54,11 @@ double KlDivergence(const std::vector<double>& p, const std::vector<double>& q) 
 }  // namespace
 
 double EntropyThreshold(const TensorRange& r) {
-  const auto& h = r.histogram();
+  // Bin 0 holds the exact zeros (a ReLU's output is mostly zeros, and so is zero padding): every threshold represents
+  // them exactly, yet their spike would dominate the divergence and pull the threshold far down. It counts as its
+  // neighbour does.
+  std::vector<int64_t> h = r.histogram();
+  if (h.size() > 1) h[0] = h[1];
   int last = -1;
   for (int b = kHistogramBins - 1; b >= 0; --b)
     if (h[b] != 0) {
@@ -90,7 +94,9 @@ double EntropyThreshold(const TensorRange& r) {
         if (h[k] != 0) q[k] = sum / nonzero;
     }
     const double kl = KlDivergence(p, q);
-    if (kl < best_kl) best_kl = kl, best_i = i;
+    // Ties go to the wider threshold: values on a few discrete levels (an image's 17 grey levels) keep KL at 0 for
+    // every width that separates them, and clipping them would gain nothing.
+    if (kl <= best_kl) best_kl = kl, best_i = i;
   }
   return std::min<double>(best_i * r.bin_width(), r.amax());
 }

@@ -8,7 +8,8 @@
 //   non-empty bin), the reference distribution P is the first i bins with every value beyond folded into bin i-1,
 //   and Q is those i bins quantized to 128 levels (each level's count spread evenly over its non-empty bins). The
 //   threshold whose KL(P || Q) is smallest wins: it keeps the distribution's shape at 128 levels while clipping
-//   rare outliers.
+//   rare outliers. Bin 0 (the exact zeros, exact at any threshold) counts as bin 1 does, so a ReLU's spike of zeros
+//   does not pull the threshold down.
 #pragma once
 
 #include <string>
