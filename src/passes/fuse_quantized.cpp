@@ -6,7 +6,7 @@
 //   the same with MatMul / FusedMatMul / Gemm / FusedGemm  =>  kiln.QMatMul(x_q, W_q [K, N], bias [N], residual)
 // Conditions: x_q is int8/uint8 with one scale and zero point (constants); W_q an int8 constant, symmetric (zero
 // point 0 or absent), with one scale or one per output channel (Conv's axis 0; MatMul's [K, N] axis 1; Gemm's B
-// transposed at build time when transB); a GEMM's weight is 2-D and a Gemm has alpha 1, beta 1, transA 0 and a
+// transposed at build time when transB), a convolution has 1 to 3 spatial dims; a GEMM's weight is 2-D and a Gemm has alpha 1, beta 1, transA 0 and a
 // bias [N] or none; every float operand is float32. The output's Quantize is fused when it alone reads the layer's
 // output (which is no graph output) and has constant scalar scale and zero point. With
 // PassOptions::quantize_float_weights (implicit INT8), a float32 constant weight is quantized per output channel
@@ -157,6 +157,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   }
   const Value* wv = n->input(1);
   if (!conv && (!wv || !wv->has_shape || wv->shape.size() != 2)) return false;
+  if (conv && (!wv || !wv->has_shape || wv->shape.size() < 3 || wv->shape.size() > 5)) return false;  // 1-3 spatial dims
   const int64_t axis = conv ? 0 : (trans_b ? 0 : 1);
   std::optional<Weight> w = ReadWeight(u, wv, axis, o.quantize_float_weights);
   if (!w) return false;

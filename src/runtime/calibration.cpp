@@ -41,6 +41,7 @@ Result<CalibrationResult> CalibrateGraph(const Graph& g, const CalibrationOption
 
   std::unordered_map<std::string, quant::TensorRange> ranges;
   GraphRunOptions ro;
+  ro.allow_tf32 = false;  // the float network in full float32, as the CPU runs it
   ro.observe_float = [&ranges](const std::string& name, const Tensor& t) -> Status {
     ranges[name].Add(t);
     return Status::Ok();

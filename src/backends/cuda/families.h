@@ -17,5 +17,6 @@ void RegisterMatmulLayers(LayerRegistry& r);     // matmul_layers.cpp: MatMul/Ge
                                                  // Einsum
 void RegisterAttentionLayers(LayerRegistry& r);  // attention_layers.cpp: kiln.Attention (fused, flash style)
 void RegisterConvLayers(LayerRegistry& r);       // conv_layers.cpp: Conv/FusedConv/ConvTranspose (cuDNN)
+void RegisterQuantizedLayers(LayerRegistry& r);  // quantized_layers.cpp: kiln.QConv, kiln.QMatMul (int8)
 void RegisterPoolLayers(LayerRegistry& r);       // pool_layers.cpp: MaxPool, AveragePool, LpPool, Global*Pool
 }  // namespace kiln::cuda

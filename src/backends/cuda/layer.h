@@ -90,6 +90,9 @@ struct LayerFactory {
   // The float types the layer computes in (its float data inputs and outputs); the precision planner keeps a node
   // float32 where the engine's reduced type is not listed. A layer that takes only some lists them here.
   std::vector<DataType> compute_types = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+  // Whether the optimizer may create this (internal) op for the cuda backend (Backend::HasKernel). False for layers
+  // kept as GPU references only, slower than the unfused graph they would replace.
+  bool optimizer_may_create = true;
 };
 
 class LayerRegistry {

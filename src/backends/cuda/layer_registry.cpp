@@ -16,6 +16,7 @@ const LayerRegistry& Layers() {
     RegisterAttentionLayers(r);
     RegisterConvLayers(r);
     RegisterPoolLayers(r);
+    RegisterQuantizedLayers(r);
     return r;
   }();
   return reg;

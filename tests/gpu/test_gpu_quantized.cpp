@@ -1,0 +1,158 @@
+// Differential tests of the INT8 layers (kiln.QConv, kiln.QMatMul) against the CPU reference on random data and odd
+// shapes: int8/uint8 inputs with zero points, per-tensor and per-channel weight scales, bias, residual, activations,
+// groups, strides, dilations, pads (auto_pad too), 1 to 3 spatial dims. Requantized outputs must match exactly (the
+// epilogue's float arithmetic is the reference's); float outputs within float rounding.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+
+namespace kiln::gputest {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+std::vector<float> Scales(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.002f, 0.02f);
+  std::vector<float> s(static_cast<size_t>(n));
+  for (auto& v : s) v = u(rng);
+  return s;
+}
+
+struct QCase {
+  bool conv = true;
+  Shape x, w;  // conv: W [M, C/g, k...]; matmul: W [K, N]
+  DataType x_type = DataType::kInt8;
+  int64_t x_zero_point = 0;
+  bool per_channel = true, bias = true, residual = false;
+  std::string act = "None";
+  DataType y_type = DataType::kInt8;
+  std::map<std::string, Attribute> attrs;  // conv attributes
+  Shape y;  // the output's shape (for the residual)
+  uint32_t seed = 1;
+};
+
+::testing::AssertionResult RunCase(const QCase& c, double atol = 0, double rtol = 0) {
+  OneNode node(c.conv ? "QConv" : "QMatMul", "kiln");
+  const double lo = c.x_type == DataType::kUInt8 ? 0 : -128, hi = c.x_type == DataType::kUInt8 ? 255 : 127;
+  node.Input(Random(c.x_type, c.x, c.seed, lo, hi));
+  node.Const(Random(DataType::kInt8, c.w, c.seed + 1, -127, 127));
+  const int64_t channels = c.conv ? c.w[0] : c.w[1];
+  if (c.bias) node.Const(Random(DataType::kFloat32, {channels}, c.seed + 2, -1, 1));
+  else if (c.residual) node.Omitted();
+  if (c.residual) node.Input(Random(DataType::kFloat32, c.y, c.seed + 3, -2, 2));
+  for (const auto& [k, v] : c.attrs) node.Attr(k, v);
+  node.Attr("kiln_x_scale", Attribute::Float(0.013f));
+  node.Attr("kiln_x_zero_point", Attribute::Int(c.x_zero_point));
+  node.Attr("kiln_w_scales", Attribute::Floats(Scales(c.per_channel ? channels : 1, c.seed + 4)));
+  node.Attr("kiln_activation", Attribute::String(c.act));
+  node.Attr("kiln_activation_alpha", Attribute::Float(c.act == "Clip" ? -0.5f : 0.1f));
+  node.Attr("kiln_activation_beta", Attribute::Float(c.act == "Clip" ? 3.f : 0.f));
+  node.Attr("kiln_y_type", Attribute::Int(static_cast<int64_t>(c.y_type)));
+  if (c.y_type != DataType::kFloat32) {
+    node.Attr("kiln_y_scale", Attribute::Float(0.05f));
+    node.Attr("kiln_y_zero_point", Attribute::Int(c.y_type == DataType::kUInt8 ? 17 : -3));
+  }
+  return node.MatchesCpu(atol, rtol);
+}
+
+Attribute Ints(std::vector<int64_t> v) { return Attribute::Ints(std::move(v)); }
+
+TEST(GpuQuantized, ConvRequantizedMatchesExactly) {
+  QCase c;
+  c.x = {2, 5, 9, 7};
+  c.w = {6, 5, 3, 3};
+  c.attrs = {{"pads", Ints({1, 1, 1, 1})}};
+  c.act = "Relu";
+  EXPECT_TRUE(RunCase(c));
+  c.x_type = DataType::kUInt8;  // asymmetric uint8 input, uint8 output, per-tensor weights, strided, dilated
+  c.x_zero_point = 121;
+  c.y_type = DataType::kUInt8;
+  c.per_channel = false;
+  c.attrs = {{"pads", Ints({2, 1, 0, 2})}, {"strides", Ints({2, 1})}, {"dilations", Ints({2, 1})}};
+  c.seed = 7;
+  EXPECT_TRUE(RunCase(c));
+}
+
+TEST(GpuQuantized, ConvGroupsDepthwiseAndAutoPad) {
+  QCase c;
+  c.x = {1, 8, 11, 13};
+  c.w = {8, 1, 3, 3};  // depthwise
+  c.attrs = {{"group", Attribute::Int(8)}, {"auto_pad", Attribute::String("SAME_UPPER")}, {"strides", Ints({2, 2})}};
+  c.x_zero_point = -5;
+  EXPECT_TRUE(RunCase(c));
+  c.w = {12, 2, 1, 1};  // grouped 1x1, 4 groups
+  c.attrs = {{"group", Attribute::Int(4)}};
+  c.seed = 3;
+  EXPECT_TRUE(RunCase(c));
+}
+
+TEST(GpuQuantized, ConvFloatOutputWithResidualAndActivations) {
+  for (const char* act : {"None", "Sigmoid", "LeakyRelu", "Clip", "SiLU", "GeluTanh"}) {
+    QCase c;
+    c.x = {2, 4, 6, 6};
+    c.w = {5, 4, 3, 3};
+    c.attrs = {{"pads", Ints({1, 1, 1, 1})}};
+    c.y_type = DataType::kFloat32;
+    c.residual = true;
+    c.y = {2, 5, 6, 6};
+    c.act = act;
+    EXPECT_TRUE(RunCase(c, 1e-5, 1e-5)) << act;
+  }
+}
+
+TEST(GpuQuantized, Conv1dAnd3d) {
+  QCase c;
+  c.x = {3, 4, 17};
+  c.w = {7, 4, 5};
+  c.attrs = {{"pads", Ints({2, 1})}, {"strides", Ints({3})}};
+  EXPECT_TRUE(RunCase(c));
+  c.x = {1, 3, 5, 6, 7};
+  c.w = {4, 3, 3, 2, 3};
+  c.attrs = {{"pads", Ints({1, 0, 1, 1, 1, 0})}};
+  c.seed = 11;
+  EXPECT_TRUE(RunCase(c));
+}
+
+TEST(GpuQuantized, ConvLargerThanOneTile) {
+  QCase c;
+  c.x = {2, 67, 20, 19};  // K = 603 (not a multiple of 32), 380 positions, 70 channels
+  c.w = {70, 67, 3, 3};
+  c.attrs = {{"pads", Ints({1, 1, 1, 1})}};
+  c.bias = false;
+  EXPECT_TRUE(RunCase(c));
+}
+
+TEST(GpuQuantized, MatMul) {
+  QCase c;
+  c.conv = false;
+  c.x = {2, 3, 37};
+  c.w = {37, 29};
+  c.act = "Relu";
+  EXPECT_TRUE(RunCase(c));
+  c.x = {130, 70};  // uint8 with zero point, per-tensor weights, uint8 out
+  c.w = {70, 66};
+  c.x_type = DataType::kUInt8;
+  c.x_zero_point = 128;
+  c.y_type = DataType::kUInt8;
+  c.per_channel = false;
+  c.seed = 5;
+  EXPECT_TRUE(RunCase(c));
+  c.x = {5, 33};  // float out, bias and residual, GELU
+  c.w = {33, 64};
+  c.x_type = DataType::kInt8;
+  c.x_zero_point = 3;
+  c.y_type = DataType::kFloat32;
+  c.residual = true;
+  c.y = {5, 64};
+  c.act = "Gelu";
+  EXPECT_TRUE(RunCase(c, 1e-5, 1e-5));
+}
+
+}  // namespace
+}  // namespace kiln::gputest
