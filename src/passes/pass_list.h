@@ -15,6 +15,7 @@ Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o);      
 Result<PassReport> FuseBiasActivationPass(Graph& g, const PassOptions& o);             // fuse_bias_activation.cpp
 Result<PassReport> FuseQkvProjectionPass(Graph& g, const PassOptions& o);              // fuse_qkv_projection.cpp
 Result<PassReport> FuseResidualAddPass(Graph& g, const PassOptions& o);                // fuse_residual_add.cpp
+Result<PassReport> PropagateQdqPass(Graph& g, const PassOptions& o);                   // propagate_qdq.cpp
 Result<PassReport> FuseQuantizedPass(Graph& g, const PassOptions& o);                  // fuse_quantized.cpp
 Result<PassReport> FusePointwisePass(Graph& g, const PassOptions& o);                  // fuse_pointwise.cpp
 Result<PassReport> FoldDequantizedWeightsPass(Graph& g, const PassOptions& o);         // fold_constants.cpp

@@ -22,6 +22,7 @@ const std::vector<Pass>& AllPasses() {
       {"fuse-bias-activation", FuseBiasActivationPass, true},     // Conv/Gemm/MatMul + bias + activation
       {"fuse-qkv-projection", FuseQkvProjectionPass, true},       // attention's Q/K/V GEMMs -> one, read packed
       {"fuse-residual-add", FuseResidualAddPass, true},           // GEMM/conv + residual Add (+ conv activation)
+      {"propagate-qdq", PropagateQdqPass, true},                   // Q/DQ across views and Transpose
       {"fuse-quantized", FuseQuantizedPass, true},                 // DQ -> conv/GEMM (+ epilogue) -> Q -> INT8 layer
       {"fuse-pointwise", FusePointwisePass, true},                 // adjacent pointwise ops -> one node
       {"fold-dequantized-weights", FoldDequantizedWeightsPass, false},  // quantized weights no INT8 layer took

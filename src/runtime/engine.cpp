@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "ops/op_def.h"
+#include "ops/quantized_ops.h"
 #include "runtime/engine_impl.h"
 #include "runtime/engine_io.h"
 
@@ -89,6 +91,36 @@ int Engine::getNbLayers() const { return static_cast<int>(impl_->graph->nodes().
 std::string Engine::getBackend() const { return std::string(impl_->backend->Name()); }
 std::string Engine::getBuildReportJson() const { return impl_->build_report_json; }
 
+namespace {
+
+// The quantization parameters of an INT8 layer (input scale and zero point, weight scales, output scale and zero
+// point when it writes int8) or of a per-tensor QuantizeLinear / DequantizeLinear; nullopt for other layers.
+std::optional<nlohmann::json> QuantizationOf(const Node& n) {
+  if (n.domain == kKilnDomain && (n.op_type == "QConv" || n.op_type == "QMatMul")) {
+    auto p = quant_attrs::Read(n);
+    if (!p.ok()) return std::nullopt;
+    nlohmann::json j = {{"x_scale", p->x_scale}, {"x_zero_point", p->x_zero_point}, {"w_scales", p->w_scales}};
+    if (p->y_type != DataType::kFloat32) {
+      j["y_scale"] = p->y_scale;
+      j["y_zero_point"] = p->y_zero_point;
+    }
+    return j;
+  }
+  if (!n.domain.empty() || (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear")) return std::nullopt;
+  const Value* s = n.input(1);
+  const Value* z = n.input(2);
+  if (!s || !s->is_const() || s->const_value->numel() != 1) return std::nullopt;
+  nlohmann::json j = {{"scale", s->const_value->GetAsDouble(0)},
+                      {"zero_point", z && z->is_const() && z->const_value->numel() == 1 ? z->const_value->GetAsInt(0) : 0}};
+  if (n.op_type == "QuantizeLinear") {
+    j["y_scale"] = j["scale"];
+    j["y_zero_point"] = j["zero_point"];
+  }
+  return j;
+}
+
+}  // namespace
+
 std::string Engine::getLayerInformationJson() const {
   nlohmann::json layers = nlohmann::json::array();
   const auto& nodes = impl_->graph->nodes();
@@ -102,15 +134,27 @@ std::string Engine::getLayerInformationJson() const {
     nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array();
     for (const Value* v : n.inputs)
       if (v) ins.push_back({{"name", v->name}, {"type", v->TypeString()}, {"constant", v->is_const()}});
-    for (const Value* v : n.outputs)
-      if (v) outs.push_back({{"name", v->name}, {"type", v->TypeString()}});
+    const auto q = QuantizationOf(n);
+    for (const Value* v : n.outputs) {
+      if (!v) continue;
+      nlohmann::json o = {{"name", v->name}, {"type", v->TypeString()}};
+      if (q && q->contains("y_scale") && (v->dtype == DataType::kInt8 || v->dtype == DataType::kUInt8)) {
+        o["scale"] = (*q)["y_scale"];
+        o["zero_point"] = (*q)["y_zero_point"];
+      }
+      outs.push_back(std::move(o));
+    }
+    // An INT8 layer computes in int8 whatever type it writes; other layers in their output's type.
     std::string precision = n.outputs.empty() || !n.outputs[0] ? "" : DataTypeName(n.outputs[0]->dtype);
-    layers.push_back({{"name", n.name},
-                      {"op_type", n.domain.empty() ? n.op_type : n.domain + "." + n.op_type},
-                      {"precision", precision},
-                      {"tactic", k < impl_->tactics.size() ? impl_->tactics[k] : ""},
-                      {"inputs", ins},
-                      {"outputs", outs}});
+    if (n.domain == kKilnDomain && (n.op_type == "QConv" || n.op_type == "QMatMul")) precision = "int8";
+    nlohmann::json layer = {{"name", n.name},
+                            {"op_type", n.domain.empty() ? n.op_type : n.domain + "." + n.op_type},
+                            {"precision", precision},
+                            {"tactic", k < impl_->tactics.size() ? impl_->tactics[k] : ""},
+                            {"inputs", ins},
+                            {"outputs", outs}};
+    if (q) layer["quantization"] = *q;
+    layers.push_back(std::move(layer));
   }
   const char* verbosity_name = verbosity == ProfilingVerbosity::kNone             ? "none"
                                : verbosity == ProfilingVerbosity::kLayerNamesOnly ? "layer_names_only"

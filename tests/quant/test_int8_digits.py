@@ -71,6 +71,17 @@ def test_entropy_int8_keeps_accuracy(kiln, setup, calibrate_backend):
     counts = int8_rep["optimization"]["op_counts"]
     assert counts.get("kiln.QConv") == 2 and counts.get("kiln.QMatMul") == 1, counts
     assert int8_rep["int8"]["layers_int8"] == 3
+    # int8 end to end: one Quantize of the input, no Dequantize (the Flatten runs on int8).
+    assert counts.get("QuantizeLinear") == 1 and "DequantizeLinear" not in counts, counts
+    # kiln inspect shows each INT8 layer's precision and scales.
+    run([kiln, "build", f"--onnx={setup['fp32']}", "--backend=cpu", "--shapes=image:1x1x8x8", "--int8",
+         f"--calib={cache}", "--profilingVerbosity=detailed", f"--saveEngine={d / 'detailed.engine'}"])
+    r = run([kiln, "inspect", f"--loadEngine={d / 'detailed.engine'}", "--dumpLayerInfo", f"--json={d / 'inspect.json'}"])
+    layers = {l["name"]: l for l in json.loads((d / "inspect.json").read_text())["layers"]}
+    assert layers["conv1"]["precision"] == "int8" and layers["fc"]["precision"] == "int8"
+    assert len(layers["conv2"]["quantization"]["w_scales"]) == 16
+    assert layers["conv1"]["outputs"][0]["scale"] > 0
+    assert "weight scales: 8 -> out int8 scale" in r.stdout
     fp32_logits = predict(kiln, d / "fp32.engine", d / "test_images.npy", d / "out_fp32")
     int8_logits = predict(kiln, d / "int8.engine", d / "test_images.npy", d / "out_int8")
     acc_fp32 = float((fp32_logits.argmax(1) == setup["yte"]).mean())

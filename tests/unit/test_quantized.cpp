@@ -290,6 +290,10 @@ TEST(ImplicitInt8, DynamicRangesQuantizeEveryLayer) {
   EXPECT_EQ(b.report.op_counts["kiln.QMatMul"], 1);
   EXPECT_EQ(b.report.int8_tensors_calibrated, 3);
   EXPECT_EQ(b.report.calibration_source, "dynamic ranges");
+  // Quantize nodes only where float meets int8: the input, and the global average pool's output (its Quantize moved
+  // before the Flatten, so the Gemm reads int8); no Dequantize is left.
+  EXPECT_EQ(b.report.op_counts["QuantizeLinear"], 2);
+  EXPECT_EQ(b.report.op_counts.count("DequantizeLinear"), 0u);
   const Tensor got = RunEngine(*b.engine, inputs, "logits");
   EXPECT_LT(RelL2(got, want->at("logits")), 0.03);
 

@@ -85,9 +85,23 @@ Status InspectEngine(const Options& o, ILogger& logger, nlohmann::json* report) 
   const auto layers = nlohmann::json::parse(engine->getLayerInformationJson());
   std::printf("[kiln]   %d layers; activation memory %.2f MiB\n", engine->getNbLayers(), engine->getDeviceMemorySize() / 1048576.0);
   if (o.dump_layer_info)
-    for (const auto& l : layers["layers"])
+    for (const auto& l : layers["layers"]) {
       std::printf("[kiln]     %-40s %-24s %-9s %s\n", l.value("name", "").c_str(), l.value("op_type", "").c_str(),
                   l.value("precision", "").c_str(), l.value("tactic", "").c_str());
+      if (l.contains("quantization")) {  // INT8 layers and Q/DQ: their scales
+        const auto& q = l["quantization"];
+        std::string line;
+        if (q.contains("x_scale"))
+          line += fmt::format("in scale {:.6g} zero point {}; weight scales: {} ", q["x_scale"].get<double>(),
+                              q["x_zero_point"].get<int64_t>(), q["w_scales"].size());
+        else
+          line += fmt::format("scale {:.6g} zero point {} ", q["scale"].get<double>(), q["zero_point"].get<int64_t>());
+        if (q.contains("y_scale") && q.contains("x_scale"))
+          line += fmt::format("-> out int8 scale {:.6g} zero point {}", q["y_scale"].get<double>(),
+                              q["y_zero_point"].get<int64_t>());
+        std::printf("[kiln]       %s\n", line.c_str());
+      }
+    }
   if (o.dump_layer_info && layers.value("profiling_verbosity", "") != "detailed")
     std::printf("[kiln]     (built with --profilingVerbosity=%s: rebuild with =detailed for precisions and tactics)\n",
                 layers.value("profiling_verbosity", "").c_str());
