@@ -164,6 +164,7 @@ struct BuildReport {
   // layers left in float for want of a range (their names).
   int layers_int8 = 0, int8_tensors_calibrated = 0;
   std::vector<std::string> int8_layers_without_range;
+  std::vector<std::string> int8_candidate_layers;  // implicit INT8: the layers whose input was quantized (names)
   std::string calibration_source;  // "dynamic ranges", "calibration cache", "calibrated N batches", or empty
   std::string device;
   size_t engine_bytes = 0;

@@ -135,6 +135,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   const bool matmul = (n->domain.empty() && n->op_type == "MatMul") || (kiln && n->op_type == "FusedMatMul");
   const bool gemm = (n->domain.empty() && n->op_type == "Gemm") || (kiln && n->op_type == "FusedGemm");
   if (!conv && !matmul && !gemm) return false;
+  if (o.keep_float_layers.count(n->name)) return false;
   if (n->outputs.size() != 1 || !n->outputs[0] || n->outputs[0]->dtype != DataType::kFloat32) return false;
   const std::string qop = conv ? "kiln.QConv" : "kiln.QMatMul";
   if (o.has_kernel && !o.has_kernel(qop)) return false;

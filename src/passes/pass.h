@@ -25,6 +25,8 @@ struct PassOptions {
   // Implicit INT8 (--int8 with calibrated ranges): an INT8 layer whose input arrives quantized but whose weight is
   // a float constant gets the weight quantized per output channel (symmetric, max |w| / 127).
   bool quantize_float_weights = false;
+  // Layers (node names) fuse-quantized leaves alone: --layerPrecisions pins them to a float type.
+  std::set<std::string> keep_float_layers;
 };
 
 struct PassReport {

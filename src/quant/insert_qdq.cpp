@@ -15,7 +15,8 @@ bool HasQdq(const Graph& g) {
   return false;
 }
 
-QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scales) {
+QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scales,
+                              const std::set<std::string>& keep_float) {
   QdqReport rep;
   // The INT8 layers' activation inputs, with the position of their first reader.
   struct Site {
@@ -31,6 +32,10 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
     Value* x = n->input(0);
     const Value* w = n->input(1);
     if (!x || x->is_const() || x->dtype != DataType::kFloat32 || !w || !w->is_const()) continue;
+    if (keep_float.count(n->name)) {
+      rep.layers_pinned.push_back(n->name);
+      continue;
+    }
     auto it = scales.find(x->name);
     if (it == scales.end() || !(it->second > 0) || !std::isfinite(it->second)) {
       rep.layers_without_range.push_back(n->name);
@@ -39,6 +44,7 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
     auto [s, fresh] = sites.try_emplace(x, Site{k, {}});
     if (fresh) order.push_back(x);
     s->second.readers.push_back(n);
+    rep.layers.push_back(n->name);
   }
   // Insert from the last position backwards so earlier positions stay valid.
   std::sort(order.begin(), order.end(),

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,12 +20,16 @@ namespace kiln::quant {
 struct QdqReport {
   int tensors_quantized = 0;               // Q/DQ pairs inserted
   int layers_quantized = 0;                // INT8 layers whose input got one
+  std::vector<std::string> layers;         // their names
+  std::vector<std::string> layers_pinned;  // INT8 layers kept in float by `keep_float`
   std::vector<std::string> layers_without_range;  // INT8 layers whose input has no range (they stay float)
 };
 
 // `scales`: tensor name -> scale (dynamic range / 127, > 0). Shapes of the new values are set; the caller's
 // later inference keeps them.
-QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scales);
+// `keep_float`: names of INT8 layers to leave in float (--layerPrecisions=name:fp32).
+QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scales,
+                              const std::set<std::string>& keep_float = {});
 
 // The graph holds QuantizeLinear or DequantizeLinear nodes (an explicitly quantized network).
 bool HasQdq(const Graph& g);

@@ -296,6 +296,7 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   PassOptions po;
   po.evaluator = ConstantFolder();
   po.quantize_float_weights = int8.quantize_float_weights;
+  po.keep_float_layers = int8.keep_float;
   po.has_kernel = [backend](const std::string& op) { return backend->HasKernel(op); };
   po.fuse = cfg.builderOptimizationLevel() > 0;
   po.disabled.insert(cfg.disabledPasses().begin(), cfg.disabledPasses().end());

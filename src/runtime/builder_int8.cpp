@@ -3,6 +3,7 @@
 // network's dynamic ranges, the calibrator's cache, or a calibration run; Q/DQ pairs placed from them).
 #include "runtime/builder_int8.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -85,6 +86,16 @@ Result<CalibrationTable> RunCalibrator(const Graph& g, IInt8Calibrator& calib, c
 Result<Int8Plan> PlanInt8(const NetworkDefinition& network, Graph& g, const BuilderConfig& cfg, const Backend& backend,
                           BuildReport& rep, ILogger& logger) {
   Int8Plan plan;
+  // --layerPrecisions: layers pinned to a float type stay out of INT8; a layer pinned to int8 needs INT8.
+  for (const auto& [layer, t] : cfg.layerPrecisions()) {
+    if (t != DataType::kInt8) {
+      plan.keep_float.insert(layer);
+      continue;
+    }
+    if (!cfg.getFlag(BuilderFlag::kINT8) && !quant::HasQdq(g))
+      return Err(StatusCode::kInvalidArgument, "--layerPrecisions={}:int8 needs --int8 (and ranges) or a model with "
+                                               "Q/DQ nodes", layer);
+  }
   if (quant::HasQdq(g)) {
     // Explicit quantization: the network's Q/DQ nodes say what is INT8; nothing to calibrate.
     if (cfg.getFlag(BuilderFlag::kINT8))
@@ -128,7 +139,18 @@ Result<Int8Plan> PlanInt8(const NetworkDefinition& network, Graph& g, const Buil
                                                "(a cache from another model?): ignored",
                                                unknown, scales.size())
                                        .c_str());
-  const quant::QdqReport q = quant::InsertActivationQdq(g, scales);
+  const quant::QdqReport q = quant::InsertActivationQdq(g, scales, plan.keep_float);
+  rep.int8_candidate_layers = q.layers;
+  for (const auto& name : q.layers_pinned)
+    logger.log(Severity::kInfo, fmt::format("int8: layer '{}' stays in float (--layerPrecisions)", name).c_str());
+  // A layer pinned to int8 that cannot be: say so (with --precisionConstraints=obey, fail).
+  for (const auto& [layer, t] : cfg.layerPrecisions()) {
+    if (t != DataType::kInt8 || std::find(q.layers.begin(), q.layers.end(), layer) != q.layers.end()) continue;
+    const std::string why = fmt::format("--layerPrecisions={}:int8: '{}' is not a convolution or matrix product with "
+                                        "a constant weight and a calibrated input in this network", layer, layer);
+    if (cfg.getFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)) return Err(StatusCode::kInvalidArgument, "{}", why);
+    logger.log(Severity::kWarning, (why + ": ignored").c_str());
+  }
   rep.int8_tensors_calibrated = q.tensors_quantized;
   rep.int8_layers_without_range = q.layers_without_range;
   for (const auto& name : q.layers_without_range)

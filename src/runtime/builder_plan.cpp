@@ -65,6 +65,7 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend,
   if (cfg.getFlag(BuilderFlag::kFP16)) po.low = DataType::kFloat16;
   else if (cfg.getFlag(BuilderFlag::kBF16)) po.low = DataType::kBFloat16;
   for (const auto& [layer, t] : cfg.layerPrecisions()) {
+    if (t == DataType::kInt8) continue;  // INT8 planning's (builder_int8.cpp)
     bool found = false;
     for (const auto& n : g.nodes()) found |= n->name == layer;
     if (!found)

@@ -309,6 +309,41 @@ TEST(ImplicitInt8, DynamicRangesQuantizeEveryLayer) {
   EXPECT_NE(r.status().message().find("--calib"), std::string::npos) << r.status().message();
 }
 
+TEST(ImplicitInt8, LayerPrecisionsKeepLayersInFloat) {
+  NetworkDefinition net;
+  MakeFloatCnn(net);
+  for (const char* t : {"img", "r1", "f"}) ASSERT_TRUE(net.setDynamicRange(t, -4, 4).ok());
+  auto cfg = std::make_unique<BuilderConfig>();
+  cfg->setFlag(BuilderFlag::kINT8);
+  cfg->setLayerPrecision("conv2", DataType::kFloat32);
+  cfg->setLayerPrecision("fc", DataType::kInt8);
+  Built b = Build(net, cfg.get());
+  ASSERT_TRUE(b.engine);
+  EXPECT_EQ(b.report.op_counts["kiln.QConv"], 1);
+  EXPECT_EQ(b.report.op_counts["kiln.QMatMul"], 1);
+  EXPECT_EQ(b.report.int8_candidate_layers, (std::vector<std::string>{"conv1", "fc"}));
+
+  // int8 for a layer that cannot be: a warning, or an error under --precisionConstraints=obey.
+  cfg->setLayerPrecision("relu1", DataType::kInt8);
+  QuietLogger log;
+  Built warned = Build(net, cfg.get(), &log);
+  ASSERT_TRUE(warned.engine);
+  EXPECT_NE(log.last_warning.find("relu1"), std::string::npos) << log.last_warning;
+  cfg->setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
+  Builder builder(log);
+  auto r = builder.buildSerializedNetwork(net, *cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("relu1"), std::string::npos);
+
+  // fp16 is not a precision the cpu backend has.
+  auto c2 = std::make_unique<BuilderConfig>();
+  c2->setBackend("cpu");
+  c2->setLayerPrecision("conv1", DataType::kFloat16);
+  auto r2 = builder.buildSerializedNetwork(net, *c2);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("fp32 or int8"), std::string::npos) << r2.status().message();
+}
+
 class TestCalibrator : public IInt8EntropyCalibrator2 {
  public:
   int32_t getBatchSize() const noexcept override { return 2; }

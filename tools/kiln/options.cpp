@@ -154,7 +154,6 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
       {"--fp16", "reduced-precision kernels", &BackendInfo::reduced_precision},
       {"--bf16", "reduced-precision kernels", &BackendInfo::reduced_precision},
       {"--best", "reduced-precision kernels", &BackendInfo::reduced_precision},
-      {"--layerPrecisions", "per-layer precisions", &BackendInfo::reduced_precision},
       {"--timingCacheFile", "kernel auto-tuning (and so the timing cache)", &BackendInfo::tunes_tactics},
       {"--avgTiming", "kernel auto-tuning", &BackendInfo::tunes_tactics},
       {"--useCudaGraph", "CUDA graphs", &BackendInfo::graph_capture},

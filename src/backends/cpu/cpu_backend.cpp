@@ -57,10 +57,14 @@ class CpuBackendImpl final : public Backend {
                    "{} is not available yet: the {} backend computes in the network's own types, and "
                    "reduced-precision kernels come with the CUDA backend; build without {}",
                    name, kName, name);
-    if (!cfg.layerPrecisions().empty() || !cfg.layerOutputTypes().empty())
-      return Err(StatusCode::kUnsupported,
-                 "per-layer precisions (--layerPrecisions/--layerOutputTypes) need the precision planner, which is "
-                 "not built yet");
+    if (!cfg.layerOutputTypes().empty())
+      return Err(StatusCode::kUnsupported, "--layerOutputTypes needs reduced-precision kernels, which the {} backend "
+                                           "does not have", kName);
+    for (const auto& [layer, t] : cfg.layerPrecisions())
+      if (t != DataType::kFloat32 && t != DataType::kInt8)
+        return Err(StatusCode::kUnsupported,
+                   "--layerPrecisions={}:{}: the {} backend computes in float32 and int8 only; give fp32 or int8",
+                   layer, DataTypeName(t), kName);
     return Status::Ok();
   }
 
