@@ -123,6 +123,34 @@ def test_other_calibrators_keep_accuracy(kiln, setup, calibrate_backend, algo):
     assert float((logits.argmax(1) == setup["yte"]).mean()) >= acc_fp32 - 0.01
 
 
+def test_accuracy_target_keeps_sensitive_layers_in_float(kiln, setup):
+    """kiln calibrate --accuracyTarget measures each INT8 layer's harm, keeps the fewest most harmful ones in float
+    until the INT8 engine is within the target on the calibration data, and writes the --layerPrecisions it chose,
+    which builds an engine that meets the target."""
+    d = setup["dir"]
+    cache = d / "acc.cache"
+    report = d / "acc.json"
+    r = run([kiln, "calibrate", f"--onnx={setup['fp32']}", f"--data={setup['calib']}", f"--calib={cache}",
+             "--backend=cpu", "--accuracyTarget=0.005", "--accuracyBatches=4", f"--json={report}"])
+    acc = json.loads(report.read_text())["accuracy"]
+    assert acc["all_int8_rel_l2"] > 0.005, acc  # this model's INT8 needs help at this target
+    assert acc["kept_in_float"] and acc["final_rel_l2"] <= 0.005
+    assert {s["layer"] for s in acc["sensitivity"]} == {"conv1", "conv2", "fc"}
+    flag = (Path(str(cache) + ".layers")).read_text().strip()
+    assert flag == acc["layer_precisions"] and "--layerPrecisions=" + flag in r.stdout
+    # The engine the flag builds meets the target on the same 4 batches (128 calibration images).
+    x = setup["xtr"][:128]
+    np.save(d / "acc_x.npy", x)
+    ref = ort.InferenceSession(str(setup["fp32"]), providers=["CPUExecutionProvider"]).run(None, {"image": x})[0]
+    build(kiln, setup["fp32"], d / "acc.engine", 128, "--int8", f"--calib={cache}", f"--layerPrecisions={flag}")
+    got = predict(kiln, d / "acc.engine", d / "acc_x.npy", d / "out_acc")
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= 0.0051
+    # A loose target keeps every layer INT8.
+    run([kiln, "calibrate", f"--onnx={setup['fp32']}", f"--data={setup['calib']}", f"--calib={d / 'loose.cache'}",
+         "--backend=cpu", "--accuracyTarget=0.5", f"--json={d / 'loose.json'}"])
+    assert json.loads((d / "loose.json").read_text())["accuracy"]["kept_in_float"] == []
+
+
 class _Reader(CalibrationDataReader):
     def __init__(self, images):
         self.batches = iter([{"image": images[i:i + 32]} for i in range(0, len(images), 32)])

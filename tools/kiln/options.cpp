@@ -102,6 +102,12 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_option("--calibPercentile", o.calib_percentile, "The percentile --algo=percentile keeps (default 99.99)")
         ->check(CLI::Range(1e-9, 100.0));
     app.add_option("--backend", o.backend, "Where the float network runs: cpu or cuda (default: cuda where a GPU is found)");
+    app.add_option("--accuracyTarget", o.accuracy_target,
+                   "Keep the INT8 layers whose quantization hurts most in float until the INT8 engine's outputs are "
+                   "within this relative L2 error of the float model's on the first --accuracyBatches batches")
+        ->check(CLI::Range(1e-12, 1e6));
+    app.add_option("--accuracyBatches", o.accuracy_batches, "Batches --accuracyTarget measures on (default 4)")
+        ->check(CLI::Range(1, 100000));
   } else if (mode == Mode::kInspect) {
     app.add_flag("--dumpLayerInfo", o.dump_layer_info, "Print every layer");
   }

@@ -50,6 +50,8 @@ struct Options {
   std::string data, algo = "entropy";
   int calib_batches = 0;  // 0: every batch
   double calib_percentile = 99.99;
+  double accuracy_target = 0;  // --accuracyTarget (relative L2); 0: no search
+  int accuracy_batches = 4;
 };
 
 enum class Mode { kTrtexec, kBuild, kRun, kBench, kInspect, kCompare, kCalibrate };
