@@ -65,11 +65,11 @@ class Search {
     KILN_RETURN_IF_ERROR(cfg->addOptimizationProfile(prof).status());
     BuildReport rep;
     auto built = builder.buildSerializedNetwork(net_, *cfg, &rep);
-    if (!built.ok() && built.status().code() == StatusCode::kUnsupported && Backend() != "cpu" && builds_ == 0) {
-      // A backend without INT8 engines (cuda for now): the search measures on the cpu backend's INT8 kernels.
-      std::printf("[kiln] accuracy: %s\n[kiln] accuracy: measuring on the cpu backend instead\n",
-                  built.status().message().c_str());
-      backend_override_ = "cpu";
+    if (!built.ok() && built.status().code() == StatusCode::kUnsupported && Backend() != debug::ReferenceBackendName() && builds_ == 0) {
+      // A backend without INT8 engines: the search measures on the reference backend's INT8 kernels.
+      std::printf("[kiln] accuracy: %s\n[kiln] accuracy: measuring on the %s backend instead\n",
+                  built.status().message().c_str(), debug::ReferenceBackendName().c_str());
+      backend_override_ = debug::ReferenceBackendName();
       keep_type_ = DataType::kFloat32;
       return Error(keep_float, int8_layers);
     }
