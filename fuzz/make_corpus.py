@@ -5,7 +5,8 @@ onnx_import: small hand-made models (static and dynamic inputs, initializers, ex
              fusion patterns) and a spread of the ONNX backend node tests' model.onnx files;
 engine_load: engines that `kiln build` writes for some of those models (static and with a min/opt/max profile);
 npy:         numpy.save of every dtype kiln reads, format versions 1 and 2, odd shapes;
-timing_cache: caches in kiln's format; cli_parsers: flag values, the first byte picking the parser.
+timing_cache: caches in kiln's format; cli_parsers: flag values, the first byte picking the parser;
+calib_data:  INT8 calibration caches and .npz archives, the first byte picking the reader.
 
 Usage: fuzz/make_corpus.py OUT --kiln build/bin/kiln
 """
@@ -149,6 +150,17 @@ def main():
              (2, "a:b:c"), (3, "fp16"), (3, "bf16"), (3, "fp8")]
     for i, (which, text) in enumerate(flags):
         write(a.out, "cli_parsers", f"f{i}", bytes([which]) + text.encode())
+
+    # calib_data: byte 0 even -> a calibration cache, odd -> a .npz archive (stored and deflated).
+    cal = ["TRT-8601-EntropyCalibration2\ninput: 3c010a14\nconv1: 3d1032a6\n(Unnamed ITensor* 3): 3c3604b4\n",
+           "TRT-7000-MinMaxCalibration\nx:0: 3f800000\n", "TRT-8601-PercentileCalibration\n"]
+    for i, c in enumerate(cal):
+        write(a.out, "calib_data", f"cache{i}", bytes([0]) + c.encode())
+    for i, compressed in enumerate((False, True)):
+        buf = io.BytesIO()
+        (np.savez_compressed if compressed else np.savez)(buf, image=np.zeros((2, 1, 8, 8), np.float32),
+                                                          ids=np.arange(6, dtype=np.int64).reshape(2, 3))
+        write(a.out, "calib_data", f"npz{i}", bytes([1]) + buf.getvalue())
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,5 +16,8 @@ namespace kiln {
 // member); a member that would expand past `max_member_bytes` is refused before it is read.
 Result<std::vector<std::pair<std::string, Tensor>>> ReadNpz(const std::string& path,
                                                              uint64_t max_member_bytes = uint64_t{16} << 30);
+// The same from bytes in memory (`source` names them in errors).
+Result<std::vector<std::pair<std::string, Tensor>>> ParseNpz(std::string_view bytes, const std::string& source,
+                                                              uint64_t max_member_bytes = uint64_t{16} << 30);
 
 }  // namespace kiln
