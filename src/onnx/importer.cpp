@@ -56,6 +56,25 @@ void ReadValueType(const onnx::ValueInfoProto& vi, Value* v) {
   v->has_shape = true;
 }
 
+// value_info entries and graph outputs: their declared type. For a graph input or an initializer the model fixed the
+// type already, and a different declaration is a malformed model (it would retype the input); elsewhere an element
+// type ONNX does not define is one too.
+Status ReadDeclaredType(const onnx::ValueInfoProto& vi, Value* v, const char* what, const std::string& source) {
+  const int code = vi.has_type() && vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
+  if (code != 0 && !onnx::TensorProto_DataType_IsValid(code))
+    return Err(StatusCode::kInvalidModel, "'{}': {} '{}' is declared with element type code {}, which ONNX does not "
+               "define", source, what, vi.name(), code);
+  if (v->is_graph_input || v->is_const()) {
+    if (code != 0 && static_cast<DataType>(code) != v->dtype)
+      return Err(StatusCode::kInvalidModel, "'{}': {} '{}' is declared {} but it is a graph {} of type {}", source, what,
+                 vi.name(), onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(code)),
+                 v->is_graph_input ? "input" : "initializer", DataTypeName(v->dtype));
+    return Status::Ok();  // the input's or initializer's own type and shape stand
+  }
+  ReadValueType(vi, v);
+  return Status::Ok();
+}
+
 Result<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const DataDirs& base_dir, const std::string& where) {
   Attribute r;
   auto type = a.type();
@@ -193,7 +212,8 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
   for (const auto& [name, shape] : opts.input_shapes)
     if (!g->FindValue(name) || !g->FindValue(name)->is_graph_input)
       return Err(StatusCode::kInvalidArgument, "a shape was given for '{}', but the model has no such input", name);
-  for (const auto& vi : gp.value_info()) ReadValueType(vi, g->GetOrAddValue(vi.name()));
+  for (const auto& vi : gp.value_info())
+    KILN_RETURN_IF_ERROR(ReadDeclaredType(vi, g->GetOrAddValue(vi.name()), "value_info", source));
 
   std::vector<std::string> unsupported;
   int64_t index = 0;
@@ -284,7 +304,7 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
   for (const auto& out : gp.output()) {
     Value* v = g->FindValue(out.name());
     if (!v) return Err(StatusCode::kInvalidModel, "'{}': graph output '{}' is produced by no node", source, out.name());
-    ReadValueType(out, v);
+    KILN_RETURN_IF_ERROR(ReadDeclaredType(out, v, "graph output", source));
     v->is_graph_output = true;
     g->outputs.push_back(v);
   }

@@ -156,6 +156,20 @@ TEST(Importer, InconsistentModelsGiveErrorsThatNameTheNode) {
   // Missing initializer.
   ExpectErrorMentions(ImportModified([](onnx::ModelProto& m) { m.mutable_graph()->mutable_initializer()->RemoveLast(); }),
                       {"minus_one", "concat"});
+  // A graph output (or value_info) that retypes a graph input, or declares a type ONNX does not define (found by the
+  // hour-long fuzz_onnx_import run: the engine was written with element type 58 and did not load).
+  ExpectErrorMentions(ImportModified([](onnx::ModelProto& m) {
+                        auto* o = m.mutable_graph()->add_output();
+                        o->set_name("X");
+                        o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
+                      }),
+                      {"graph output 'X' is declared INT64 but it is a graph input of type float32"});
+  ExpectErrorMentions(ImportModified([](onnx::ModelProto& m) {
+                        auto* o = m.mutable_graph()->add_value_info();
+                        o->set_name("X");
+                        o->mutable_type()->mutable_tensor_type()->set_elem_type(58);
+                      }),
+                      {"value_info 'X' is declared with element type code 58"});
   // Cycle.
   ExpectErrorMentions(ImportModified([](onnx::ModelProto& m) { m.mutable_graph()->mutable_node(1)->set_input(0, "Y"); }),
                       {"cycle"});
