@@ -167,9 +167,11 @@ class Backend {
   // precision planner keeps a node float32 where its kernel takes no reduced type. Nodes without a kernel: true
   // (ChooseTactics reports them).
   virtual bool ComputesIn(const Node& n, DataType t) const = 0;
-  // Whether the backend has a kernel for an op (its qualified name: "Conv", "kiln.QConv"): the optimizer creates
-  // an internal op only where the build's backend runs it.
+  // Whether the backend has a kernel for an op (its qualified name: "Conv", "kiln.QConv").
   virtual bool HasKernel(const std::string& qualified_op) const = 0;
+  // Whether the optimizer should create this node for the backend: it has a kernel for it, and one at least as fast
+  // as the unfused nodes it replaces (a backend may keep a kernel as a reference only, or for some shapes).
+  virtual bool Prefers(const Node& candidate) const = 0;
   // One tactic per node of request.engine.graph. Fails with one report listing every node the backend cannot run.
   virtual Result<std::vector<std::string>> ChooseTactics(const BuildRequest& request) const = 0;
   // The device engines are built for here (written into engine headers, checked when they load).

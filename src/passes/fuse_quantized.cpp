@@ -138,7 +138,6 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   if (o.keep_float_layers.count(n->name)) return false;
   if (n->outputs.size() != 1 || !n->outputs[0] || n->outputs[0]->dtype != DataType::kFloat32) return false;
   const std::string qop = conv ? "kiln.QConv" : "kiln.QMatMul";
-  if (o.has_kernel && !o.has_kernel(qop)) return false;
 
   // x: a per-tensor DequantizeLinear of an 8-bit tensor.
   Node* dqx = u.Producer(n->input(0));
@@ -188,9 +187,15 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
                       !u.IsOutput(y) && PerTensorParams(q, &sy, &zy, &zy_type) && q->geti("saturate", 1) == 1 &&
                       !q->has_attr("output_dtype") && q->outputs[0]->dtype == zy_type;
 
-  // The new node replaces n in place (its name and position stay).
+  // The new node replaces n in place (its name and position stay); the backend is asked first, about a candidate
+  // that reads the weight from a stand-in value (the graph's constant is made once the node is accepted).
   const std::string name = n->name;
-  Value* wq = g.AddConstant(name + "/weight_int8", std::move(w->q));
+  Value w_standin;
+  w_standin.name = name + "/weight_int8";
+  w_standin.dtype = DataType::kInt8;
+  w_standin.shape = FromStatic(w->q.shape());
+  w_standin.has_shape = true;
+  w_standin.const_value = w->q;
   Node* qn = n;
   std::map<std::string, Attribute> attrs;
   for (const auto& [k, a] : n->attrs)
@@ -204,6 +209,19 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
     attrs[quant_attrs::kYZeroPoint] = Attribute::Int(zy);
   }
   Value* xq = dqx->input(0);
+  if (o.supports) {
+    Node cand;
+    cand.name = name;
+    cand.op_type = conv ? "QConv" : "QMatMul";
+    cand.domain = "kiln";
+    cand.opset = 1;
+    cand.attrs = attrs;
+    cand.inputs = {xq, &w_standin, bias};
+    if (residual) cand.inputs.push_back(residual);
+    cand.outputs = {fuse_q ? q->outputs[0] : y};
+    if (!o.supports(cand)) return false;
+  }
+  Value* wq = g.AddConstant(name + "/weight_int8", std::move(w->q));
   qn->op_type = conv ? "QConv" : "QMatMul";
   qn->domain = "kiln";
   qn->opset = 1;

@@ -19,9 +19,9 @@ struct PassOptions {
   bool verify = true;        // run VerifyGraph after each pass
   bool fuse = true;          // run the fusion passes (off: only cleanup passes, for A/B comparisons)
   std::set<std::string> disabled;  // passes skipped by name (A/B comparisons of one pass); unknown names fail
-  // Whether the build's backend has a kernel for an internal op ("kiln.QConv"); unset: every op has one. Passes
-  // that create an op only some backends run ask first.
-  std::function<bool(const std::string& qualified_op)> has_kernel;
+  // Whether the build's backend runs a node a pass is about to create (its op, attributes, inputs); unset: every
+  // node. Passes that create an op only some backends run, or run well, ask first.
+  std::function<bool(const Node& candidate)> supports;
   // Implicit INT8 (--int8 with calibrated ranges): an INT8 layer whose input arrives quantized but whose weight is
   // a float constant gets the weight quantized per output channel (symmetric, max |w| / 127).
   bool quantize_float_weights = false;

@@ -297,7 +297,7 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   po.evaluator = ConstantFolder();
   po.quantize_float_weights = int8.quantize_float_weights;
   po.keep_float_layers = int8.keep_float;
-  po.has_kernel = [backend](const std::string& op) { return backend->HasKernel(op); };
+  po.supports = [backend](const Node& n) { return backend->Prefers(n); };
   po.fuse = cfg.builderOptimizationLevel() > 0;
   po.disabled.insert(cfg.disabledPasses().begin(), cfg.disabledPasses().end());
   KILN_ASSIGN_OR_RETURN(OptimizeReport opt, OptimizeGraph(g, po));

@@ -45,6 +45,7 @@ class CpuBackendImpl final : public Backend {
   const DeviceApi* Device() const override { return nullptr; }
 
   bool HasKernel(const std::string& op) const override { return Kernels().Find(op) != nullptr; }
+  bool Prefers(const Node& n) const override { return Kernels().Find(n) != nullptr; }
 
   Status CheckConfig(const BuilderConfig& cfg) const override {
     // INT8 runs here (QConv/QMatMul with exact int32 sums); FP16/BF16/FP8 kernels do not.

@@ -15,7 +15,7 @@ namespace {
 static_assert(sizeof(LtAlgo) == sizeof(cublasLtMatmulAlgo_t), "LtAlgo must hold a cublasLtMatmulAlgo_t");
 
 // DTypeCode values (kernel_util.cuh) of the types cuBLASLt runs here.
-constexpr int kCodeF32 = 1, kCodeF16 = 10, kCodeBF16 = 16;
+constexpr int kCodeF32 = 1, kCodeF16 = 10, kCodeBF16 = 16, kCodeI8 = 3;
 
 Status LtStatus(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
@@ -66,20 +66,26 @@ Status MakeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t t, int64_t rows, int
 
 // Builds the descriptors of `s` (column-major view: D^T = op(B)^T op(A)^T; see the header).
 Status BuildDescs(const LtGemmShape& s, const void* bias, LtDescs& out) {
-  cudaDataType_t dt;
+  cudaDataType_t dt, out_dt;  // A and B; C and D
   switch (s.dtype) {
-    case kCodeF32: dt = CUDA_R_32F; break;
-    case kCodeF16: dt = CUDA_R_16F; break;
-    case kCodeBF16: dt = CUDA_R_16BF; break;
-    default: return Err(StatusCode::kUnsupported, "cuBLASLt GEMM: dtype code {} is not float32/float16/bfloat16", s.dtype);
+    case kCodeF32: dt = out_dt = CUDA_R_32F; break;
+    case kCodeF16: dt = out_dt = CUDA_R_16F; break;
+    case kCodeBF16: dt = out_dt = CUDA_R_16BF; break;
+    case kCodeI8: dt = CUDA_R_8I, out_dt = CUDA_R_32I; break;
+    default:
+      return Err(StatusCode::kUnsupported, "cuBLASLt GEMM: dtype code {} is not float32/float16/bfloat16/int8", s.dtype);
   }
+  const bool int8 = s.dtype == kCodeI8;
+  if (int8 && (s.epilogue != LtEpilogue::kNone || s.has_c || s.batch != 1))
+    return Err(StatusCode::kInternal, "cuBLASLt int8 GEMM: no epilogue, C or batch");
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0)
     return Err(StatusCode::kInternal, "cuBLASLt GEMM: empty problem M={} N={} K={} batch={}", s.m, s.n, s.k, s.batch);
   if (s.batch > INT32_MAX)
     return Err(StatusCode::kUnsupported, "cuBLASLt GEMM: batch count {} exceeds 2^31-1", s.batch);
-  const cublasComputeType_t compute =
-      (s.dtype == kCodeF32 && s.tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  KILN_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&out.op, compute, CUDA_R_32F));
+  const cublasComputeType_t compute = int8                          ? CUBLAS_COMPUTE_32I
+                                       : (s.dtype == kCodeF32 && s.tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                         : CUBLAS_COMPUTE_32F;
+  KILN_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&out.op, compute, int8 ? CUDA_R_32I : CUDA_R_32F));
   const cublasOperation_t ta = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
   const cublasOperation_t tb = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
   KILN_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(out.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
@@ -100,12 +106,12 @@ Status BuildDescs(const LtGemmShape& s, const void* bias, LtDescs& out) {
   // cuBLASLt's B = our A: [K,M] column-major (ld K) when A is [M,K] row-major; [M,K] (ld M) transposed otherwise.
   if (!s.trans_a) KILN_RETURN_IF_ERROR(MakeLayout(&out.b, dt, s.k, s.m, s.k, s.batch, s.stride_a));
   else KILN_RETURN_IF_ERROR(MakeLayout(&out.b, dt, s.m, s.k, s.m, s.batch, s.stride_a));
-  KILN_RETURN_IF_ERROR(MakeLayout(&out.d, dt, s.n, s.m, s.n, s.batch, s.stride_y));
-  KILN_RETURN_IF_ERROR(MakeLayout(&out.c, dt, s.n, s.m, s.n, s.batch, s.has_c ? s.stride_c : s.stride_y));
+  KILN_RETURN_IF_ERROR(MakeLayout(&out.d, out_dt, s.n, s.m, s.n, s.batch, s.stride_y));
+  KILN_RETURN_IF_ERROR(MakeLayout(&out.c, out_dt, s.n, s.m, s.n, s.batch, s.has_c ? s.stride_c : s.stride_y));
   return Status::Ok();
 }
 
-size_t ElementSize(int dtype) { return dtype == kCodeF32 ? 4 : 2; }
+size_t ElementSize(int dtype) { return dtype == kCodeF32 ? 4 : dtype == kCodeI8 ? 1 : 2; }
 
 // A stand-in pointer aligned to exactly `alignment` bytes, for descriptor queries that read only its alignment.
 const void* FakePointer(uint32_t alignment) {
@@ -227,9 +233,15 @@ Status LtGemmRun(cublasLtContext* h, const LtGemmShape& shape, const LtGemmArgs&
   KILN_RETURN_IF_ERROR(BuildDescs(shape, args.bias, descs));
   cublasLtMatmulAlgo_t a;
   std::memcpy(&a, algo.data(), sizeof(a));
+  const void* c = shape.has_c ? args.c : args.y;
+  if (shape.dtype == kCodeI8) {  // integer scale: D = 1 * A B + 0
+    const int32_t one = 1, zero = 0;
+    return LtStatus(cublasLtMatmul(h, descs.op, &one, args.b, descs.a, args.a, descs.b, &zero, c, descs.c, args.y,
+                                   descs.d, &a, workspace, workspace_bytes, stream),
+                    "cublasLtMatmul");
+  }
   const float alpha = args.alpha;
   const float beta = shape.has_c ? args.beta : 0.f;
-  const void* c = shape.has_c ? args.c : args.y;
   return LtStatus(cublasLtMatmul(h, descs.op, &alpha, args.b, descs.a, args.a, descs.b, &beta, c, descs.c, args.y,
                                  descs.d, &a, workspace, workspace_bytes, stream),
                   "cublasLtMatmul");

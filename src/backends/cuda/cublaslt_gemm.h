@@ -26,7 +26,8 @@ bool LtEpilogueHasBias(LtEpilogue e);
 
 // For each batch b < batch: Y_b[M,N] = epilogue(alpha * op(A_b) op(B_b) + beta * C_b (+ bias[N])), row-major.
 struct LtGemmShape {
-  int dtype = 0;  // DTypeCode kF32, kF16 or kBF16: A, B, C, Y and bias all in this type; scale/compute float
+  int dtype = 0;  // DTypeCode kF32, kF16 or kBF16: A, B, C, Y and bias all in this type; scale/compute float.
+                  // kI8: A and B int8, Y int32 (exact sums; compute and scale int32); no epilogue, C or batch
   bool tf32 = false;  // float32 may use TF32 tensor cores
   bool trans_a = false, trans_b = false;  // A stored [K,M] / B stored [N,K]
   int64_t m = 0, n = 0, k = 0, batch = 1;

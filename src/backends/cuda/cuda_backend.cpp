@@ -91,13 +91,18 @@ class CudaBackendImpl final : public Backend {
     return !f || std::find(f->compute_types.begin(), f->compute_types.end(), t) != f->compute_types.end();
   }
 
-  bool HasKernel(const std::string& op) const override {
-    const LayerFactory* f = Layers().Find(op);
+  bool HasKernel(const std::string& op) const override { return Layers().Find(op) != nullptr; }
+  static bool QConvPreferred() {
+    const LayerFactory* f = Layers().Find(std::string("kiln.QConv"));
     return f && f->optimizer_may_create;
+  }
+  bool Prefers(const Node& n) const override {
+    const LayerFactory* f = Layers().Find(n);
+    return f && (f->optimizer_may_create || (f->preferred_for && f->preferred_for(n)));
   }
 
   Status CheckConfig(const BuilderConfig& cfg) const override {
-    if (cfg.getFlag(BuilderFlag::kINT8) && !HasKernel("kiln.QConv"))
+    if (cfg.getFlag(BuilderFlag::kINT8) && !QConvPreferred())
       return Err(StatusCode::kUnsupported,
                  "--int8 is not available on the cuda backend yet: its INT8 layers are exact but run without tensor "
                  "cores (ResNet-50 at batch 64: 93 ms against 2.1 ms in FP16 on an H200), so INT8 engines are built "

@@ -93,6 +93,9 @@ struct LayerFactory {
   // Whether the optimizer may create this (internal) op for the cuda backend (Backend::HasKernel). False for layers
   // kept as GPU references only, slower than the unfused graph they would replace.
   bool optimizer_may_create = true;
+  // Where optimizer_may_create is false: the nodes the optimizer may still create (shapes and types the layer runs
+  // fast). Unset: none.
+  std::function<bool(const Node&)> preferred_for;
 };
 
 class LayerRegistry {

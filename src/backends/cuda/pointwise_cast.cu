@@ -4,6 +4,7 @@
 // the ONNX saturate rules. Casts among float32/float16/bfloat16 have their own typed kernel; every other pair
 // goes through one kernel that switches on the dtype codes per element (uniform branches).
 #include <cmath>
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -156,6 +157,31 @@ __global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool satura
   }
 }
 
+// The common case of QuantizeLinear: float32 to int8/uint8 with one scale and zero point, four elements per thread,
+// in float (x / scale as the generic kernel computes it; rint is exact on float, and past 2^24 saturation decides).
+template <typename U>
+__global__ void QuantizeF32PerTensorKernel(const float* __restrict__ x, const float* __restrict__ scale,
+                                           const U* __restrict__ zp, U* __restrict__ y, int64_t n) {
+  const float s = *scale;
+  const float z = zp ? static_cast<float>(*zp) : 0.f;
+  const float lo = static_cast<float>(std::numeric_limits<U>::lowest()), hi = static_cast<float>(std::numeric_limits<U>::max());
+  auto q = [&](float v) {
+    float r = rintf(__fdiv_rn(v, s)) + z;
+    r = isnan(r) ? 0.f : fminf(hi, fmaxf(lo, r));
+    return static_cast<U>(r);
+  };
+  const int64_t n4 = n / 4;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4; i += stride) {
+    const float4 v = reinterpret_cast<const float4*>(x)[i];
+    U out[4] = {q(v.x), q(v.y), q(v.z), q(v.w)};
+    *reinterpret_cast<uint32_t*>(y + 4 * i) =
+        static_cast<uint32_t>(static_cast<uint8_t>(out[0])) | static_cast<uint32_t>(static_cast<uint8_t>(out[1])) << 8 |
+        static_cast<uint32_t>(static_cast<uint8_t>(out[2])) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(out[3])) << 24;
+  }
+  for (int64_t i = 4 * n4 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) y[i] = q(x[i]);
+}
+
 __global__ void DequantizeKernel(int x_code, int s_code, const void* __restrict__ x, const void* __restrict__ scale,
                                  const QuantLayout sl, const void* __restrict__ zp, const QuantLayout zl,
                                  void* __restrict__ y, int64_t n) {
@@ -205,6 +231,20 @@ cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool sat
   const bool o_ok = out_dtype == kU8 || out_dtype == kI8 || out_dtype == kU16 || out_dtype == kI16 ||
                     out_dtype == kI32 || IsFloat8(out_dtype);
   if (!x_ok || !s_ok || !o_ok) return cudaErrorInvalidValue;
+  const auto per_tensor = [](const QuantLayout& l) { return l.outer_step == 0 && l.axis_step == 0 && l.inner_step == 0; };
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 4 == 0;
+  if (x_dtype == kF32 && scale_dtype == kF32 && (out_dtype == kI8 || out_dtype == kU8) && per_tensor(scale_layout) &&
+      (!zero_point || per_tensor(zp_layout)) && aligned) {
+    const int64_t threads = std::max<int64_t>(1, (n + 3) / 4);
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((threads + 255) / 256, 65536));
+    if (out_dtype == kI8)
+      QuantizeF32PerTensorKernel<int8_t><<<blocks, 256, 0, stream>>>(static_cast<const float*>(x),
+          static_cast<const float*>(scale), static_cast<const int8_t*>(zero_point), static_cast<int8_t*>(y), n);
+    else
+      QuantizeF32PerTensorKernel<uint8_t><<<blocks, 256, 0, stream>>>(static_cast<const float*>(x),
+          static_cast<const float*>(scale), static_cast<const uint8_t*>(zero_point), static_cast<uint8_t*>(y), n);
+    return cudaGetLastError();
+  }
   QuantizeKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(x_dtype, scale_dtype, out_dtype, saturate, x,
                                                                    scale, scale_layout, zero_point, zp_layout, y, n);
   return cudaGetLastError();

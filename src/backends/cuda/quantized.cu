@@ -2,6 +2,8 @@
 // threads each hold 4 x 4 int32 sums; K advances 32 at a time through shared memory, where both operands are kept as
 // int32 (the second already centered on its zero point, 0 in padding). The epilogue is written with
 // round-to-nearest intrinsics (no fused multiply-add) so its float arithmetic is the CPU reference's.
+#include <algorithm>
+
 #include "backends/cuda/epilogue_pack.cuh"
 #include "backends/cuda/kernel_util.cuh"
 #include "backends/cuda/quantized_kernels.h"
@@ -107,7 +109,30 @@ __global__ void __launch_bounds__(kThreads) QGemmKernel(QGemmArgs a) {
   }
 }
 
+// One block row per output row (blockIdx.y, strided), threads across its columns: no index division, and the
+// per-column scale, bias and column sum are read coalesced.
+__global__ void QMatMulEpilogueKernel(QGemmArgs a, const int32_t* acc, const int32_t* colsum) {
+  const int64_t cols = a.m;
+  for (int64_t row = blockIdx.y; row < a.o; row += gridDim.y) {
+    const int32_t* r = acc + row * cols;
+    for (int64_t m = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; m < cols;
+         m += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int32_t v = r[m] - (colsum ? a.x_zero_point * colsum[m] : 0);
+      Store(a, row * cols + m, m, v);
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchQMatMulEpilogue(const QGemmArgs& a, const int32_t* acc, const int32_t* w_colsum,
+                                  cudaStream_t stream) {
+  if (a.m == 0 || a.o == 0) return cudaSuccess;
+  const unsigned bx = static_cast<unsigned>(std::min<int64_t>((a.m + 255) / 256, 64));
+  const unsigned by = static_cast<unsigned>(std::min<int64_t>(a.o, 65535));
+  QMatMulEpilogueKernel<<<dim3(bx, by), 256, 0, stream>>>(a, acc, w_colsum);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchQGemm(const QGemmArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.o == 0 || a.batch * a.groups == 0) return cudaSuccess;

@@ -44,4 +44,10 @@ struct QGemmArgs {
 
 cudaError_t LaunchQGemm(const QGemmArgs& a, cudaStream_t stream);
 
+// QMatMul's epilogue over int32 sums another kernel computed (cuBLASLt's int8 GEMM of x and W, row-major [o, m]):
+// acc[o][m] - x_zero_point * w_colsum[m] (the zero point's share: the GEMM summed x_q, not x_q - zero point), then
+// the same epilogue as LaunchQGemm. w_colsum may be null when x_zero_point is 0.
+cudaError_t LaunchQMatMulEpilogue(const QGemmArgs& a, const int32_t* acc, const int32_t* w_colsum,
+                                  cudaStream_t stream);
+
 }  // namespace kiln::cuda
