@@ -35,6 +35,7 @@ struct QCase {
   std::map<std::string, Attribute> attrs;  // conv attributes
   Shape y;  // the output's shape (for the residual)
   uint32_t seed = 1;
+  std::string tactic;  // empty: the layer's first
 };
 
 ::testing::AssertionResult RunCase(const QCase& c, double atol = 0, double rtol = 0) {
@@ -58,6 +59,7 @@ struct QCase {
     node.Attr("kiln_y_scale", Attribute::Float(0.05f));
     node.Attr("kiln_y_zero_point", Attribute::Int(c.y_type == DataType::kUInt8 ? 17 : -3));
   }
+  if (!c.tactic.empty()) node.Tactic(c.tactic);
   return node.MatchesCpu(atol, rtol);
 }
 
@@ -152,6 +154,46 @@ TEST(GpuQuantized, MatMul) {
   c.y = {5, 64};
   c.act = "Gelu";
   EXPECT_TRUE(RunCase(c, 1e-5, 1e-5));
+}
+
+}  // namespace
+}  // namespace kiln::gputest
+
+namespace kiln::gputest {
+namespace {
+
+// int8 inputs with K and N multiples of 4 run on cuBLASLt's int8 tensor cores (the graph runner takes the first
+// tactic, a cuBLASLt algorithm), the epilogue after: zero points (the weight column sums' share), per-tensor and
+// per-channel scales, bias, residual, float and requantized outputs. The tiled kernel runs the same for comparison.
+TEST(GpuQuantized, MatMulOnInt8TensorCores) {
+  for (const char* tactic : {"", "int8-tiled"}) {
+    SCOPED_TRACE(*tactic ? tactic : "first tactic (cuBLASLt)");
+    QCase c;
+    c.conv = false;
+    c.x = {96, 64};
+    c.w = {64, 128};
+    c.act = "Relu";
+    c.tactic = tactic;
+    EXPECT_TRUE(RunCase(c));
+    c.x = {3, 40, 256};  // zero point, float out with residual
+    c.w = {256, 96};
+    c.x_zero_point = -9;
+    c.y_type = DataType::kFloat32;
+    c.residual = true;
+    c.y = {3, 40, 96};
+    c.act = "GeluTanh";
+    c.seed = 21;
+    EXPECT_TRUE(RunCase(c, 1e-5, 1e-5));
+    c.x = {1, 768};  // a decode-shaped row, per-tensor weights, int8 out with zero point
+    c.w = {768, 2304};
+    c.per_channel = false;
+    c.y_type = DataType::kInt8;
+    c.residual = false;
+    c.x_zero_point = 4;
+    c.act = "None";
+    c.seed = 22;
+    EXPECT_TRUE(RunCase(c));
+  }
 }
 
 }  // namespace

@@ -163,7 +163,7 @@ TEST(Importer, InconsistentModelsGiveErrorsThatNameTheNode) {
                         o->set_name("X");
                         o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT64);
                       }),
-                      {"graph output 'X' is declared INT64 but it is a graph input of type float32"});
+                      {"graph output 'X' is declared int64 but it is a graph input of type float32"});
   ExpectErrorMentions(ImportModified([](onnx::ModelProto& m) {
                         auto* o = m.mutable_graph()->add_value_info();
                         o->set_name("X");

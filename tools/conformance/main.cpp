@@ -43,6 +43,7 @@ struct Options {
   std::vector<std::string> xfail_paths;
   std::string filter;
   double min_pass_rate = 0.0;
+  bool fail_on_unexpected = false;
   int jobs = 2;
   double timeout_s = 60.0;
   double rtol = 1e-3;  // float32 / float64
@@ -457,6 +458,8 @@ int Main(int argc, char** argv) {
   app.add_option("--expected-failures", o.xfail_paths, "file or directory of *.txt files: `test_name  # reason` lines (repeatable)");
   app.add_option("--filter", o.filter, "run only tests whose directory name matches this regex (std::regex_search)");
   app.add_option("--min-pass-rate", o.min_pass_rate, "exit 1 when the in-scope pass rate is below this (0..1)");
+  app.add_flag("--fail-on-unexpected", o.fail_on_unexpected,
+               "exit 1 when a test fails that the expected-failure list does not name (a regression)");
   app.add_option("-j,--jobs", o.jobs, "tests run in parallel (child processes)")->check(CLI::Range(1, 256));
   app.add_option("--timeout", o.timeout_s, "seconds per test before its child is killed")->check(CLI::PositiveNumber);
   app.add_option("--rtol", o.rtol, "relative tolerance for float32/float64 outputs");
@@ -600,6 +603,11 @@ int Main(int argc, char** argv) {
   int rc = 0;
   if (rate < o.min_pass_rate) {
     std::printf("in-scope pass rate %.1f%% is below the required %.1f%%\n", 100.0 * rate, 100.0 * o.min_pass_rate);
+    rc = 1;
+  }
+  if (o.fail_on_unexpected && !unexpected.empty()) {
+    std::printf("%zu unexpected failure(s): a regression, or a test to add to the expected-failure list with its "
+                "reason\n", unexpected.size());
     rc = 1;
   }
   std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
