@@ -241,6 +241,31 @@ TEST(QuantizedLayers, MatMulAndGemmMatchTheNetworkAsWritten) {
   }
 }
 
+TEST(QuantizedLayers, LayerPrecisionsKeepAnExplicitLayerUnfused) {
+  NetworkDefinition net;
+  ASSERT_TRUE(net.addInput("x", DataType::kFloat32, {1, 3, 6, 6}).ok());
+  ASSERT_TRUE(AddTensor(net, "sx", Scalar(DataType::kFloat32, 0.02)).ok());
+  ASSERT_TRUE(AddTensor(net, "zx", Scalar(DataType::kInt8, 0)).ok());
+  ASSERT_TRUE(net.addOp("QuantizeLinear", "qx", {"x", "sx", "zx"}, {"xq"}).ok());
+  ASSERT_TRUE(net.addOp("DequantizeLinear", "dqx", {"xq", "sx", "zx"}, {"xd"}).ok());
+  auto [wq, sw] = QuantizeWeight(testing::Random({4, 3, 3, 3}, 5, -0.5, 0.5), 0, true);
+  ASSERT_TRUE(AddTensor(net, "wq", wq).ok());
+  ASSERT_TRUE(AddTensor(net, "sw", sw).ok());
+  ASSERT_TRUE(net.addOp("DequantizeLinear", "dqw", {"wq", "sw"}, {"wd"}, {{"axis", int64_t{0}}}).ok());
+  ASSERT_TRUE(net.addOp("Conv", "conv", {"xd", "wd"}, {"y"}).ok());
+  ASSERT_TRUE(net.markOutput("y").ok());
+  std::map<std::string, Tensor> inputs{{"x", testing::Random({1, 3, 6, 6}, 6, -2, 2)}};
+  auto want = debug::RunNetwork(net, inputs);
+  ASSERT_TRUE(want.ok());
+  auto cfg = std::make_unique<BuilderConfig>();
+  cfg->setLayerPrecision("conv", DataType::kFloat32);
+  Built b = Build(net, cfg.get());
+  ASSERT_TRUE(b.engine);
+  EXPECT_EQ(b.report.op_counts.count("kiln.QConv"), 0u);
+  EXPECT_EQ(b.report.op_counts["Conv"], 1);  // over the dequantized input and the folded weight
+  ExpectClose(RunEngine(*b.engine, inputs, "y"), want->at("y"), 1e-5, 0, 0);
+}
+
 // A small float CNN: conv -> relu -> conv -> relu -> global pool -> gemm.
 void MakeFloatCnn(NetworkDefinition& net) {
   ASSERT_TRUE(net.addInput("img", DataType::kFloat32, {2, 3, 8, 8}).ok());

@@ -21,14 +21,15 @@ namespace {
 
 using quant_attrs::Params;
 
-// Writes row `row` of the output (channel `ch`'s scale and bias) from its int32 sums: y = act(acc * sx * sw + b + r),
-// then requantized when the output is 8-bit.
+// Writes n outputs from their int32 sums: y = act(acc * scale + bias + r), then requantized when the output is 8-bit.
+// A convolution's row has one channel (`scale`, `bias`); a matrix product's row has a channel per element
+// (`scales`, `biases` when given: scales[i] = x_scale * w_scale[i], the same float product).
 template <fused::Act A>
-void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float bias, const float* res, Tensor& y,
-            int64_t offset) {
+void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float bias, const float* scales,
+            const float* biases, const float* res, Tensor& y, int64_t offset) {
   const float a = p.act_alpha, b = p.act_beta;
   auto value = [&](int64_t i) {
-    float v = static_cast<float>(acc[i]) * scale + bias;
+    float v = static_cast<float>(acc[i]) * (scales ? scales[i] : scale) + (biases ? biases[i] : bias);
     if (res) v += res[offset + i];
     return Activate<A>(v, a, b);
   };
@@ -55,7 +56,16 @@ void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float b
 
 void FinishRow(const Params& p, const int32_t* acc, int64_t n, float scale, float bias, const float* res, Tensor& y,
                int64_t offset) {
-  WithActivation(p.activation, [&](auto act) { Finish<decltype(act)::value>(p, acc, n, scale, bias, res, y, offset); });
+  WithActivation(p.activation, [&](auto act) {
+    Finish<decltype(act)::value>(p, acc, n, scale, bias, nullptr, nullptr, res, y, offset);
+  });
+}
+
+void FinishColumns(const Params& p, const int32_t* acc, int64_t n, const float* scales, const float* biases,
+                   const float* res, Tensor& y, int64_t offset) {
+  WithActivation(p.activation, [&](auto act) {
+    Finish<decltype(act)::value>(p, acc, n, 0.f, 0.f, scales, biases, res, y, offset);
+  });
 }
 
 // x - zero point as int16, for either 8-bit type.
@@ -175,10 +185,11 @@ Status QMatMulKernel(KernelContext& ctx) {
   const int8_t* wd = w.data<int8_t>();
   const float* rd = res ? res->data<float>() : nullptr;
   const float* bd = bias ? bias->data<float>() : nullptr;
+  std::vector<float> col_scale(static_cast<size_t>(ncols));
+  for (int64_t j = 0; j < ncols; ++j) col_scale[j] = p.x_scale * p.w_scale(j);
   ParallelFor(rows, [&](int64_t b, int64_t e) {
     std::vector<int16_t> xr(static_cast<size_t>(k));
     std::vector<int32_t> acc(static_cast<size_t>(ncols));
-    std::vector<float> one(static_cast<size_t>(ncols));
     for (int64_t r = b; r < e; ++r) {
       Centered(x, r * k, k, p.x_zero_point, xr.data());
       std::fill(acc.begin(), acc.end(), 0);
@@ -188,9 +199,7 @@ Status QMatMulKernel(KernelContext& ctx) {
         const int8_t* wr = wd + kk * ncols;
         for (int64_t j = 0; j < ncols; ++j) acc[j] += xv * wr[j];
       }
-      // Per-column scales and biases: one element at a time through the same epilogue.
-      for (int64_t j = 0; j < ncols; ++j)
-        FinishRow(p, acc.data() + j, 1, p.x_scale * p.w_scale(j), bd ? bd[j] : 0.f, rd, y, r * ncols + j);
+      FinishColumns(p, acc.data(), ncols, col_scale.data(), bd, rd, y, r * ncols);
     }
   }, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, k * ncols / 64 + 1)));
   return Status::Ok();
