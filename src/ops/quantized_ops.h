@@ -12,7 +12,10 @@
 //   output  = y                                                           when kiln_y_type is float32
 //           = saturate(round_half_even(y / y_scale) + y_zero_point)       when it is int8 / uint8
 // which is DequantizeLinear -> Conv/MatMul (+ bias, residual, activation) -> QuantizeLinear with the products summed
-// exactly. Attributes (besides the base op's and kiln_activation/_alpha/_beta):
+// exactly (the optimizer fuses only layers whose sums fit int32). The CUDA layers compute the scale, bias, residual
+// and requantization with the CPU's float operations in its order, so requantized outputs are equal for the
+// piecewise-linear activations (None, Relu, LeakyRelu, Clip); the others (exp, tanh, erf, HardSigmoid's multiply-add)
+// may round one step apart. Attributes (besides the base op's and kiln_activation/_alpha/_beta):
 //   kiln_x_scale (float), kiln_x_zero_point (int), kiln_w_scales (floats), kiln_y_type (int: a DataType code,
 //   default float32), kiln_y_scale (float), kiln_y_zero_point (int).
 #pragma once

@@ -10,8 +10,12 @@
 // bias [N] or none; every float operand is float32. The output's Quantize is fused when it alone reads the layer's
 // output (which is no graph output) and has constant scalar scale and zero point. With
 // PassOptions::quantize_float_weights (implicit INT8), a float32 constant weight is quantized per output channel
-// here (max |w| / 127; a zero channel gets scale 1). The dequantize nodes stay while others read them.
+// here (max |w| / 127; a zero channel gets scale 1). Not fused: layers whose int32 sums could overflow (the input
+// type's largest |x - zero point| times a channel's sum of |w|, past 2^31; K over about 66,000). A Gemm's constant
+// [1, N] bias becomes [N]. The dequantize nodes stay while others read them.
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "ops/quantized_ops.h"
@@ -129,6 +133,30 @@ Tensor Transposed(const Tensor& t) {
 
 bool FloatOrAbsent(const Value* v) { return !v || v->dtype == DataType::kFloat32; }
 
+// The int32 sums cannot overflow: the largest |x - zero point| the input type allows times the largest sum of |w| over
+// one output channel (a conv weight [M, ...] by rows, a GEMM weight [K, N] by columns) stays within int32.
+bool SumsFitInt32(const Tensor& w, bool conv, DataType x_type, int64_t zx) {
+  const int64_t lo = x_type == DataType::kUInt8 ? 0 : -128, hi = x_type == DataType::kUInt8 ? 255 : 127;
+  const int64_t x_max = std::max(std::abs(lo - zx), std::abs(hi - zx));
+  const int8_t* d = w.data<int8_t>();
+  int64_t worst = 0;
+  if (conv) {
+    const int64_t m = w.dim(0), k = m == 0 ? 0 : w.numel() / m;
+    for (int64_t r = 0; r < m; ++r) {
+      int64_t s = 0;
+      for (int64_t i = 0; i < k; ++i) s += std::abs(static_cast<int64_t>(d[r * k + i]));
+      worst = std::max(worst, s);
+    }
+  } else {
+    const int64_t k = w.dim(0), n = w.dim(1);
+    std::vector<int64_t> s(static_cast<size_t>(n), 0);
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j) s[j] += std::abs(static_cast<int64_t>(d[i * n + j]));
+    for (int64_t v : s) worst = std::max(worst, v);
+  }
+  return x_max * worst <= INT32_MAX;
+}
+
 bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport& report) {
   const bool kiln = n->domain == "kiln";
   const bool conv = (n->domain.empty() && n->op_type == "Conv") || (kiln && n->op_type == "FusedConv");
@@ -162,19 +190,34 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   std::optional<Weight> w = ReadWeight(u, wv, axis, o.quantize_float_weights);
   if (!w) return false;
   if (gemm && trans_b) w->q = Transposed(w->q);
+  if (!SumsFitInt32(w->q, conv, dqx->input(0)->dtype, zx)) return false;
 
   // Bias and residual: float32; a GEMM's bias is [N].
   Value* bias = n->input(2);
   Value* residual = n->input(3);
   if (matmul && !kiln) bias = nullptr;  // MatMul has no bias
   if (!FloatOrAbsent(bias) || !FloatOrAbsent(residual)) return false;
+  std::optional<Tensor> flat_bias;  // a Gemm's constant [1, N] bias as the [N] the layer takes
   if (bias && !conv) {
     const int64_t cols = w->q.dim(1);
     if (!bias->has_shape) return false;
     int64_t numel = 1;
     for (const Dim& d : bias->shape) numel *= d.known() ? d.value : -1;
-    if (numel != cols || (bias->shape.size() != 1 && !(bias->shape.size() == 2 && bias->shape[0].value == 1)))
+    if (numel != cols) return false;
+    if (bias->shape.size() == 2) {
+      if (!bias->is_const()) return false;
+      flat_bias = bias->const_value->Reshaped({cols});
+    } else if (bias->shape.size() != 1) {
       return false;
+    }
+  }
+  Value bias_standin;
+  if (flat_bias) {
+    bias_standin.name = bias->name + "/flat";
+    bias_standin.dtype = DataType::kFloat32;
+    bias_standin.shape = FromStatic(flat_bias->shape());
+    bias_standin.has_shape = true;
+    bias_standin.const_value = *flat_bias;
   }
 
   // The output's QuantizeLinear, when it alone reads the output.
@@ -216,12 +259,13 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
     cand.domain = "kiln";
     cand.opset = 1;
     cand.attrs = attrs;
-    cand.inputs = {xq, &w_standin, bias};
+    cand.inputs = {xq, &w_standin, flat_bias ? &bias_standin : bias};
     if (residual) cand.inputs.push_back(residual);
     cand.outputs = {fuse_q ? q->outputs[0] : y};
     if (!o.supports(cand)) return false;
   }
   Value* wq = g.AddConstant(name + "/weight_int8", std::move(w->q));
+  if (flat_bias) bias = g.AddConstant(bias->name + "/flat", std::move(*flat_bias));
   qn->op_type = conv ? "QConv" : "QMatMul";
   qn->domain = "kiln";
   qn->opset = 1;

@@ -73,10 +73,10 @@ double EntropyThreshold(const TensorRange& r) {
   std::vector<double> p, q;
   double best_kl = std::numeric_limits<double>::infinity();
   int best_i = used;
-  double outliers = 0;  // mass beyond bin i-1, folded into it
+  double outliers = 0;  // the mass in bins >= i, folded into bin i-1
   for (int b = kQuantLevels; b < kHistogramBins; ++b) outliers += static_cast<double>(h[b]);
   for (int i = kQuantLevels; i <= used; ++i) {
-    outliers -= static_cast<double>(h[i - 1]);  // now: the mass in bins >= i
+    if (i > kQuantLevels) outliers -= static_cast<double>(h[i - 1]);  // bin i-1 is inside the candidate now
     p.assign(h.begin(), h.begin() + i);
     p[i - 1] += outliers;
     // Q: bins [0, i) merged into 128 levels (level j covers [j*i/128, (j+1)*i/128)), each level's count spread

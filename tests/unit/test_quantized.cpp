@@ -266,6 +266,35 @@ TEST(QuantizedLayers, LayerPrecisionsKeepAnExplicitLayerUnfused) {
   ExpectClose(RunEngine(*b.engine, inputs, "y"), want->at("y"), 1e-5, 0, 0);
 }
 
+TEST(QuantizedLayers, GemmBiasRowAndSumsThatCouldOverflow) {
+  // A Gemm's [1, N] bias becomes the layer's [N]; a product whose int32 sums could overflow (K = 70,000 weights of
+  // -127 against inputs up to 255 from the zero point) stays unfused and exact.
+  for (const int64_t k : {int64_t{24}, int64_t{70000}}) {
+    SCOPED_TRACE("K = " + std::to_string(k));
+    NetworkDefinition net;
+    ASSERT_TRUE(net.addInput("x", DataType::kFloat32, {2, k}).ok());
+    ASSERT_TRUE(AddTensor(net, "sx", Scalar(DataType::kFloat32, 0.01)).ok());
+    ASSERT_TRUE(AddTensor(net, "zx", Scalar(DataType::kUInt8, 255)).ok());
+    ASSERT_TRUE(net.addOp("QuantizeLinear", "qx", {"x", "sx", "zx"}, {"xq"}).ok());
+    ASSERT_TRUE(net.addOp("DequantizeLinear", "dqx", {"xq", "sx", "zx"}, {"xd"}).ok());
+    Tensor wq(DataType::kInt8, {k, 4});
+    for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = k > 1000 ? -127 : static_cast<int8_t>(i % 7 - 3);
+    ASSERT_TRUE(AddTensor(net, "wq", wq).ok());
+    ASSERT_TRUE(AddTensor(net, "sw", Scalar(DataType::kFloat32, 0.001)).ok());
+    ASSERT_TRUE(net.addOp("DequantizeLinear", "dqw", {"wq", "sw"}, {"wd"}).ok());
+    ASSERT_TRUE(AddTensor(net, "b", testing::Random({1, 4}, 3, -1, 1)).ok());
+    ASSERT_TRUE(net.addOp("Gemm", "gemm", {"xd", "wd", "b"}, {"y"}).ok());
+    ASSERT_TRUE(net.markOutput("y").ok());
+    std::map<std::string, Tensor> inputs{{"x", testing::Random({2, k}, 4, -3, 0)}};
+    auto want = debug::RunNetwork(net, inputs);
+    ASSERT_TRUE(want.ok());
+    Built b = Build(net);
+    ASSERT_TRUE(b.engine);
+    EXPECT_EQ(b.report.op_counts["kiln.QMatMul"], k > 1000 ? 0 : 1);
+    ExpectClose(RunEngine(*b.engine, inputs, "y"), want->at("y"), 1e-3 * (k > 1000 ? 1000 : 1), 0, 0);
+  }
+}
+
 // A small float CNN: conv -> relu -> conv -> relu -> global pool -> gemm.
 void MakeFloatCnn(NetworkDefinition& net) {
   ASSERT_TRUE(net.addInput("img", DataType::kFloat32, {2, 3, 8, 8}).ok());

@@ -174,7 +174,9 @@ Status QMatMulKernel(KernelContext& ctx) {
   if (x.rank() < 1 || w.rank() != 2 || w.dtype() != DataType::kInt8 || x.dim(-1) != w.dim(0))
     return Err(StatusCode::kInvalidArgument, "{}: X {} must be [..., K] and W {} int8 [K, N]", node.Where(),
                x.Describe(), w.Describe());
-  const int64_t k = w.dim(0), ncols = w.dim(1), rows = k == 0 ? 0 : x.numel() / k;
+  const int64_t k = w.dim(0), ncols = w.dim(1);
+  int64_t rows = 1;  // from X's shape, so that K = 0 still writes the epilogue (bias) of every row
+  for (int64_t d = 0; d + 1 < x.rank(); ++d) rows *= x.dim(d);
   std::vector<int64_t> out_shape = x.shape();
   out_shape.back() = ncols;
   Tensor& y = ctx.out(0);

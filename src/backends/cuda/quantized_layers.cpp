@@ -107,7 +107,11 @@ class QMatMulLtLayer : public Layer {
   }
 
  private:
-  int64_t Rows(const DeviceTensor& x) const { return base_.k == 0 ? 0 : x.numel() / base_.k; }
+  int64_t Rows(const DeviceTensor& x) const {
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < x.shape.size(); ++d) rows *= x.shape[d];
+    return rows;
+  }
   std::shared_ptr<QWeights> w_;
   QGemmArgs base_;
   LtAlgo algo_;
@@ -120,7 +124,7 @@ bool LtEligible(const Node& n) {
   const Value* x = n.input(0);
   const Value* w = n.input(1);
   if (!x || x->dtype != DataType::kInt8 || !w || !w->is_const() || w->const_value->rank() != 2) return false;
-  return w->const_value->dim(0) % 4 == 0 && w->const_value->dim(1) % 4 == 0;
+  return w->const_value->dim(0) > 0 && w->const_value->dim(0) % 4 == 0 && w->const_value->dim(1) % 4 == 0;
 }
 
 Result<std::vector<std::string>> QMatMulTactics(const LayerSpec& spec) {
@@ -199,8 +203,8 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
         QGemmArgs a = base;
         a.x = in[0].data;
         a.x_unsigned = in[0].dtype == DataType::kUInt8;
-        a.o = a.k == 0 ? in[0].numel() / std::max<int64_t>(1, in[0].shape.empty() ? 1 : in[0].shape.back())
-                       : in[0].numel() / a.k;
+        a.o = 1;  // rows from X's shape (K may be 0: the epilogue still writes every row)
+        for (size_t d = 0; d + 1 < in[0].shape.size(); ++d) a.o *= in[0].shape[d];
         a.bias = OptionalFloat(in, 2);
         a.residual = OptionalFloat(in, 3);
         a.y = out[0].data;
