@@ -165,6 +165,9 @@ struct BuildReport {
   int layers_int8 = 0, int8_tensors_calibrated = 0;
   std::vector<std::string> int8_layers_without_range;
   std::vector<std::string> int8_candidate_layers;  // implicit INT8: the layers whose input was quantized (names)
+  // INT8 layers that stayed in float, and why (no range, --layerPrecisions, or not made an INT8 layer: the backend
+  // has no INT8 kernel it prefers for it, or its int32 sums could overflow).
+  std::vector<std::pair<std::string, std::string>> int8_fallbacks;
   std::string calibration_source;  // "dynamic ranges", "calibration cache", "calibrated N batches", or empty
   std::string device;
   size_t engine_bytes = 0;

@@ -8,12 +8,15 @@
 
 #include "backends/backend.h"
 #include "backends/factory.h"
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "engine/engine_file.h"
 #include "kiln/builder.h"
 #include "passes/pass.h"
+#include "ops/op_def.h"
 #include "runtime/builder_int8.h"
 #include "runtime/builder_plan.h"
 #include "runtime/engine_impl.h"
@@ -329,6 +332,26 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   KILN_ASSIGN_OR_RETURN(e->tactics, backend->ChooseTactics(BuildRequest{*e, cfg, rep, logger_}));
   for (const auto& n : g.nodes()) rep.op_counts[n->domain.empty() ? n->op_type : n->domain + "." + n->op_type] += 1;
   rep.layers_int8 = rep.op_counts["kiln.QConv"] + rep.op_counts["kiln.QMatMul"];
+  {
+    std::set<std::string> int8_names;
+    for (const auto& n : g.nodes())
+      if (n->domain == kKilnDomain && (n->op_type == "QConv" || n->op_type == "QMatMul")) int8_names.insert(n->name);
+    for (const auto& l : rep.int8_layers_without_range) rep.int8_fallbacks.emplace_back(l, "no range for its input");
+    for (const auto& l : cfg.layerPrecisions())
+      if (l.second != DataType::kInt8 && std::find(rep.int8_candidate_layers.begin(), rep.int8_candidate_layers.end(),
+                                                   l.first) == rep.int8_candidate_layers.end())
+        for (const auto& n : GraphOf(network).nodes())
+          if (n->name == l.first && TraitsOf(*n).int8_layer)
+            rep.int8_fallbacks.emplace_back(l.first, "--layerPrecisions keeps it in " + std::string(DataTypeName(l.second)));
+    for (const auto& l : rep.int8_candidate_layers)
+      if (!int8_names.count(l))
+        rep.int8_fallbacks.emplace_back(l, fmt::format("not made an INT8 layer: the {} backend has no INT8 kernel it "
+                                                       "prefers for it, or its int32 sums could overflow",
+                                                       backend->Name()));
+    for (const auto& [l, why] : rep.int8_fallbacks)
+      if (cfg.getFlag(BuilderFlag::kINT8))
+        logger_.log(Severity::kInfo, fmt::format("int8: layer '{}' runs in float: {}", l, why).c_str());
+  }
   for (const char* k : {"kiln.QConv", "kiln.QMatMul"})
     if (rep.op_counts[k] == 0) rep.op_counts.erase(k);
   e->build_flags = kBuildFlagOptimized;

@@ -106,7 +106,12 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
         {"tensors_calibrated", int8_tensors_calibrated},
         {"layers_int8", layers_int8},
         {"layers_without_range", int8_layers_without_range},
-        {"quantized_layers", int8_candidate_layers}}},
+        {"quantized_layers", int8_candidate_layers},
+        {"fallbacks", [&] {
+           nlohmann::json f = nlohmann::json::array();
+           for (const auto& [layer, why] : int8_fallbacks) f.push_back({{"layer", layer}, {"reason", why}});
+           return f;
+         }()}}},
       {"memory",
        {{"arena_bytes", arena_bytes},
         {"naive_activation_bytes", naive_activation_bytes},

@@ -376,6 +376,9 @@ TEST(ImplicitInt8, LayerPrecisionsKeepLayersInFloat) {
   EXPECT_EQ(b.report.op_counts["kiln.QConv"], 1);
   EXPECT_EQ(b.report.op_counts["kiln.QMatMul"], 1);
   EXPECT_EQ(b.report.int8_candidate_layers, (std::vector<std::string>{"conv1", "fc"}));
+  ASSERT_EQ(b.report.int8_fallbacks.size(), 1u);
+  EXPECT_EQ(b.report.int8_fallbacks[0].first, "conv2");
+  EXPECT_NE(b.report.int8_fallbacks[0].second.find("--layerPrecisions"), std::string::npos);
 
   // int8 for a layer that cannot be: a warning, or an error under --precisionConstraints=obey.
   cfg->setLayerPrecision("relu1", DataType::kInt8);

@@ -182,6 +182,12 @@ void PrintBuildSummary(const BuildResult& b, const Options& o) {
   for (const auto& [k, n] : r.fusions) fusions += (fusions.empty() ? "" : ", ") + k + " " + std::to_string(n);
   std::printf("[kiln] fusions: %s\n", fusions.empty() ? "none" : fusions.c_str());
   std::printf("[kiln] reformats: %d inserted, %d eliminated\n", r.reformats_inserted, r.reformats_eliminated);
+  if (o.int8 || r.layers_int8 > 0) {
+    std::printf("[kiln] int8: %d INT8 layer(s)%s%s\n", r.layers_int8,
+                r.calibration_source.empty() ? "" : (", ranges from " + r.calibration_source).c_str(),
+                r.int8_fallbacks.empty() ? "" : fmt::format("; {} in float:", r.int8_fallbacks.size()).c_str());
+    for (const auto& [layer, why] : r.int8_fallbacks) std::printf("[kiln]   %s: %s\n", layer.c_str(), why.c_str());
+  }
   if (o.verbose)
     for (const auto& d : r.pass_details) std::printf("[kiln]   %s\n", d.c_str());
   std::printf("[kiln] activation memory: %.2f MiB arena (naive sum %.2f MiB, %.1f%%)\n", r.arena_bytes / 1048576.0,
