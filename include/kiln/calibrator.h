@@ -83,7 +83,7 @@ struct CalibrationTable {
 // Reads a cache (`source` names it in errors: a malformed line is an error naming the line and what is wrong).
 Result<CalibrationTable> ParseCalibrationCache(const void* data, std::size_t size, const std::string& source);
 Result<CalibrationTable> ReadCalibrationCacheFile(const std::string& path);
-// The cache's text; the same table always gives the same bytes. Tensors whose name is empty or holds a line break
+// The cache's text; the same table always gives the same bytes. Tensors whose name is empty or holds a line feed
 // (which the line format cannot hold) are left out.
 std::string WriteCalibrationCache(const CalibrationTable& table);
 

@@ -131,8 +131,8 @@ Result<CalibrationTable> ReadCalibrationCacheFile(const std::string& path) {
 std::string WriteCalibrationCache(const CalibrationTable& table) {
   std::string out = "TRT-" + table.version + "-" + CalibrationAlgoName(table.algorithm) + "\n";
   for (const auto& [name, scale] : table.scales) {
-    // A line per tensor: a name the format cannot hold (empty, or with a line break) is left out.
-    if (name.empty() || name.find_first_of("\r\n") != std::string::npos) continue;
+    // A line per tensor: a name the format cannot hold (empty, or with a line feed) is left out.
+    if (name.empty() || name.find('\n') != std::string::npos) continue;
     uint32_t bits;
     std::memcpy(&bits, &scale, 4);
     out += fmt::format("{}: {:08x}\n", name, bits);

@@ -70,8 +70,8 @@ Result<CalibrationResult> CalibrateGraph(const Graph& g, const CalibrationOption
     auto it = ranges.find(v->name);
     if (it == ranges.end()) continue;
     const quant::TensorRange& r = it->second;
-    // A name the cache's line format cannot hold (a line break in it) is left out.
-    if (v->name.find_first_of("\r\n") != std::string::npos || v->name.empty()) continue;
+    // A name the cache's line format cannot hold (a line feed in it) is left out.
+    if (v->name.find('\n') != std::string::npos || v->name.empty()) continue;
     TensorCalibration tc;
     tc.name = v->name;
     tc.min = r.min();
