@@ -32,8 +32,37 @@ bool PerTensor(const Node* q) {
 
 bool IsOp(const Node* n, const char* op) { return n && n->domain.empty() && n->op_type == op; }
 
-// Q(view(y)) -> view(Q(y)): the Q now reads y and writes a fresh int8 value of y's shape; the view reads that and
-// writes the Q's old output.
+// in -> first -> (mid) -> second -> out  becomes  in -> second -> (a fresh value of `type` and `shape`) -> first -> out,
+// with second moved before first in the node order (its other inputs, if any, come from before first already).
+void Swap(Graph& g, Node* first, Node* second, DataType type, const Shape& shape, bool has_shape) {
+  Value* in = first->inputs[0];
+  Value* mid = first->outputs[0];
+  Value* out = second->outputs[0];
+  Value* fresh = g.AddValue(out->name + "/quantized");
+  fresh->dtype = type;
+  fresh->shape = shape;
+  fresh->has_shape = has_shape;
+  second->inputs[0] = in;
+  second->outputs[0] = fresh;
+  fresh->producer = second;
+  first->inputs[0] = fresh;
+  first->outputs[0] = out;
+  out->producer = first;
+  mid->producer = nullptr;  // read and written by nothing now
+  auto& nodes = g.mutable_nodes();
+  size_t i1 = 0, i2 = 0;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k].get() == first) i1 = k;
+    if (nodes[k].get() == second) i2 = k;
+  }
+  if (i1 < i2) {  // first now runs right after second
+    auto moved = std::move(nodes[i1]);
+    nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(i1));
+    nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(i2), std::move(moved));
+  }
+}
+
+// Q(view(y)) -> view(Q(y)): the Q reads y and writes an int8 value of y's shape; the view reads that.
 bool MoveQuantizeUp(Graph& g, const Uses& u, Node* q, PassReport& report) {
   if (!IsOp(q, "QuantizeLinear") || !PerTensor(q)) return false;
   Value* t = q->inputs[0];
@@ -41,64 +70,19 @@ bool MoveQuantizeUp(Graph& g, const Uses& u, Node* q, PassReport& report) {
   if (!Moves(view) || !u.OnlyBy(t, q)) return false;
   Value* y = view->inputs[0];
   if (!u.OnlyBy(y, view) || u.IsOutput(y)) return false;
-  Value* out = q->outputs[0];
-  Value* yq = g.AddValue(y->name + "/quantized");
-  yq->dtype = out->dtype;
-  yq->shape = y->shape;
-  yq->has_shape = y->has_shape;
-  q->inputs[0] = y;
-  q->outputs[0] = yq;
-  yq->producer = q;
-  view->inputs[0] = yq;
-  view->outputs[0] = out;
-  out->producer = view;
-  t->producer = nullptr;  // t is read and written by nothing now
-  // The view now runs after the Q: move it just after the Q in the node order.
-  auto& nodes = g.mutable_nodes();
-  size_t iq = 0, iv = 0;
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k].get() == q) iq = k;
-    if (nodes[k].get() == view) iv = k;
-  }
-  if (iv < iq) {
-    auto moved = std::move(nodes[iv]);
-    nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(iv));
-    nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(iq), std::move(moved));
-  }
+  Swap(g, view, q, q->outputs[0]->dtype, y->shape, y->has_shape);
   report.details.push_back(fmt::format("moved {} ({}) before {} ({})", q->name, q->op_type, view->name, view->op_type));
   return true;
 }
 
-// view(DQ(x)) -> DQ(view(x)).
+// view(DQ(x)) -> DQ(view(x)): the view reads x and writes a value of x's type and its own output's shape.
 bool MoveDequantizeDown(Graph& g, const Uses& u, Node* view, PassReport& report) {
   if (!Moves(view)) return false;
   Value* d = view->inputs[0];
   Node* dq = u.Producer(d);
   if (!IsOp(dq, "DequantizeLinear") || !PerTensor(dq) || !u.OnlyBy(d, view) || u.IsOutput(d)) return false;
-  Value* x = dq->inputs[0];
-  Value* out = view->outputs[0];
-  Value* xv = g.AddValue(out->name + "/quantized");
-  xv->dtype = x->dtype;
-  xv->shape = out->shape;
-  xv->has_shape = out->has_shape;
-  view->inputs[0] = x;
-  view->outputs[0] = xv;
-  xv->producer = view;
-  dq->inputs[0] = xv;
-  dq->outputs[0] = out;
-  out->producer = dq;
-  d->producer = nullptr;
-  auto& nodes = g.mutable_nodes();
-  size_t idq = 0, iv = 0;
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k].get() == dq) idq = k;
-    if (nodes[k].get() == view) iv = k;
-  }
-  if (idq < iv) {  // the DQ now runs after the view
-    auto moved = std::move(nodes[idq]);
-    nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(idq));
-    nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(iv), std::move(moved));
-  }
+  const Value* out = view->outputs[0];
+  Swap(g, dq, view, dq->inputs[0]->dtype, out->shape, out->has_shape);
   report.details.push_back(
       fmt::format("moved {} ({}) after {} ({})", dq->name, dq->op_type, view->name, view->op_type));
   return true;
