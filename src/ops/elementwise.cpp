@@ -421,8 +421,9 @@ void RegisterElementwiseOps(OpRegistry& r) {
   // types and quantization: never computed in a reduced float type
   r.Onnx("Cast").Shape(CastShape).LayoutNeutral().KeepsFp32();
   r.Onnx("CastLike").Since(15).Shape(CastLikeShape).KeepsFp32();
-  r.Onnx("QuantizeLinear").Since(10).Shape(QuantizeShape).KeepsFp32();
-  r.Onnx("DequantizeLinear").Since(10).Shape(DequantizeShape).KeepsFp32().KeepsQuantizedConstant();
+  r.Onnx("QuantizeLinear").Since(10).Shape(QuantizeShape).KeepsFp32().LayoutNeutralWithScalarParams();
+  r.Onnx("DequantizeLinear").Since(10).Shape(DequantizeShape).KeepsFp32().KeepsQuantizedConstant()
+      .LayoutNeutralWithScalarParams();
 }
 
 }  // namespace kiln

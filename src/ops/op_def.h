@@ -51,6 +51,9 @@ struct OpTraits {
   // Elementwise over same-shaped operands (after broadcasting): runs unchanged in any memory layout, so the
   // layout pass may move it between NHWC producers and consumers.
   bool layout_neutral = false;
+  // Elementwise in input 0 with parameters (the other inputs) that may be per-axis: layout-neutral when every
+  // parameter is a scalar (per-tensor QuantizeLinear / DequantizeLinear; per-channel ones are not).
+  bool layout_neutral_scalar_params = false;
   // Never computes in a reduced type (Cast, Shape, Range, quantization, random...): FP16/BF16 planning keeps
   // its float inputs and outputs float32.
   bool keeps_fp32 = false;
@@ -98,6 +101,7 @@ struct OpDef {
   OpDef& Shape(ShapeFn f) { infer = std::move(f); return *this; }
   OpDef& View() { traits.view = true; return *this; }
   OpDef& LayoutNeutral() { traits.layout_neutral = true; return *this; }
+  OpDef& LayoutNeutralWithScalarParams() { traits.layout_neutral_scalar_params = true; return *this; }
   OpDef& KeepsFp32() { traits.keeps_fp32 = true; return *this; }
   OpDef& ParameterInputsFrom(size_t first) {
     traits.parameter_inputs = first >= 64 ? 0 : ~uint64_t{0} << first;

@@ -17,8 +17,18 @@ namespace {
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
 
-// Runs unchanged in any layout (OpDef trait layout_neutral).
-bool IsElementwise(const Node& n) { return TraitsOf(n).layout_neutral; }
+// Runs unchanged in any layout (OpDef traits layout_neutral, or layout_neutral_scalar_params with every input
+// but the first a scalar constant).
+bool IsElementwise(const Node& n) {
+  const OpTraits& t = TraitsOf(n);
+  if (t.layout_neutral) return true;
+  if (!t.layout_neutral_scalar_params || n.inputs.empty() || !n.input(0) || n.input(0)->is_const()) return false;
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    const Value* v = n.input(i);
+    if (v && (!v->is_const() || v->const_value->numel() != 1)) return false;
+  }
+  return true;
+}
 
 bool IsReducedFloat(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
 
@@ -65,6 +75,24 @@ bool IsConv2d(const Node& n, const LayoutOptions& o) {
   if (n.input(2) && !n.input(2)->is_const()) return false;
   if (n.input(3) && (n.input(3)->is_const() || !Rank4(n.input(3)))) return false;  // FusedConv's residual
   if (o.channel_multiple > 1 && (!x->shape[1].known() || x->shape[1].value % o.channel_multiple != 0)) return false;
+  if (n.outputs.size() != 1 || !Rank4(n.output(0))) return false;
+  return SymmetricPads(n);
+}
+
+// kiln.QConv (ops/quantized_ops.h) with int8 input of zero point 0 (so that zero padding is the zero point),
+// ungrouped, 2-D, symmetric pads: the int8 tensor-core convolution reads NHWC with channels a multiple of 16.
+constexpr int64_t kInt8ChannelMultiple = 16;
+bool IsQConv2d(const Node& n) {
+  if (n.domain != "kiln" || n.op_type != "QConv" || n.has_attr("kiln_layout")) return false;
+  const Value* x = n.input(0);
+  const Value* w = n.input(1);
+  if (!Rank4(x) || x->dtype != DataType::kInt8 || !w || !w->is_const() || w->const_value->rank() != 4) return false;
+  if (n.geti("kiln_x_zero_point", 0) != 0 || n.geti("group", 1) != 1) return false;
+  if (n.input(2) && !n.input(2)->is_const()) return false;
+  if (n.input(3) && (n.input(3)->is_const() || !Rank4(n.input(3)))) return false;
+  const int64_t c = w->const_value->dim(1);
+  if (!x->shape[1].known() || x->shape[1].value != c) return false;
+  if (c % kInt8ChannelMultiple != 0 && c > kInt8ChannelMultiple) return false;
   if (n.outputs.size() != 1 || !Rank4(n.output(0))) return false;
   return SymmetricPads(n);
 }
@@ -225,16 +253,18 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
   for (auto& np : old_nodes) {
     Node& n = *np;
     bool rewritten = false;
-    if (IsConv2d(n, opts)) {
+    const bool qconv = IsQConv2d(n);
+    if (qconv || IsConv2d(n, opts)) {
       n.inputs[0] = to_nhwc(n.inputs[0]);
       const Value* w = n.input(1);
       const int64_t c = w->const_value->dim(1);
+      const int64_t pad_to = qconv ? (c % kInt8ChannelMultiple == 0 ? 0 : kInt8ChannelMultiple) : opts.pad_channels;
       // (Pad-1 names its attribute differently: no padding in opset-1 graphs.)
-      if (opts.pad_channels > 0 && c < opts.pad_channels && n.geti("group", 1) == 1 && opset >= 2 &&
-          n.inputs[0]->shape[3].known() && n.inputs[0]->shape[3].value == c) {
-        n.inputs[0] = pad_channels(n.inputs[0], opts.pad_channels);
+      if (pad_to > 0 && c < pad_to && n.geti("group", 1) == 1 && opset >= 2 && n.inputs[0]->shape[3].known() &&
+          n.inputs[0]->shape[3].value == c) {
+        n.inputs[0] = pad_channels(n.inputs[0], pad_to);
         auto& pw = padded_weights[w];
-        if (!pw) pw = g.AddConstant(w->name + "_cpad", PadAxis1(*w->const_value, opts.pad_channels));
+        if (!pw) pw = g.AddConstant(w->name + "_cpad", PadAxis1(*w->const_value, pad_to));
         n.inputs[1] = pw;
         ++rep.channels_padded;
       }

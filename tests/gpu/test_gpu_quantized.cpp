@@ -2,6 +2,7 @@
 // shapes: int8/uint8 inputs with zero points, per-tensor and per-channel weight scales, bias, residual, activations,
 // groups, strides, dilations, pads (auto_pad too), 1 to 3 spatial dims. Requantized outputs must match exactly (the
 // epilogue's float arithmetic is the reference's); float outputs within float rounding.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -36,6 +37,9 @@ struct QCase {
   Shape y;  // the output's shape (for the residual)
   uint32_t seed = 1;
   std::string tactic;  // empty: the layer's first
+  int64_t y_zero_point = 0;  // 8-bit output's; 0 below means the default (uint8: 17, int8: -3)
+  bool nhwc = false;         // kiln_layout = "NHWC": x [N,H,W,C], y and the residual [N,P,Q,K]
+  bool symmetric_y = false;  // int8 output with zero point 0
 };
 
 ::testing::AssertionResult RunCase(const QCase& c, double atol = 0, double rtol = 0) {
@@ -57,8 +61,10 @@ struct QCase {
   node.Attr("kiln_y_type", Attribute::Int(static_cast<int64_t>(c.y_type)));
   if (c.y_type != DataType::kFloat32) {
     node.Attr("kiln_y_scale", Attribute::Float(0.05f));
-    node.Attr("kiln_y_zero_point", Attribute::Int(c.y_type == DataType::kUInt8 ? 17 : -3));
+    const int64_t zp = c.symmetric_y ? 0 : c.y_zero_point != 0 ? c.y_zero_point : c.y_type == DataType::kUInt8 ? 17 : -3;
+    node.Attr("kiln_y_zero_point", Attribute::Int(zp));
   }
+  if (c.nhwc) node.Attr("kiln_layout", Attribute::String("NHWC"));
   if (!c.tactic.empty()) node.Tactic(c.tactic);
   return node.MatchesCpu(atol, rtol);
 }
@@ -192,6 +198,70 @@ TEST(GpuQuantized, MatMulOnInt8TensorCores) {
     c.x_zero_point = 4;
     c.act = "None";
     c.seed = 22;
+    EXPECT_TRUE(RunCase(c));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::gputest
+
+namespace kiln::gputest {
+namespace {
+
+bool ComputeCapability90() {
+  int device = 0, major = 0, minor = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+         minor == 0;
+}
+
+// NHWC QConv (as layout planning leaves it) on the Hopper int8 tensor-core tactics, both tiles, and on the tiled
+// kernel: int8 and float outputs, residual, Relu / Clip / none, strides, dilations, pads, 1x1, partial tiles in
+// every dimension. The epilogue rounds each float step as the CPU does, so both outputs must match exactly.
+TEST(GpuQuantized, ConvNhwcOnInt8TensorCores) {
+  std::vector<std::string> tactics = {"int8-tiled"};
+  if (ComputeCapability90())
+    tactics = {"int8-sm90-128x128x128", "int8-sm90-128x64x128", "int8-sm90-128x128x64", "int8-sm90-128x64x64",
+               "int8-tiled"};
+  for (const std::string& tactic : tactics) {
+    SCOPED_TRACE(tactic);
+    QCase c;
+    c.nhwc = true;
+    c.symmetric_y = true;
+    c.tactic = tactic;
+    c.x = {2, 9, 7, 32};  // 3x3, pad 1, Relu, int8 out
+    c.w = {48, 32, 3, 3};
+    c.attrs = {{"pads", Ints({1, 1, 1, 1})}};
+    c.act = "Relu";
+    EXPECT_TRUE(RunCase(c));
+    c.x = {3, 11, 10, 16};  // strided and dilated, float out with a residual, Clip, 20 channels
+    c.w = {20, 16, 3, 3};
+    c.attrs = {{"pads", Ints({2, 1, 2, 1})}, {"strides", Ints({2, 2})}, {"dilations", Ints({2, 1})}};
+    c.y_type = DataType::kFloat32;
+    c.residual = true;
+    c.y = {3, 6, 5, 20};
+    c.act = "Clip";
+    c.seed = 31;
+    EXPECT_TRUE(RunCase(c));
+    c.x = {4, 14, 13, 64};  // 1x1 to 272 channels, int8 out with a residual, per-tensor weights, no bias
+    c.w = {272, 64, 1, 1};
+    c.attrs = {};
+    c.y_type = DataType::kInt8;
+    c.y = {4, 14, 13, 272};
+    c.per_channel = false;
+    c.bias = false;
+    c.act = "None";
+    c.seed = 32;
+    EXPECT_TRUE(RunCase(c));
+    c.x = {1, 5, 3, 144};  // 7x7 window larger than the image, K = 7056
+    c.w = {16, 144, 7, 7};
+    c.attrs = {{"pads", Ints({3, 3, 3, 3})}};
+    c.residual = false;
+    c.bias = true;
+    c.per_channel = true;
+    c.act = "Relu";
+    c.seed = 33;
     EXPECT_TRUE(RunCase(c));
   }
 }

@@ -187,6 +187,51 @@ TEST(LayoutPlan, StemInputChannelsArePaddedToEight) {
   }
 }
 
+// kiln.QConv with int8 input of zero point 0 goes NHWC whatever the float options (the int8 tensor-core kernel
+// reads channels-last, channels a multiple of 16): an RGB stem reads its input zero-padded to 16 channels, the
+// residual is read in Y's layout, the int8 chain stays NHWC; a grouped QConv and one whose input has a zero point
+// stay NCHW. The CPU runs the NHWC QConv through its NCHW kernel: outputs are identical.
+TEST(LayoutPlan, Int8ConvolutionsGoNhwcWithChannelsPaddedToSixteen) {
+  Net t(DataType::kFloat32);
+  Value* x = t.Input("x", {2, 3, 10, 9}, DataType::kInt8, -128, 127);
+  auto qconv = [&](Value* in, int64_t cin, int64_t cout, int64_t k, DataType y, Value* residual, int64_t group,
+                   int64_t x_zp) {
+    std::map<std::string, Attribute> a = {{"kernel_shape", Attribute::Ints({k, k})},
+                                          {"pads", Attribute::Ints({k / 2, k / 2, k / 2, k / 2})},
+                                          {"group", Attribute::Int(group)},
+                                          {"kiln_x_scale", Attribute::Float(0.02f)},
+                                          {"kiln_x_zero_point", Attribute::Int(x_zp)},
+                                          {"kiln_w_scales", Attribute::Floats(std::vector<float>(cout, 0.01f))},
+                                          {"kiln_activation", Attribute::String("Relu")},
+                                          {"kiln_y_type", Attribute::Int(static_cast<int64_t>(y))}};
+    if (y == DataType::kInt8) {
+      a["kiln_y_scale"] = Attribute::Float(0.05f);
+      a["kiln_y_zero_point"] = Attribute::Int(0);
+    }
+    Value* w = t.g.AddConstant("w", testing::Random({cout, cin / group, k, k}, t.seed++, -127, 127, DataType::kInt8));
+    std::vector<Value*> ins = {in, w, t.Const({cout}, 0.5)};
+    if (residual) ins.push_back(residual);
+    return t.Op("QConv", ins, a, "kiln");
+  };
+  Value* stem = qconv(x, 3, 16, 3, DataType::kInt8, nullptr, 1, 0);
+  Value* r = t.Input("r", {2, 32, 10, 9}, DataType::kFloat32, -1, 1);
+  t.Output(qconv(qconv(stem, 16, 32, 3, DataType::kInt8, nullptr, 1, 0), 32, 32, 1, DataType::kFloat32, r, 1, 0));
+  t.Output(qconv(stem, 16, 16, 3, DataType::kFloat32, nullptr, 4, 0));  // grouped: NCHW
+  t.Output(qconv(x, 3, 8, 1, DataType::kFloat32, nullptr, 1, 5));       // input zero point: NCHW
+  const LayoutReport rep = t.PlanAndCompare({}, 0);
+  EXPECT_EQ(rep.convs_nhwc, 3);
+  EXPECT_EQ(rep.channels_padded, 1);
+  EXPECT_EQ(t.Count("Pad"), 1);
+  int residual_nhwc = 0;
+  for (const auto& n : t.g.nodes())
+    if (n->op_type == "QConv" && n->gets("kiln_layout", "") == "NHWC") {
+      EXPECT_EQ(n->input(0)->shape[3].value % 16, 0) << n->name;
+      EXPECT_EQ(n->input(1)->const_value->dim(1) % 16, 0) << n->name;
+      residual_nhwc += n->input(3) && n->input(3)->name.ends_with("_nhwc");
+    }
+  EXPECT_EQ(residual_nhwc, 1);
+}
+
 // FP32 convolutions stay NCHW unless asked; so do convs with asymmetric pads.
 TEST(LayoutPlan, LeavesFloat32AndAsymmetricPadsAlone) {
   Net t(DataType::kFloat32);

@@ -1,5 +1,6 @@
 // Channels-last (kiln_layout = "NHWC", src/plan/layout.h) for the reference kernels of Conv, FusedConv,
-// MaxPool and AveragePool: X is permuted to NCHW, the NCHW kernel runs, and Y is permuted back into output 0.
+// MaxPool, AveragePool and kiln.QConv: X is permuted to NCHW (and the input `also` when given: QConv's residual,
+// in Y's layout), the NCHW kernel runs, and Y is permuted back into output 0.
 #pragma once
 
 #include <cstring>
@@ -11,7 +12,7 @@
 
 namespace kiln::cpu {
 
-inline Status RunChannelsLast(KernelContext& ctx, const KernelFn& nchw) {
+inline Status RunChannelsLast(KernelContext& ctx, const KernelFn& nchw, int also = -1) {
   const std::string layout = ctx.node.gets("kiln_layout", "NCHW");
   if (layout == "NCHW") return nchw(ctx);
   if (layout != "NHWC")
@@ -21,6 +22,13 @@ inline Status RunChannelsLast(KernelContext& ctx, const KernelFn& nchw) {
   const Tensor x = PermuteTensor(ctx.in(0), {0, 3, 1, 2});
   std::vector<const Tensor*> ins = ctx.inputs;
   ins[0] = &x;
+  Tensor other;
+  if (also > 0 && also < static_cast<int>(ins.size()) && ins[also] && ins[also]->defined()) {
+    if (ins[also]->rank() != 4)
+      return Err(StatusCode::kInvalidArgument, "{}: kiln_layout NHWC needs input {} of rank 4", ctx.node.Where(), also);
+    other = PermuteTensor(*ins[also], {0, 3, 1, 2});
+    ins[also] = &other;
+  }
   std::vector<Tensor> outs(ctx.num_outputs());
   KernelContext sub{ctx.node, ins, outs};
   KILN_RETURN_IF_ERROR(nchw(sub));

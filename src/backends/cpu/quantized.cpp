@@ -14,6 +14,7 @@
 #include "backends/cpu/conv_scratch.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/gemm_blas.h"
+#include "backends/cpu/layout_util.h"
 #include "ops/quantized_ops.h"
 
 namespace kiln::cpu {
@@ -210,7 +211,8 @@ Status QMatMulKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterQuantizedKernels(KernelRegistry& r) {
-  r.Add("kiln.QConv", QConvKernel);
+  // NHWC (layout planning on backends that run it) through the NCHW kernel; the residual (input 3) is in Y's layout.
+  r.Add("kiln.QConv", [](KernelContext& c) { return RunChannelsLast(c, QConvKernel, 3); });
   r.Add("kiln.QMatMul", QMatMulKernel);
 }
 

@@ -12,6 +12,7 @@
 #include "backends/cuda/engine_exec.h"
 #include "backends/cuda/graph_runner.h"
 #include "backends/cuda/handles.h"
+#include "backends/cuda/quantized_layer_util.h"
 #include "backends/cuda/timing_cache.h"
 #include "backends/cuda/tuning.h"
 #include "core/error.h"
@@ -92,32 +93,31 @@ class CudaBackendImpl final : public Backend {
   }
 
   bool HasKernel(const std::string& op) const override { return Layers().Find(op) != nullptr; }
-  static bool QConvPreferred() {
-    const LayerFactory* f = Layers().Find(std::string("kiln.QConv"));
-    return f && f->optimizer_may_create;
-  }
   bool Prefers(const Node& n) const override {
     const LayerFactory* f = Layers().Find(n);
     return f && (f->optimizer_may_create || (f->preferred_for && f->preferred_for(n)));
   }
 
   Status CheckConfig(const BuilderConfig& cfg) const override {
-    if (cfg.getFlag(BuilderFlag::kINT8) && !QConvPreferred())
-      return Err(StatusCode::kUnsupported,
-                 "--int8 is not available on the cuda backend yet: its INT8 layers are exact but run without tensor "
-                 "cores (ResNet-50 at batch 64: 93 ms against 2.1 ms in FP16 on an H200), so INT8 engines are built "
-                 "for the cpu backend only (--backend=cpu); kiln calibrate --backend=cuda calibrates on the GPU. "
-                 "Build with --fp16 or --bf16 for speed");
+    if (cfg.getFlag(BuilderFlag::kINT8))
+      if (const std::string why = quantized::QConvTensorCoresUnavailable(); !why.empty())
+        return Err(StatusCode::kUnsupported,
+                   "--int8 is not available on the cuda backend here: {}. Its other INT8 layers are exact but run "
+                   "without tensor cores, so build INT8 engines for the cpu backend (--backend=cpu), or build with "
+                   "--fp16 or --bf16 for speed",
+                   why);
     if (cfg.getFlag(BuilderFlag::kFP8))
       return Err(StatusCode::kUnsupported, "--fp8 is not available yet: the cuda backend has no FP8 kernels; build "
                                            "with --fp16 or --bf16");
     if (!cfg.layerOutputTypes().empty())
       return Err(StatusCode::kUnsupported, "--layerOutputTypes is not supported yet; use --layerPrecisions");
     for (const auto& [layer, t] : cfg.layerPrecisions())
-      if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+      if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16 &&
+          !(t == DataType::kInt8 && cfg.getFlag(BuilderFlag::kINT8)))
         return Err(StatusCode::kUnsupported,
-                   "--layerPrecisions {}:{}: the cuda backend computes layers in fp32, fp16 or bf16", layer,
-                   DataTypeName(t));
+                   "--layerPrecisions {}:{}: the cuda backend computes layers in fp32, fp16 or bf16, and int8 with "
+                   "--int8",
+                   layer, DataTypeName(t));
     return Status::Ok();
   }
 

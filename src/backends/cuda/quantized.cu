@@ -37,7 +37,8 @@ __device__ __forceinline__ int LoadX(const QGemmArgs& a, int64_t b, int64_t o, i
     const int ix = ox * a.stride[2] - a.pad[2] + kx * a.dil[2];
     if (iz < 0 || iz >= a.in[0] || iy < 0 || iy >= a.in[1] || ix < 0 || ix >= a.in[2]) return 0;
     const int64_t cg = a.channels / a.groups;
-    idx = (((n * a.channels + g * cg + c) * a.in[0] + iz) * a.in[1] + iy) * a.in[2] + ix;
+    idx = a.nhwc ? ((n * a.in[1] + iy) * a.in[2] + ix) * a.channels + g * cg + c
+                 : (((n * a.channels + g * cg + c) * a.in[0] + iz) * a.in[1] + iy) * a.in[2] + ix;
   }
   const int v = a.x_unsigned ? static_cast<int>(static_cast<const uint8_t*>(a.x)[idx])
                              : static_cast<int>(static_cast<const int8_t*>(a.x)[idx]);
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) QGemmKernel(QGemmArgs a) {
       if (o >= a.o) continue;
       if (a.conv) {
         const int64_t n = b / a.groups, ch = (b % a.groups) * a.m + m;
-        Store(a, (n * a.out_channels + ch) * a.o + o, ch, acc[i][j]);
+        Store(a, a.nhwc ? (n * a.o + o) * a.out_channels + ch : (n * a.out_channels + ch) * a.o + o, ch, acc[i][j]);
       } else {
         Store(a, o * a.m + m, m, acc[i][j]);
       }

@@ -17,9 +17,11 @@ namespace kiln::cuda {
 // and writes y = epilogue(acc) at the output position of (b, m, o).
 //   QMatMul: W is the weight transposed, [N, K]; X(o, k) = x[o * K + k]; o runs over the rows; y[o * N + m].
 //   QConv:   W is [M, K] with K = C/groups * kernel size; X is the input window of output position o (NC(D)HW);
-//            y is NC(D)HW, channel = group * M/groups + m.
+//            y is NC(D)HW, channel = group * M/groups + m. With `nhwc` (2-D, kiln_layout = "NHWC") X, y and the
+//            residual are channels-last instead.
 struct QGemmArgs {
   bool conv = false;
+  bool nhwc = false;
   const int8_t* w = nullptr;
   const void* x = nullptr;
   bool x_unsigned = false;

@@ -1,7 +1,7 @@
-// CUDA layers of the quantized ops (ops/quantized_ops.h): kiln.QConv and kiln.QMatMul on the tiled int8 GEMM of
-// quantized.cu (tactic "int8-tiled"): exact int32 sums, the epilogue fused. Without tensor cores they are the GPU's
-// reference for INT8, not yet built into engines (LayerFactory::optimizer_may_create). Weights are uploaded once (QMatMul's
-// transposed to [N, K], so both operands run along K), with their scales.
+// CUDA layers of kiln.QMatMul (ops/quantized_ops.h): cuBLASLt's int8 tensor-core GEMM with the epilogue kernel, and
+// the tiled int8 GEMM of quantized.cu (tactic "int8-tiled": exact int32 sums, the epilogue fused), the GPU's
+// reference for INT8. The weight is uploaded once, transposed to [N, K] so both operands run along K, with its
+// scales. kiln.QConv's layers are in quantized_conv_layers.cpp.
 #include <memory>
 
 #include "backends/cuda/cublaslt_gemm.h"
@@ -9,6 +9,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/families.h"
 #include "backends/cuda/quantized_kernels.h"
+#include "backends/cuda/quantized_layer_util.h"
 #include "core/error.h"
 #include "ops/conv_geometry.h"
 #include "ops/quantized_ops.h"
@@ -16,50 +17,7 @@
 namespace kiln::cuda {
 namespace {
 
-constexpr const char* kTactic = "int8-tiled";
-
-struct QWeights {
-  DeviceBuffer w, scales, zeros;
-};
-
-Status Unsupported(const Node& n, const std::string& what) {
-  return Err(StatusCode::kUnsupported, "{}: the CUDA layer does not support {}", n.Where(), what);
-}
-
-int DTypeOf(DataType t) { return static_cast<int>(t); }
-
-// The parts of QGemmArgs that do not depend on the run's shapes.
-Result<QGemmArgs> BaseArgs(const Node& n, const quant_attrs::Params& p, const QWeights& w) {
-  QGemmArgs a;
-  a.w = static_cast<const int8_t*>(w.w.get());
-  a.x_zero_point = static_cast<int>(p.x_zero_point);
-  a.x_scale = p.x_scale;
-  a.w_scales = static_cast<const float*>(w.scales.get());
-  a.per_channel = p.w_scales.size() > 1;
-  a.act.act = static_cast<GemmAct>(static_cast<int>(p.activation));
-  a.act.alpha = p.act_alpha;
-  a.act.beta = p.act_beta;
-  a.y_dtype = DTypeOf(p.y_type);
-  a.y_scale = p.y_type == DataType::kFloat32 ? 1.f : p.y_scale;
-  a.y_zero_point = static_cast<int>(p.y_zero_point);
-  return a;
-}
-
-Result<std::shared_ptr<QWeights>> Upload(const Node& n, const Tensor& w, const std::vector<float>& scales) {
-  auto q = std::make_shared<QWeights>();
-  KILN_ASSIGN_OR_RETURN(q->w, UploadToDevice(w.raw(), w.nbytes(), n.name + "/weight_int8"));
-  KILN_ASSIGN_OR_RETURN(q->scales, UploadToDevice(scales.data(), scales.size() * sizeof(float), n.name + "/w_scales"));
-  return q;
-}
-
-const Tensor* ConstWeight(const Node& n) {
-  const Value* w = n.input(1);
-  return w && w->is_const() && w->dtype == DataType::kInt8 ? &*w->const_value : nullptr;
-}
-
-const float* OptionalFloat(const std::vector<DeviceTensor>& in, size_t i) {
-  return i < in.size() && in[i].present() ? static_cast<const float*>(in[i].data) : nullptr;
-}
+using namespace quantized;
 
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 constexpr int kMaxLtTactics = 4;
@@ -213,83 +171,10 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
       }));
 }
 
-Result<std::unique_ptr<Layer>> CreateQConv(const LayerSpec& spec, const std::string& tactic) {
-  const Node& n = spec.node;
-  if (tactic != kTactic) return Err(StatusCode::kInvalidArgument, "{}: unknown tactic '{}'", n.Where(), tactic);
-  KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
-  const Tensor* w = ConstWeight(n);
-  if (!w || w->rank() < 3) return Unsupported(n, "a weight that is not a constant int8 [M, C/group, kernel...]");
-  const int64_t nsp = w->rank() - 2;
-  if (nsp > 3) return Unsupported(n, fmt::format("{} spatial dims (at most 3)", nsp));
-  std::vector<int64_t> kw(w->shape().begin() + 2, w->shape().end());
-  KILN_ASSIGN_OR_RETURN(const WindowParams wp, ReadWindowParams(n, nsp, kw, false));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<QWeights> q, Upload(n, *w, p.w_scales));
-  KILN_ASSIGN_OR_RETURN(QGemmArgs base, BaseArgs(n, p, *q));
-  base.conv = true;
-  base.groups = wp.group;
-  base.out_channels = w->dim(0);
-  base.m = w->dim(0) / wp.group;
-  base.k = w->numel() / std::max<int64_t>(1, w->dim(0));
-  const int off = 3 - static_cast<int>(nsp);
-  for (int64_t d = 0; d < nsp; ++d) {
-    base.kernel[off + d] = static_cast<int>(kw[d]);
-    base.stride[off + d] = static_cast<int>(wp.strides[d]);
-    base.dil[off + d] = static_cast<int>(wp.dilations[d]);
-  }
-  const std::string where = n.Where();
-  // The node's attributes (no graph links) for resolving auto_pad at each run's input size.
-  auto attrs = std::make_shared<Node>();
-  attrs->name = n.name;
-  attrs->op_type = n.op_type;
-  attrs->domain = n.domain;
-  attrs->attrs = n.attrs;
-  return std::unique_ptr<Layer>(std::make_unique<FnLayer>(
-      [q, base, wp, nsp, off, where, attrs](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
-                                            std::vector<DeviceTensor>& out) -> Status {
-        QGemmArgs a = base;
-        const auto& xs = in[0].shape;
-        const auto& ys = out[0].shape;
-        if (static_cast<int64_t>(xs.size()) != nsp + 2 || ys.size() != xs.size())
-          return Err(StatusCode::kInvalidArgument, "{}: input {} and output {} do not have rank {}", where,
-                     ShapeToString(xs), ShapeToString(ys), nsp + 2);
-        WindowParams w = wp;  // begin pads as the CPU reference resolves them (auto_pad included) at this size
-        KILN_RETURN_IF_ERROR(ForwardOutputSizes(*attrs, w, std::vector<int64_t>(xs.begin() + 2, xs.end())).status());
-        a.x = in[0].data;
-        a.x_unsigned = in[0].dtype == DataType::kUInt8;
-        a.batch = xs[0];
-        a.channels = xs[1];
-        a.o = 1;
-        for (int64_t d = 0; d < nsp; ++d) {
-          a.in[off + d] = static_cast<int>(xs[2 + d]);
-          a.out[off + d] = static_cast<int>(ys[2 + d]);
-          a.pad[off + d] = static_cast<int>(w.pads[d]);
-          a.o *= ys[2 + d];
-        }
-        a.bias = OptionalFloat(in, 2);
-        a.residual = OptionalFloat(in, 3);
-        a.y = out[0].data;
-        Status st = KILN_CUDA_STATUS(LaunchQGemm(a, ctx.stream));
-        return st.ok() ? st : st.WithContext(where);
-      }));
-}
-
-LayerFactory QFactory(Result<std::unique_ptr<Layer>> (*create)(const LayerSpec&, const std::string&),
-                      Result<std::vector<std::string>> (*tactics)(const LayerSpec&) = nullptr) {
-  LayerFactory f;
-  if (tactics) f.tactics = tactics;
-  else f.tactics = [](const LayerSpec&) -> Result<std::vector<std::string>> { return std::vector<std::string>{kTactic}; };
-  f.create = create;
-  f.compute_types = {DataType::kFloat32};
-  // Exact but without tensor cores (ResNet-50 INT8 at batch 64 on an H200: 93 ms against FP16's 2.1 ms): the
-  // reference the tensor-core INT8 tactics will be checked against, not yet what the optimizer builds.
-  f.optimizer_may_create = false;
-  return f;
-}
-
 }  // namespace
 
 void RegisterQuantizedLayers(LayerRegistry& r) {
-  r.Add("kiln.QConv", QFactory(CreateQConv));
+  r.Add("kiln.QConv", QConvFactory());
   LayerFactory qmm = QFactory(CreateQMatMul, QMatMulTactics);
   qmm.preferred_for = LtEligible;  // on cuBLASLt's int8 tensor cores
   r.Add("kiln.QMatMul", std::move(qmm));
