@@ -223,45 +223,90 @@ TEST(GpuQuantized, ConvNhwcOnInt8TensorCores) {
   std::vector<std::string> tactics = {"int8-tiled"};
   if (ComputeCapability90())
     tactics = {"int8-sm90-128x128x128", "int8-sm90-128x64x128", "int8-sm90-128x128x64", "int8-sm90-128x64x64",
-               "int8-tiled"};
+               "int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64", "int8-sm90-gemm-256x128", "int8-tiled"};
   for (const std::string& tactic : tactics) {
     SCOPED_TRACE(tactic);
+    const bool gemm = tactic.find("gemm") != std::string::npos;  // 1x1, stride 1, unpadded only
     QCase c;
     c.nhwc = true;
     c.symmetric_y = true;
     c.tactic = tactic;
-    c.x = {2, 9, 7, 32};  // 3x3, pad 1, Relu, int8 out
-    c.w = {48, 32, 3, 3};
-    c.attrs = {{"pads", Ints({1, 1, 1, 1})}};
-    c.act = "Relu";
-    EXPECT_TRUE(RunCase(c));
-    c.x = {3, 11, 10, 16};  // strided and dilated, float out with a residual, Clip, 20 channels
-    c.w = {20, 16, 3, 3};
-    c.attrs = {{"pads", Ints({2, 1, 2, 1})}, {"strides", Ints({2, 2})}, {"dilations", Ints({2, 1})}};
-    c.y_type = DataType::kFloat32;
-    c.residual = true;
-    c.y = {3, 6, 5, 20};
-    c.act = "Clip";
-    c.seed = 31;
-    EXPECT_TRUE(RunCase(c));
+    if (!gemm) {
+      c.x = {2, 9, 7, 32};  // 3x3, pad 1, Relu, int8 out
+      c.w = {48, 32, 3, 3};
+      c.attrs = {{"pads", Ints({1, 1, 1, 1})}};
+      c.act = "Relu";
+      EXPECT_TRUE(RunCase(c));
+      c.x = {3, 11, 10, 16};  // strided and dilated, float out with a residual, Clip, 20 channels
+      c.w = {20, 16, 3, 3};
+      c.attrs = {{"pads", Ints({2, 1, 2, 1})}, {"strides", Ints({2, 2})}, {"dilations", Ints({2, 1})}};
+      c.y_type = DataType::kFloat32;
+      c.residual = true;
+      c.y = {3, 6, 5, 20};
+      c.act = "Clip";
+      c.seed = 31;
+      EXPECT_TRUE(RunCase(c));
+    }
     c.x = {4, 14, 13, 64};  // 1x1 to 272 channels, int8 out with a residual, per-tensor weights, no bias
     c.w = {272, 64, 1, 1};
     c.attrs = {};
     c.y_type = DataType::kInt8;
+    c.residual = true;
     c.y = {4, 14, 13, 272};
     c.per_channel = false;
     c.bias = false;
     c.act = "None";
     c.seed = 32;
     EXPECT_TRUE(RunCase(c));
-    c.x = {1, 5, 3, 144};  // 7x7 window larger than the image, K = 7056
-    c.w = {16, 144, 7, 7};
-    c.attrs = {{"pads", Ints({3, 3, 3, 3})}};
+    c.x = {3, 7, 9, 48};  // 1x1, float out, Relu, 36 channels (189 rows: partial tiles)
+    c.w = {36, 48, 1, 1};
+    c.y_type = DataType::kFloat32;
     c.residual = false;
-    c.bias = true;
     c.per_channel = true;
+    c.bias = true;
     c.act = "Relu";
-    c.seed = 33;
+    c.seed = 34;
+    EXPECT_TRUE(RunCase(c));
+    if (!gemm) {
+      c.x = {1, 5, 3, 144};  // 7x7 window larger than the image, K = 7056
+      c.w = {16, 144, 7, 7};
+      c.attrs = {{"pads", Ints({3, 3, 3, 3})}};
+      c.y_type = DataType::kInt8;
+      c.seed = 33;
+      EXPECT_TRUE(RunCase(c));
+    }
+  }
+}
+
+// QMatMul on the Hopper GEMM with the epilogue fused (every tile), against the CPU: int8 and float outputs,
+// residual, Relu / Clip, rows that fill no tile.
+TEST(GpuQuantized, MatMulOnHopperFusedGemm) {
+  if (!ComputeCapability90()) GTEST_SKIP() << "the int8-sm90 tactics need a compute capability 9.0 GPU";
+  for (const char* tactic : {"int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64", "int8-sm90-gemm-256x128"}) {
+    SCOPED_TRACE(tactic);
+    QCase c;
+    c.conv = false;
+    c.symmetric_y = true;
+    c.tactic = tactic;
+    c.x = {3, 67, 768};  // BERT-shaped, int8 out, Relu
+    c.w = {768, 3072};
+    c.act = "Relu";
+    EXPECT_TRUE(RunCase(c));
+    c.x = {200, 3072};  // float out with a residual, Clip, per-tensor weights
+    c.w = {3072, 768};
+    c.y_type = DataType::kFloat32;
+    c.residual = true;
+    c.y = {200, 768};
+    c.act = "Clip";
+    c.per_channel = false;
+    c.seed = 41;
+    EXPECT_TRUE(RunCase(c));
+    c.x = {1, 32};  // one row, 20 columns, no bias
+    c.w = {32, 20};
+    c.residual = false;
+    c.bias = false;
+    c.act = "None";
+    c.seed = 42;
     EXPECT_TRUE(RunCase(c));
   }
 }

@@ -1,5 +1,6 @@
 #include "npz.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string_view>
@@ -42,14 +43,20 @@ Result<Arrays> ReadMembers(zip_t* z, const std::string& path, uint64_t max_membe
     std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z, static_cast<zip_uint64_t>(i), 0),
                                                         zip_fclose);
     if (!f) return Err(StatusCode::kInvalidArgument, "{} cannot be opened: {}", where, zip_strerror(z));
-    std::string bytes(static_cast<size_t>(s.size), '\0');
+    // Grown as the bytes arrive, not sized from the header: an archive of a few bytes that declares gigabytes fails
+    // at its real end instead of allocating them first.
+    std::string bytes;
     zip_uint64_t got = 0;
+    constexpr zip_uint64_t kChunk = zip_uint64_t{1} << 20;
     while (got < s.size) {
-      const zip_int64_t r = zip_fread(f.get(), bytes.data() + got, s.size - got);
+      const zip_uint64_t want = std::min(kChunk, s.size - got);
+      bytes.resize(static_cast<size_t>(got + want));
+      const zip_int64_t r = zip_fread(f.get(), bytes.data() + got, want);
       if (r < 0) return Err(StatusCode::kInvalidArgument, "{} is corrupt: {}", where, zip_file_strerror(f.get()));
       if (r == 0) break;
       got += static_cast<zip_uint64_t>(r);
     }
+    bytes.resize(static_cast<size_t>(got));
     if (got != s.size)
       return Err(StatusCode::kInvalidArgument, "{} is truncated: {} of {} bytes", where, got, s.size);
     KILN_ASSIGN_OR_RETURN(Tensor t, ParseNpy(bytes, where));

@@ -41,9 +41,10 @@ void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float b
   }
   const float lo = p.y_type == DataType::kUInt8 ? 0.f : -128.f, hi = p.y_type == DataType::kUInt8 ? 255.f : 127.f;
   const float zp = static_cast<float>(p.y_zero_point);
+  const float inv_scale = 1.f / p.y_scale;
   auto q = [&](int64_t i) {
-    // Division, as QuantizeLinear computes it; nearbyint rounds half to even in the default rounding mode.
-    const float v = std::nearbyint(value(i) / p.y_scale) + zp;
+    // Times the reciprocal (ops/quantized_ops.h); nearbyint rounds half to even in the default rounding mode.
+    const float v = std::nearbyint(value(i) * inv_scale) + zp;
     return std::isnan(v) ? zp : std::min(hi, std::max(lo, v));
   };
   if (p.y_type == DataType::kUInt8) {

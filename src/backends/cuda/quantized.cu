@@ -56,7 +56,7 @@ __device__ __forceinline__ void Store(const QGemmArgs& a, int64_t off, int64_t c
     return;
   }
   const float lo = a.y_dtype == kU8 ? 0.f : -128.f, hi = a.y_dtype == kU8 ? 255.f : 127.f;
-  float q = __fadd_rn(rintf(__fdiv_rn(v, a.y_scale)), static_cast<float>(a.y_zero_point));
+  float q = __fadd_rn(rintf(__fmul_rn(v, __fdiv_rn(1.f, a.y_scale))), static_cast<float>(a.y_zero_point));
   q = isnan(q) ? static_cast<float>(a.y_zero_point) : fminf(hi, fmaxf(lo, q));
   if (a.y_dtype == kU8) static_cast<uint8_t*>(a.y)[off] = static_cast<uint8_t>(q);
   else static_cast<int8_t*>(a.y)[off] = static_cast<int8_t>(q);

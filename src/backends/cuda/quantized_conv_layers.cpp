@@ -1,6 +1,8 @@
 // CUDA layers of kiln.QConv (ops/quantized_ops.h):
 //   - "int8-sm90-<M>x<N>x<K>" (4 tiles): CUTLASS's Hopper implicit-GEMM convolution on int8 tensor cores
-//     (cutlass/qconv_sm90.h) with the epilogue fused. 2-D, NHWC (kiln_layout, set by layout planning), ungrouped,
+//     (cutlass/qconv_sm90.h) with the epilogue fused; "int8-sm90-gemm-<M>x<N>" (3 tiles) for a 1x1, stride-1,
+//     unpadded convolution: the persistent GEMM of cutlass/qgemm_sm90.h over the N*H*W positions (the
+//     convolution kernel is not persistent, and one CTA per SM leaves short problems latency-bound). 2-D, NHWC (kiln_layout, set by layout planning), ungrouped,
 //     symmetric int8 input, float32 or symmetric int8 output, activation None / Relu / Clip, input channels a
 //     multiple of 16 and output channels of 16 (int8 output) or 4; sm_90 devices. The layer runs the tiled kernel
 //     for a run whose shapes the tensor-core kernel cannot take.
@@ -9,6 +11,7 @@
 // The optimizer creates a QConv on this backend only where the tensor-core kernel takes it (preferred_for).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -22,6 +25,7 @@
 
 #if defined(KILN_HAVE_CUTLASS_SM90)
 #include "backends/cuda/cutlass/qconv_sm90.h"
+#include "backends/cuda/cutlass/qgemm_sm90.h"
 #endif
 
 namespace kiln::cuda::quantized {
@@ -129,16 +133,20 @@ std::optional<cutlass_sm90::Tile> Sm90Tile(const std::string& tactic) {
   return std::nullopt;
 }
 
-// The kernels are built for sm_90a: they run on compute capability 9.0 only.
-bool Sm90Device() {
-  static const bool ok = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
-    return major == 9 && minor == 0;
-  }();
-  return ok;
+constexpr const char* kGemmTactics[cutlass_sm90::kNumGemmTiles] = {"int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64",
+                                                                   "int8-sm90-gemm-256x128"};
+constexpr cutlass_sm90::GemmTile kGemmTiles[cutlass_sm90::kNumGemmTiles] = {
+    cutlass_sm90::GemmTile::k128x128x128, cutlass_sm90::GemmTile::k128x64x128, cutlass_sm90::GemmTile::k256x128x128};
+
+std::optional<cutlass_sm90::GemmTile> GemmTileOf(const std::string& tactic) {
+  for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
+    if (tactic == kGemmTactics[i]) return kGemmTiles[i];
+  return std::nullopt;
+}
+
+// A 1x1 convolution with stride 1 and no padding reads its NHWC input as an [N*H*W, C] matrix.
+bool IsPointwiseConv(const QGemmArgs& a) {
+  return a.kernel[1] == 1 && a.kernel[2] == 1 && a.stride[1] == 1 && a.stride[2] == 1;
 }
 
 // Why node n's kind of QConv is not one the tensor-core kernel runs (empty: it is). `need_nhwc`: false for the
@@ -196,53 +204,91 @@ cutlass_sm90::QConvProblem Sm90Problem(const QGemmArgs& a, bool int8_out, bool r
   return p;
 }
 
+cutlass_sm90::QGemmProblem GemmProblem(const QGemmArgs& a, bool int8_out, bool residual) {
+  cutlass_sm90::QGemmProblem p;
+  p.m = a.batch * a.in[1] * a.in[2];
+  p.n = static_cast<int>(a.out_channels);
+  p.k = static_cast<int>(a.channels);
+  p.int8_output = int8_out;
+  p.residual = residual;
+  return p;
+}
+
 // Tensor-core QConv: the weight repacked to KRSC, the per-channel scale x_scale * w_scale[k] (the CPU's float
 // product), the activation as a clamp.
 class QConvSm90Layer : public Layer {
  public:
-  QConvSm90Layer(ConvPlan plan, cutlass_sm90::Tile tile, DeviceBuffer w_krsc, DeviceBuffer scale, float lo, float hi)
-      : c_(std::move(plan)), tile_(tile), w_(std::move(w_krsc)), scale_(std::move(scale)), lo_(lo), hi_(hi) {}
+  QConvSm90Layer(ConvPlan plan, std::optional<cutlass_sm90::Tile> tile, std::optional<cutlass_sm90::GemmTile> gemm,
+                 DeviceBuffer w_krsc, DeviceBuffer scale, float lo, float hi)
+      : c_(std::move(plan)), tile_(tile), gemm_(gemm), w_(std::move(w_krsc)), scale_(std::move(scale)), lo_(lo),
+        hi_(hi) {}
 
   size_t WorkspaceBytes(const std::vector<DeviceTensor>& in, const std::vector<DeviceTensor>& out) const override {
     std::vector<DeviceTensor> o = out;
     auto a = RunArgs(c_, in, o);
     if (!a.ok()) return 0;
-    const cutlass_sm90::QConvProblem p = Sm90Problem(*a, Int8Out(), HasResidual(in));
-    return cutlass_sm90::Unsupported(p, tile_) ? 0 : cutlass_sm90::WorkspaceBytes(p, tile_);
+    return Unsupported(*a, HasResidual(in)) ? 0 : Workspace(*a, HasResidual(in));
   }
 
   Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                  std::vector<DeviceTensor>& out) const override {
     KILN_ASSIGN_OR_RETURN(const QGemmArgs a, RunArgs(c_, in, out));
     if (a.batch == 0 || a.o == 0 || a.out_channels == 0) return Status::Ok();
-    const cutlass_sm90::QConvProblem p = Sm90Problem(a, Int8Out(), a.residual != nullptr);
-    if (cutlass_sm90::Unsupported(p, tile_) || ctx.workspace_bytes < cutlass_sm90::WorkspaceBytes(p, tile_))
-      return RunTiled(c_, a, ctx.stream);
-    cutlass_sm90::QConvOperands o;
-    o.x = static_cast<const int8_t*>(a.x);
-    o.w = static_cast<const int8_t*>(w_.get());
-    o.scale = static_cast<const float*>(scale_.get());
-    o.bias = a.bias;
-    o.residual = a.residual;
-    o.lo = lo_;
-    o.hi = hi_;
-    o.y_scale = a.y_scale;
-    o.y = a.y;
-    if (const char* e = cutlass_sm90::Run(p, tile_, o, ctx.workspace, ctx.stream))
-      return Err(StatusCode::kCudaError, "{}: {} ({})", c_.where, e, cudaGetErrorString(cudaGetLastError()));
+    const bool residual = a.residual != nullptr;
+    if (Unsupported(a, residual) || ctx.workspace_bytes < Workspace(a, residual)) return RunTiled(c_, a, ctx.stream);
+    const char* e = nullptr;
+    if (gemm_) {
+      cutlass_sm90::QGemmOperands o;
+      o.x = static_cast<const int8_t*>(a.x);
+      o.w = static_cast<const int8_t*>(w_.get());  // KRSC with R = S = 1: [K, C]
+      o.scale = static_cast<const float*>(scale_.get());
+      o.bias = a.bias;
+      o.residual = a.residual;
+      o.lo = lo_;
+      o.hi = hi_;
+      o.y_scale = a.y_scale;
+      o.y = a.y;
+      e = cutlass_sm90::Run(GemmProblem(a, Int8Out(), residual), *gemm_, o, ctx.workspace, ctx.stream);
+    } else {
+      cutlass_sm90::QConvOperands o;
+      o.x = static_cast<const int8_t*>(a.x);
+      o.w = static_cast<const int8_t*>(w_.get());
+      o.scale = static_cast<const float*>(scale_.get());
+      o.bias = a.bias;
+      o.residual = a.residual;
+      o.lo = lo_;
+      o.hi = hi_;
+      o.y_scale = a.y_scale;
+      o.y = a.y;
+      e = cutlass_sm90::Run(Sm90Problem(a, Int8Out(), residual), *tile_, o, ctx.workspace, ctx.stream);
+    }
+    if (e) return Err(StatusCode::kCudaError, "{}: {} ({})", c_.where, e, cudaGetErrorString(cudaGetLastError()));
     return Status::Ok();
   }
 
  private:
   bool Int8Out() const { return c_.base.y_dtype == static_cast<int>(DataType::kInt8); }
   static bool HasResidual(const std::vector<DeviceTensor>& in) { return in.size() > 3 && in[3].present(); }
+  const char* Unsupported(const QGemmArgs& a, bool residual) const {
+    if (gemm_) {
+      if (!IsPointwiseConv(a) || a.pad[1] != 0 || a.pad[2] != 0) return "not a 1x1, stride-1, unpadded convolution";
+      return cutlass_sm90::Unsupported(GemmProblem(a, Int8Out(), residual), *gemm_);
+    }
+    return cutlass_sm90::Unsupported(Sm90Problem(a, Int8Out(), residual), *tile_);
+  }
+  size_t Workspace(const QGemmArgs& a, bool residual) const {
+    return gemm_ ? cutlass_sm90::WorkspaceBytes(GemmProblem(a, Int8Out(), residual), *gemm_)
+                 : cutlass_sm90::WorkspaceBytes(Sm90Problem(a, Int8Out(), residual), *tile_);
+  }
   ConvPlan c_;
-  cutlass_sm90::Tile tile_;
+  std::optional<cutlass_sm90::Tile> tile_;
+  std::optional<cutlass_sm90::GemmTile> gemm_;
   DeviceBuffer w_, scale_;
   float lo_, hi_;
 };
 
-Result<std::unique_ptr<Layer>> CreateSm90(const Node& n, ConvPlan plan, cutlass_sm90::Tile tile) {
+Result<std::unique_ptr<Layer>> CreateSm90(const Node& n, ConvPlan plan, std::optional<cutlass_sm90::Tile> tile,
+                                          std::optional<cutlass_sm90::GemmTile> gemm) {
   if (const std::string why = Sm90Ineligible(n, true); !why.empty())
     return Err(StatusCode::kInvalidArgument, "{}: the int8-sm90 tactics do not take this layer: {}", n.Where(), why);
   KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
@@ -260,11 +306,10 @@ Result<std::unique_ptr<Layer>> CreateSm90(const Node& n, ConvPlan plan, cutlass_
   KILN_ASSIGN_OR_RETURN(DeviceBuffer wd, UploadToDevice(krsc.raw(), krsc.nbytes(), n.name + "/weight_krsc"));
   KILN_ASSIGN_OR_RETURN(DeviceBuffer sd, UploadToDevice(scale.data(), scale.size() * sizeof(float),
                                                         n.name + "/channel_scale"));
-  float lo = -3.402823466e38f, hi = 3.402823466e38f;
-  if (p.activation == fused::Act::kRelu) lo = 0.f;
-  if (p.activation == fused::Act::kClip) lo = p.act_alpha, hi = p.act_beta;
+  float lo = 0, hi = 0;
+  ClampOf(p, &lo, &hi);
   return std::unique_ptr<Layer>(
-      std::make_unique<QConvSm90Layer>(std::move(plan), tile, std::move(wd), std::move(sd), lo, hi));
+      std::make_unique<QConvSm90Layer>(std::move(plan), tile, gemm, std::move(wd), std::move(sd), lo, hi));
 }
 
 #endif  // KILN_HAVE_CUTLASS_SM90
@@ -285,6 +330,22 @@ Result<std::vector<std::string>> QConvTactics(const LayerSpec& spec) {
     }
     for (int i = 0; i < cutlass_sm90::kNumTiles; ++i)
       if (!problem || !cutlass_sm90::Unsupported(*problem, kSm90Tiles[i])) tactics.push_back(kSm90Tactics[i]);
+    const std::vector<int64_t> pads = spec.node.getints("pads", {0, 0, 0, 0});
+    const bool unpadded = std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
+    if (IsPointwiseConv(plan.base) && unpadded && spec.node.gets("auto_pad", "NOTSET") != "SAME_UPPER" &&
+        spec.node.gets("auto_pad", "NOTSET") != "SAME_LOWER") {
+      std::optional<cutlass_sm90::QGemmProblem> gp;
+      if (problem) {
+        QGemmArgs a = plan.base;
+        a.batch = problem->n;
+        a.in[1] = problem->h;
+        a.in[2] = problem->w;
+        a.channels = problem->c;
+        gp = GemmProblem(a, problem->int8_output, residual);
+      }
+      for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
+        if (!gp || !cutlass_sm90::Unsupported(*gp, kGemmTiles[i])) tactics.push_back(kGemmTactics[i]);
+    }
   }
 #endif
   tactics.push_back(kTactic);
@@ -295,7 +356,8 @@ Result<std::unique_ptr<Layer>> CreateQConv(const LayerSpec& spec, const std::str
   const Node& n = spec.node;
   KILN_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(n));
 #if defined(KILN_HAVE_CUTLASS_SM90)
-  if (const auto tile = Sm90Tile(tactic)) return CreateSm90(n, std::move(plan), *tile);
+  if (const auto tile = Sm90Tile(tactic)) return CreateSm90(n, std::move(plan), tile, std::nullopt);
+  if (const auto gemm = GemmTileOf(tactic)) return CreateSm90(n, std::move(plan), std::nullopt, gemm);
 #endif
   if (tactic != kTactic) return Err(StatusCode::kInvalidArgument, "{}: unknown tactic '{}'", n.Where(), tactic);
   auto c = std::make_shared<ConvPlan>(std::move(plan));
@@ -307,6 +369,26 @@ Result<std::unique_ptr<Layer>> CreateQConv(const LayerSpec& spec, const std::str
 }
 
 }  // namespace
+
+bool Sm90Device() {
+  static const bool ok = [] {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
+    return major == 9 && minor == 0;
+  }();
+  return ok;
+}
+
+bool ClampOf(const quant_attrs::Params& p, float* lo, float* hi) {
+  *lo = -3.402823466e38f;
+  *hi = 3.402823466e38f;
+  if (p.activation == fused::Act::kRelu) *lo = 0.f;
+  else if (p.activation == fused::Act::kClip) *lo = p.act_alpha, *hi = p.act_beta;
+  else if (p.activation != fused::Act::kNone) return false;
+  return true;
+}
 
 std::string QConvTensorCoresUnavailable() {
 #if defined(KILN_HAVE_CUTLASS_SM90)

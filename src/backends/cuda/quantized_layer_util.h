@@ -74,6 +74,10 @@ inline LayerFactory QFactory(Result<std::unique_ptr<Layer>> (*create)(const Laye
 }
 
 LayerFactory QConvFactory();  // quantized_conv_layers.cpp
+// A compute capability 9.0 device: the sm_90a kernels of cutlass/ run there only.
+bool Sm90Device();
+// The activation as the clamp the tensor-core epilogues apply (None, Relu, Clip), or false for the others.
+bool ClampOf(const quant_attrs::Params& p, float* lo, float* hi);
 // Why the optimizer creates no QConv on this device and build (empty: it does, where the tensor-core kernel fits).
 std::string QConvTensorCoresUnavailable();
 

@@ -2,7 +2,10 @@
 // the tiled int8 GEMM of quantized.cu (tactic "int8-tiled": exact int32 sums, the epilogue fused), the GPU's
 // reference for INT8. The weight is uploaded once, transposed to [N, K] so both operands run along K, with its
 // scales. kiln.QConv's layers are in quantized_conv_layers.cpp.
+#include <cuda_runtime.h>
+
 #include <memory>
+#include <optional>
 
 #include "backends/cuda/cublaslt_gemm.h"
 #include "backends/cuda/cuda_check.h"
@@ -13,6 +16,10 @@
 #include "core/error.h"
 #include "ops/conv_geometry.h"
 #include "ops/quantized_ops.h"
+
+#if defined(KILN_HAVE_CUTLASS_SM90)
+#include "backends/cuda/cutlass/qgemm_sm90.h"
+#endif
 
 namespace kiln::cuda {
 namespace {
@@ -77,6 +84,98 @@ class QMatMulLtLayer : public Layer {
   std::string where_;
 };
 
+int64_t RowsOf(const std::vector<int64_t>& shape) {
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+  return rows;
+}
+
+#if defined(KILN_HAVE_CUTLASS_SM90)
+
+// QMatMul on the Hopper int8 GEMM with the epilogue fused (cutlass/qgemm_sm90.h): symmetric int8 x, float32 or
+// symmetric int8 output, activation None / Relu / Clip, K a multiple of 16 and N of 16 (int8 out) or 4.
+constexpr const char* kGemmTactics[cutlass_sm90::kNumGemmTiles] = {"int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64",
+                                                                   "int8-sm90-gemm-256x128"};
+constexpr cutlass_sm90::GemmTile kGemmTiles[cutlass_sm90::kNumGemmTiles] = {
+    cutlass_sm90::GemmTile::k128x128x128, cutlass_sm90::GemmTile::k128x64x128, cutlass_sm90::GemmTile::k256x128x128};
+
+std::optional<cutlass_sm90::GemmTile> GemmTileOf(const std::string& tactic) {
+  for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
+    if (tactic == kGemmTactics[i]) return kGemmTiles[i];
+  return std::nullopt;
+}
+
+bool GemmEligible(const Node& n) {
+  if (!Sm90Device()) return false;
+  const Value* x = n.input(0);
+  const Tensor* w = ConstWeight(n);
+  if (!x || x->dtype != DataType::kInt8 || !w || w->rank() != 2) return false;
+  auto p = quant_attrs::Read(n);
+  float lo, hi;
+  if (!p.ok() || p->x_zero_point != 0 || !ClampOf(*p, &lo, &hi)) return false;
+  if (p->y_type != DataType::kFloat32 && !(p->y_type == DataType::kInt8 && p->y_zero_point == 0)) return false;
+  return w->dim(0) % 16 == 0 && w->dim(1) % (p->y_type == DataType::kInt8 ? 16 : 4) == 0 && w->dim(1) > 0;
+}
+
+class QMatMulSm90Layer : public Layer {
+ public:
+  QMatMulSm90Layer(std::shared_ptr<QWeights> w, QGemmArgs base, cutlass_sm90::GemmTile tile, DeviceBuffer scale,
+                   float lo, float hi, std::string where)
+      : w_(std::move(w)), base_(base), tile_(tile), scale_(std::move(scale)), lo_(lo), hi_(hi),
+        where_(std::move(where)) {}
+  size_t WorkspaceBytes(const std::vector<DeviceTensor>& in, const std::vector<DeviceTensor>&) const override {
+    const cutlass_sm90::QGemmProblem p = Problem(RowsOf(in[0].shape), in.size() > 3 && in[3].present());
+    return cutlass_sm90::Unsupported(p, tile_) ? 0 : cutlass_sm90::WorkspaceBytes(p, tile_);
+  }
+  Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                 std::vector<DeviceTensor>& out) const override {
+    QGemmArgs a = base_;
+    a.o = RowsOf(in[0].shape);
+    a.x = in[0].data;
+    a.bias = OptionalFloat(in, 2);
+    a.residual = OptionalFloat(in, 3);
+    a.y = out[0].data;
+    if (a.o == 0 || a.m == 0) return Status::Ok();
+    const cutlass_sm90::QGemmProblem p = Problem(a.o, a.residual != nullptr);
+    if (cutlass_sm90::Unsupported(p, tile_) || ctx.workspace_bytes < cutlass_sm90::WorkspaceBytes(p, tile_)) {
+      Status st = KILN_CUDA_STATUS(LaunchQGemm(a, ctx.stream));  // the tiled kernel takes any shape
+      return st.ok() ? st : st.WithContext(where_);
+    }
+    cutlass_sm90::QGemmOperands o;
+    o.x = static_cast<const int8_t*>(a.x);
+    o.w = a.w;
+    o.scale = static_cast<const float*>(scale_.get());
+    o.bias = a.bias;
+    o.residual = a.residual;
+    o.lo = lo_;
+    o.hi = hi_;
+    o.y_scale = a.y_scale;
+    o.y = a.y;
+    if (const char* e = cutlass_sm90::Run(p, tile_, o, ctx.workspace, ctx.stream))
+      return Err(StatusCode::kCudaError, "{}: {} ({})", where_, e, cudaGetErrorString(cudaGetLastError()));
+    return Status::Ok();
+  }
+
+ private:
+  cutlass_sm90::QGemmProblem Problem(int64_t rows, bool residual) const {
+    cutlass_sm90::QGemmProblem p;
+    p.m = rows;
+    p.n = static_cast<int>(base_.m);
+    p.k = static_cast<int>(base_.k);
+    p.int8_output = base_.y_dtype == static_cast<int>(DataType::kInt8);
+    p.residual = residual;
+    return p;
+  }
+  std::shared_ptr<QWeights> w_;
+  QGemmArgs base_;
+  cutlass_sm90::GemmTile tile_;
+  DeviceBuffer scale_;
+  float lo_, hi_;
+  std::string where_;
+};
+
+#endif  // KILN_HAVE_CUTLASS_SM90
+
 // cuBLASLt's int8 GEMM takes int8 x (uint8 runs on the tiled kernel) with K and N multiples of 4.
 bool LtEligible(const Node& n) {
   const Value* x = n.input(0);
@@ -105,6 +204,20 @@ Result<std::vector<std::string>> QMatMulTactics(const LayerSpec& spec) {
       for (const auto& a : algos) tactics.push_back(LtAlgoToTactic(a));
     }
   }
+#if defined(KILN_HAVE_CUTLASS_SM90)
+  if (GemmEligible(n)) {
+    const Tensor& w = *n.input(1)->const_value;
+    KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
+    cutlass_sm90::QGemmProblem gp;
+    gp.m = spec.input_shapes.empty() ? 1 : std::max<int64_t>(RowsOf(spec.input_shapes[0]), 1);
+    gp.n = static_cast<int>(w.dim(1));
+    gp.k = static_cast<int>(w.dim(0));
+    gp.int8_output = p.y_type == DataType::kInt8;
+    gp.residual = n.input(3) != nullptr;
+    for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
+      if (!cutlass_sm90::Unsupported(gp, kGemmTiles[i])) tactics.push_back(kGemmTactics[i]);
+  }
+#endif
   tactics.push_back(kTactic);
   return tactics;
 }
@@ -112,7 +225,17 @@ Result<std::vector<std::string>> QMatMulTactics(const LayerSpec& spec) {
 Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::string& tactic) {
   const Node& n = spec.node;
   const std::optional<LtAlgo> lt_algo = LtAlgoFromTactic(tactic);
-  if (tactic != kTactic && !lt_algo)
+#if defined(KILN_HAVE_CUTLASS_SM90)
+  const std::optional<cutlass_sm90::GemmTile> gemm = GemmTileOf(tactic);
+  if (gemm && !GemmEligible(n))
+    return Err(StatusCode::kInvalidArgument, "{}: tactic '{}' needs a compute capability 9.0 GPU, symmetric int8 x, "
+               "a float32 or symmetric int8 output, Relu / Clip / no activation, K a multiple of 16 and N of 16 "
+               "(int8 output) or 4", n.Where(), tactic);
+  const bool sm90 = gemm.has_value();
+#else
+  const bool sm90 = false;
+#endif
+  if (tactic != kTactic && !lt_algo && !sm90)
     return Err(StatusCode::kInvalidArgument, "{}: unknown tactic '{}'", n.Where(), tactic);
   if (lt_algo && !LtEligible(n))
     return Err(StatusCode::kInvalidArgument, "{}: tactic '{}' needs int8 x and K, N multiples of 4", n.Where(),
@@ -128,6 +251,18 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
   KILN_ASSIGN_OR_RETURN(QGemmArgs base, BaseArgs(n, p, *q));
   base.m = cols;
   base.k = k;
+#if defined(KILN_HAVE_CUTLASS_SM90)
+  if (gemm) {
+    std::vector<float> scale(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) scale[j] = p.x_scale * p.w_scale(j);  // the CPU's float product
+    KILN_ASSIGN_OR_RETURN(DeviceBuffer sd, UploadToDevice(scale.data(), scale.size() * sizeof(float),
+                                                          n.name + "/column_scale"));
+    float lo = 0, hi = 0;
+    ClampOf(p, &lo, &hi);
+    return std::unique_ptr<Layer>(
+        std::make_unique<QMatMulSm90Layer>(q, base, *gemm, std::move(sd), lo, hi, n.Where()));
+  }
+#endif
   if (lt_algo) {
     // The zero point's share, subtracted in the epilogue: x_zero_point * sum over k of W[k][n].
     if (p.x_zero_point != 0) {
@@ -176,7 +311,7 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
 void RegisterQuantizedLayers(LayerRegistry& r) {
   r.Add("kiln.QConv", QConvFactory());
   LayerFactory qmm = QFactory(CreateQMatMul, QMatMulTactics);
-  qmm.preferred_for = LtEligible;  // on cuBLASLt's int8 tensor cores
+  qmm.preferred_for = LtEligible;  // on cuBLASLt's int8 tensor cores (and Hopper's fused GEMM where it fits)
   r.Add("kiln.QMatMul", std::move(qmm));
 }
 

@@ -6,7 +6,7 @@
 // (ops/quantized_ops.h) for symmetric int8 input (zero point 0) and, when requantizing, a symmetric int8 output:
 //   acc = sum x_q * w_q (int32);  v = acc * scale[k] + bias[k];  v += residual;  v = clamp(v, lo, hi)
 //   y   = v                                   (float32 output)
-//       = saturate(round_half_even(v / y_scale))   (int8 output)
+//       = saturate(round_half_even(v * (1 / y_scale)))   (int8 output; ops/quantized_ops.h says why not v / y_scale)
 // every step a separately rounded float operation in that order, as the CPU reference computes it.
 #pragma once
 

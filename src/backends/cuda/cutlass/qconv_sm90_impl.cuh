@@ -13,17 +13,13 @@
 #include "cutlass/conv/device/conv_universal_adapter.hpp"
 #include "cutlass/conv/kernel/conv_universal.hpp"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
-#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
-#include "cutlass/epilogue/thread/activation.h"
-#include "cutlass/functional.h"
 #include "qconv_sm90_impl.h"
+#include "qepilogue_sm90.cuh"
 
 namespace kiln::cuda::cutlass_sm90 {
 namespace detail {
 
 using namespace cute;
-namespace fusion = cutlass::epilogue::fusion;
-constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 
 template <bool kInt8Out, bool kResidual, int kTileN, int kTileK, int kStages>
 struct Kernel {
@@ -34,24 +30,7 @@ struct Kernel {
   static constexpr int kAlignD = 16 / sizeof(ElementD);
   static constexpr int kAlignC = 4;  // float
 
-  using Vector = fusion::Sm90RowBroadcast<0, TileShape, float, float, Stride<_0, _1, int64_t>, 4>;
-  // acc * scale[k] + bias[k]
-  using Scaled = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>, fusion::Sm90AccFetch,
-                                 Vector>;
-  using Biased = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, float, float, kRound>, Scaled, Vector>;
-  // + residual (the C operand)
-  using Summed = std::conditional_t<
-      kResidual,
-      fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, float, float, kRound>, Biased, fusion::Sm90SrcFetch<float>>,
-      Biased>;
-  using Activated = fusion::Sm90EVT<
-      fusion::Sm90Compute<cutlass::epilogue::thread::Clamp, std::conditional_t<kInt8Out, float, ElementD>, float, kRound>, Summed>;
-  // / y_scale, rounded half to even and saturated by the conversion to int8
-  using Tree = std::conditional_t<
-      kInt8Out,
-      fusion::Sm90EVT<fusion::Sm90Compute<cutlass::divides, ElementD, float, kRound>, Activated,
-                      fusion::Sm90ScalarBroadcast<float>>,
-      Activated>;
+  using Tree = typename QEpilogueTree<TileShape, kInt8Out, kResidual>::Tree;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -104,22 +83,7 @@ struct Kernel {
                                      static_cast<const typename Epilogue::ElementC*>(
                                          kResidual ? static_cast<const void*>(o.residual) : nullptr),
                                      stride_c, static_cast<ElementD*>(o.y), stride_d};
-    // The tree's arguments, leaves first at each node: {children..., node}.
-    typename Scaled::Arguments scaled{{}, {o.scale, 0.f, {}}, {}};
-    typename Biased::Arguments biased{scaled, {o.bias, 0.f, {}}, {}};
-    typename Summed::Arguments summed = [&] {
-      if constexpr (kResidual) return typename Summed::Arguments{biased, {}, {}};
-      else return biased;
-    }();
-    typename cutlass::epilogue::thread::Clamp<float>::Arguments clamp{o.lo, o.hi};
-    typename Activated::Arguments activated{summed, clamp};
-    if constexpr (kInt8Out) {
-      typename fusion::Sm90ScalarBroadcast<float>::Arguments ys{};
-      ys.scalars[0] = o.y_scale;
-      epi.thread = typename Tree::Arguments{activated, ys, {}};
-    } else {
-      epi.thread = activated;
-    }
+    epi.thread = QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale);
     cutlass::KernelHardwareInfo hw;
     cudaGetDevice(&hw.device_id);
     hw.sm_count = SmCount();

@@ -1,0 +1,43 @@
+// INT8 tensor-core GEMM for Hopper (sm_90a) with the quantized layers' epilogue fused: CUTLASS's persistent
+// warp-specialized GEMM (TMA + GMMA; the tile scheduler keeps each SM's next tile's loads going under the current
+// tile's epilogue) and the epilogue visitor tree of qepilogue_sm90.cuh. It runs kiln.QMatMul and the 1x1, stride-1,
+// unpadded NHWC kiln.QConv (a GEMM over the N*H*W positions). Plain C++ here, like qconv_sm90.h.
+//   Y[m][n] = epilogue(sum over k of X[m][k] * W[n][k]),   X [m, k] int8 row-major, W [n, k] int8 (a row per
+//   output column), Y and the residual [m, n] row-major, float32 or int8; the arithmetic of qconv_sm90.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::cuda::cutlass_sm90 {
+
+struct QGemmProblem {
+  int64_t m = 0;
+  int n = 0, k = 0;
+  bool int8_output = false;
+  bool residual = false;
+};
+
+struct QGemmOperands {
+  const int8_t* x = nullptr;
+  const int8_t* w = nullptr;        // [n, k]
+  const float* scale = nullptr;     // [n]
+  const float* bias = nullptr;      // [n] or null
+  const float* residual = nullptr;  // [m, n] when the problem has one
+  float lo = -3.402823466e38f, hi = 3.402823466e38f;
+  float y_scale = 1.f;
+  void* y = nullptr;
+};
+
+// Tiles (tactics): M x N x K per work unit; ping-pong schedules for the 128-row tiles (two consumer warpgroups on
+// alternate tiles), cooperative for the 256-row one (both on one tile).
+enum class GemmTile { k128x128x128, k128x64x128, k256x128x128 };
+constexpr int kNumGemmTiles = 3;
+
+const char* Unsupported(const QGemmProblem& p, GemmTile t);
+size_t WorkspaceBytes(const QGemmProblem& p, GemmTile t);
+const char* Run(const QGemmProblem& p, GemmTile t, const QGemmOperands& o, void* workspace, cudaStream_t stream);
+
+}  // namespace kiln::cuda::cutlass_sm90

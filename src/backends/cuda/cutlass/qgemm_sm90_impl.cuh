@@ -1,0 +1,115 @@
+// Definitions of QGemmImpl (qgemm_sm90_impl.h): CUTLASS 3's sm90 GEMM, X row-major times W "column-major" (both
+// K-major: the int8 tensor cores read K contiguous), persistent tile scheduler, the epilogue tree of
+// qepilogue_sm90.cuh ("row broadcast": a vector along N, one value per output column).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/kernel_hardware_info.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+#include "qepilogue_sm90.cuh"
+#include "qgemm_sm90_impl.h"
+
+namespace kiln::cuda::cutlass_sm90 {
+namespace detail {
+
+using namespace cute;
+
+template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+struct GemmKernel {
+  using TileShape = Shape<Int<kTileM>, Int<kTileN>, _128>;
+  using ClusterShape = Shape<_1, _1, _1>;
+  static constexpr bool kCooperative = kTileM == 256;
+  using MainloopSchedule = std::conditional_t<kCooperative, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                              cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  using EpilogueSchedule = std::conditional_t<kCooperative, cutlass::epilogue::TmaWarpSpecializedCooperative,
+                                              cutlass::epilogue::TmaWarpSpecialized>;
+  using ElementD = std::conditional_t<kInt8Out, int8_t, float>;
+  using ElementC = std::conditional_t<kResidual, float, void>;
+  static constexpr int kAlignD = 16 / sizeof(ElementD);
+  static constexpr int kAlignC = 4;
+  using Tree = typename QEpilogueTree<TileShape, kInt8Out, kResidual>::Tree;
+
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, int32_t, float, ElementC, cutlass::layout::RowMajor,
+      kResidual ? kAlignC : kAlignD, ElementD, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule,
+      Tree>::CollectiveOp;
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, int8_t, cutlass::layout::RowMajor, 16, int8_t,
+      cutlass::layout::ColumnMajor, 16, int32_t, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      MainloopSchedule>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Arguments = typename Gemm::Arguments;
+
+  static int SmCount() {
+    static const int count = [] {
+      int device = 0;
+      cudaGetDevice(&device);
+      return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
+    }();
+    return count;
+  }
+
+  static Arguments MakeArguments(const QGemmProblem& p, const QGemmOperands& o) {
+    const int m = static_cast<int>(p.m);
+    auto stride_a = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(m, p.k, 1));
+    auto stride_b = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(p.n, p.k, 1));
+    auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(m, p.n, 1));
+    auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(m, p.n, 1));
+    typename Epilogue::Arguments epi{
+        QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale),
+        static_cast<const typename Epilogue::ElementC*>(kResidual ? static_cast<const void*>(o.residual) : nullptr),
+        stride_c, static_cast<ElementD*>(o.y), stride_d};
+    cutlass::KernelHardwareInfo hw;
+    cudaGetDevice(&hw.device_id);
+    hw.sm_count = SmCount();
+    return Arguments{cutlass::gemm::GemmUniversalMode::kGemm, {m, p.n, p.k, 1}, {o.x, stride_a, o.w, stride_b}, epi,
+                     hw};
+  }
+};
+
+}  // namespace detail
+
+template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Unsupported(const QGemmProblem& p) {
+  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0) return "an empty problem";
+  if (p.m > 0x7fffffff) return "more than 2^31 rows";
+  if (p.k % 16 != 0) return "K is not a multiple of 16";
+  if (p.n % K::kAlignD != 0) return kInt8Out ? "N is not a multiple of 16" : "N is not a multiple of 4";
+  QGemmOperands probe;
+  if (K::Gemm::can_implement(K::MakeArguments(p, probe)) != cutlass::Status::kSuccess)
+    return "CUTLASS cannot implement this problem";
+  return nullptr;
+}
+
+template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+size_t QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::WorkspaceBytes(const QGemmProblem& p) {
+  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;
+  QGemmOperands probe;
+  return K::Gemm::get_workspace_size(K::MakeArguments(p, probe));
+}
+
+template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Run(const QGemmProblem& p, const QGemmOperands& o,
+                                                                 void* workspace, cudaStream_t stream) {
+  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;
+  typename K::Gemm gemm;
+  const typename K::Arguments args = K::MakeArguments(p, o);
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return "CUTLASS initialize failed";
+  if (gemm.run(stream) != cutlass::Status::kSuccess) return "CUTLASS launch failed";
+  return nullptr;
+}
+
+}  // namespace kiln::cuda::cutlass_sm90

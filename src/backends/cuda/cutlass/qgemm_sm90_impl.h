@@ -1,0 +1,17 @@
+// The QGemm kernels' instances (output type x residual x tile), declared for the dispatcher (qgemm_sm90.cu) and
+// defined by qgemm_sm90_impl.cuh in one translation unit per output type and residual.
+#pragma once
+
+#include "qgemm_sm90.h"
+
+namespace kiln::cuda::cutlass_sm90 {
+
+// kTileM 256: the cooperative schedule (both consumer warpgroups on one tile); 128: ping-pong.
+template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+struct QGemmImpl {
+  static const char* Unsupported(const QGemmProblem& p);
+  static size_t WorkspaceBytes(const QGemmProblem& p);
+  static const char* Run(const QGemmProblem& p, const QGemmOperands& o, void* workspace, cudaStream_t stream);
+};
+
+}  // namespace kiln::cuda::cutlass_sm90
