@@ -21,10 +21,14 @@ Result<DataType> CheckQuantized(const InferContext& ctx) {
                DataTypeName(ctx.in(0).dtype));
   if (ctx.in(1).dtype != DataType::kInt8)
     return Err(StatusCode::kInvalidModel, "{}: W must be int8, not {}", n.Where(), DataTypeName(ctx.in(1).dtype));
-  for (size_t i : {size_t{2}, size_t{3}})
-    if (ctx.has_input(i) && ctx.in(i).dtype != DataType::kFloat32)
-      return Err(StatusCode::kInvalidModel, "{}: input {} (bias or residual) must be float32, not {}", n.Where(), i,
-                 DataTypeName(ctx.in(i).dtype));
+  if (ctx.has_input(2) && ctx.in(2).dtype != DataType::kFloat32)
+    return Err(StatusCode::kInvalidModel, "{}: the bias (input 2) must be float32, not {}", n.Where(),
+               DataTypeName(ctx.in(2).dtype));
+  const DataType rt = p.r_scale > 0 ? DataType::kInt8 : DataType::kFloat32;
+  if (ctx.has_input(3) && ctx.in(3).dtype != rt)
+    return Err(StatusCode::kInvalidModel, "{}: the residual (input 3) must be {}, not {}{}", n.Where(),
+               DataTypeName(rt), DataTypeName(ctx.in(3).dtype),
+               rt == DataType::kInt8 ? " (kiln_r_scale is set)" : " (an int8 residual needs kiln_r_scale)");
   if (ctx.in(0).dtype == DataType::kUInt8 ? (p.x_zero_point < 0 || p.x_zero_point > 255)
                                           : (p.x_zero_point < -128 || p.x_zero_point > 127))
     return Err(StatusCode::kInvalidModel, "{}: kiln_x_zero_point {} does not fit X's type {}", n.Where(),
@@ -111,6 +115,10 @@ Result<Params> Read(const Node& n) {
     if (!positive(s))
       return Err(StatusCode::kInvalidModel, "{}: a weight scale is {}: every one must be positive and finite",
                  n.Where(), s);
+  KILN_ASSIGN_OR_RETURN(p.r_scale, n.attr_float(kRScale, 0.f));
+  if (n.has_attr(kRScale) && !positive(p.r_scale))
+    return Err(StatusCode::kInvalidModel, "{}: kiln_r_scale must be a positive finite number, not {}", n.Where(),
+               p.r_scale);
   if (p.y_type == DataType::kFloat32) return p;
   if (p.y_type != DataType::kInt8 && p.y_type != DataType::kUInt8)
     return Err(StatusCode::kInvalidModel, "{}: kiln_y_type must be float32, int8 or uint8, not {}", n.Where(), yt);

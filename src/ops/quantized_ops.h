@@ -5,8 +5,9 @@
 //   QMatMul(X, W, [B], [R])   X [..., K] times W [K, N]
 //
 // X is int8 or uint8 with one scale and zero point; W is int8, symmetric (zero point 0), with one scale or one per
-// output channel (Conv's M, MatMul's N); B (float32, [M] / [N]) and R (float32, the output's shape: a residual) are
-// optional. The arithmetic, which every backend follows:
+// output channel (Conv's M, MatMul's N); B (float32, [M] / [N]) and R (the output's shape: a residual, float32, or
+// int8 with the scale kiln_r_scale and zero point 0, read as r_q * r_scale) are optional. The arithmetic, which every
+// backend follows:
 //   acc[m]  = sum over the window of (x_q - x_zero_point) * w_q          exact, in int32
 //   y       = act(acc[m] * x_scale * w_scale[m] + B[m] + R)               float32 (activations as FusedConv's)
 //   output  = y                                                           when kiln_y_type is float32
@@ -19,7 +20,7 @@
 // piecewise-linear activations (None, Relu, LeakyRelu, Clip); the others (exp, tanh, erf, HardSigmoid's multiply-add)
 // may round one step apart. Attributes (besides the base op's and kiln_activation/_alpha/_beta):
 //   kiln_x_scale (float), kiln_x_zero_point (int), kiln_w_scales (floats), kiln_y_type (int: a DataType code,
-//   default float32), kiln_y_scale (float), kiln_y_zero_point (int).
+//   default float32), kiln_y_scale (float), kiln_y_zero_point (int), kiln_r_scale (float; an int8 residual's).
 #pragma once
 
 #include <cmath>
@@ -36,6 +37,7 @@ inline constexpr const char* kWScales = "kiln_w_scales";
 inline constexpr const char* kYType = "kiln_y_type";
 inline constexpr const char* kYScale = "kiln_y_scale";
 inline constexpr const char* kYZeroPoint = "kiln_y_zero_point";
+inline constexpr const char* kRScale = "kiln_r_scale";
 
 struct Params {
   float x_scale = 0;
@@ -44,6 +46,7 @@ struct Params {
   DataType y_type = DataType::kFloat32;
   float y_scale = 0;
   int64_t y_zero_point = 0;
+  float r_scale = 0;  // an int8 residual's scale (0: the residual, if any, is float32)
   fused::Act activation = fused::Act::kNone;
   float act_alpha = 0, act_beta = 0;
   float w_scale(int64_t channel) const { return w_scales.size() == 1 ? w_scales[0] : w_scales[channel]; }

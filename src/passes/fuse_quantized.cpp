@@ -12,7 +12,8 @@
 // PassOptions::quantize_float_weights (implicit INT8), a float32 constant weight is quantized per output channel
 // here (max |w| / 127; a zero channel gets scale 1). Not fused: layers whose int32 sums could overflow (the input
 // type's largest |x - zero point| times a channel's sum of |w|, past 2^31; K over about 66,000). A Gemm's constant
-// [1, N] bias becomes [N]. The dequantize nodes stay while others read them.
+// [1, N] bias becomes [N]. A residual read through a per-tensor symmetric int8 DequantizeLinear becomes an int8
+// residual with its scale. The dequantize nodes stay while others read them.
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -192,11 +193,20 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   if (gemm && trans_b) w->q = Transposed(w->q);
   if (!SumsFitInt32(w->q, conv, dqx->input(0)->dtype, zx)) return false;
 
-  // Bias and residual: float32; a GEMM's bias is [N].
+  // Bias and residual: float32; a GEMM's bias is [N]. A residual that is a per-tensor symmetric DequantizeLinear of
+  // an int8 tensor is read as that tensor (kiln_r_scale), so the tensors between residual blocks stay int8.
   Value* bias = n->input(2);
   Value* residual = n->input(3);
   if (matmul && !kiln) bias = nullptr;  // MatMul has no bias
   if (!FloatOrAbsent(bias) || !FloatOrAbsent(residual)) return false;
+  Node* dqr = residual ? u.Producer(residual) : nullptr;
+  float sr = 0;
+  int64_t zr = 0;
+  DataType zr_type = DataType::kUndefined;
+  const bool int8_residual = IsDequantize(dqr) && dqr->input(0) && dqr->input(0)->dtype == DataType::kInt8 &&
+                             PerTensorParams(dqr, &sr, &zr, &zr_type) && zr == 0 && zr_type == DataType::kInt8 &&
+                             dqr->outputs.size() == 1;
+  if (int8_residual) residual = dqr->input(0);
   std::optional<Tensor> flat_bias;  // a Gemm's constant [1, N] bias as the [N] the layer takes
   if (bias && !conv) {
     const int64_t cols = w->q.dim(1);
@@ -246,6 +256,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   attrs[quant_attrs::kXScale] = Attribute::Float(sx);
   attrs[quant_attrs::kXZeroPoint] = Attribute::Int(zx);
   attrs[quant_attrs::kWScales] = Attribute::Floats(w->scales);
+  if (int8_residual) attrs[quant_attrs::kRScale] = Attribute::Float(sr);
   if (fuse_q) {
     attrs[quant_attrs::kYType] = Attribute::Int(static_cast<int64_t>(zy_type));
     attrs[quant_attrs::kYScale] = Attribute::Float(sy);
@@ -275,6 +286,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   while (!qn->inputs.empty() && !qn->inputs.back()) qn->inputs.pop_back();
   std::vector<Node*> dead{dqx};
   if (Node* dqw = u.Producer(wv); IsDequantize(dqw)) dead.push_back(dqw);
+  if (int8_residual) dead.push_back(dqr);
   std::string q_note;
   if (fuse_q) {
     // The layer now writes the Quantize's output; the Quantize goes.
@@ -288,6 +300,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   }
   fusion::UseKilnDomain(g);
   fusion::RemoveUnread(g, dead);
+  if (int8_residual) q_note += fmt::format(", int8 residual (scale {:.6g})", sr);
   report.details.push_back(fmt::format("{} -> {} '{}' (x scale {:.6g}, {} weight scale(s){})", name, qop, name, sx,
                                        qn->getfloats(quant_attrs::kWScales).size(), q_note));
   return true;

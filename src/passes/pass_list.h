@@ -17,6 +17,7 @@ Result<PassReport> FuseQkvProjectionPass(Graph& g, const PassOptions& o);       
 Result<PassReport> FuseResidualAddPass(Graph& g, const PassOptions& o);                // fuse_residual_add.cpp
 Result<PassReport> PropagateQdqPass(Graph& g, const PassOptions& o);                   // propagate_qdq.cpp
 Result<PassReport> FuseQuantizedPass(Graph& g, const PassOptions& o);                  // fuse_quantized.cpp
+Result<PassReport> DropImplicitQdqPass(Graph& g, const PassOptions& o);                // drop_implicit_qdq.cpp
 Result<PassReport> FusePointwisePass(Graph& g, const PassOptions& o);                  // fuse_pointwise.cpp
 Result<PassReport> FoldDequantizedWeightsPass(Graph& g, const PassOptions& o);         // fold_constants.cpp
 Result<PassReport> EliminateDeadCodePass(Graph& g, const PassOptions& o);              // eliminate_dead_code.cpp

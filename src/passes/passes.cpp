@@ -24,6 +24,7 @@ const std::vector<Pass>& AllPasses() {
       {"fuse-residual-add", FuseResidualAddPass, true},           // GEMM/conv + residual Add (+ conv activation)
       {"propagate-qdq", PropagateQdqPass, true},                   // Q/DQ across views and Transpose
       {"fuse-quantized", FuseQuantizedPass, true},                 // DQ -> conv/GEMM (+ epilogue) -> Q -> INT8 layer
+      {"drop-implicit-qdq", DropImplicitQdqPass, true},            // implicit INT8's Q/DQ no INT8 layer took
       {"fuse-pointwise", FusePointwisePass, true},                 // adjacent pointwise ops -> one node
       {"fold-dequantized-weights", FoldDequantizedWeightsPass, false},  // quantized weights no INT8 layer took
       {"eliminate-dead-code", EliminateDeadCodePass, false},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -21,7 +22,7 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
   // The INT8 layers' activation inputs, with the position of their first reader.
   struct Site {
     size_t first_reader;
-    std::vector<Node*> readers;
+    std::vector<std::pair<Node*, size_t>> readers;  // (node, input index)
   };
   std::unordered_map<Value*, Site> sites;
   std::vector<Value*> order;
@@ -43,8 +44,34 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
     }
     auto [s, fresh] = sites.try_emplace(x, Site{k, {}});
     if (fresh) order.push_back(x);
-    s->second.readers.push_back(n);
+    s->second.readers.push_back({n, 0});
     rep.layers.push_back(n->name);
+  }
+  // Residual adds: Add(layer output, shortcut) with the layer an INT8 layer getting a Q/DQ above.
+  std::set<const Node*> int8_layers;
+  for (const auto& [x, site] : sites)
+    for (const auto& [r, i] : site.readers) int8_layers.insert(r);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    Node* n = nodes[k].get();
+    if (!n->domain.empty() || n->op_type != "Add" || n->inputs.size() != 2 || keep_float.count(n->name)) continue;
+    for (size_t side = 0; side < 2; ++side) {
+      Value* a = n->input(side);
+      Value* b = n->input(1 - side);
+      if (!a || !b || a->is_const() || b->is_const() || !int8_layers.count(a->producer)) continue;
+      if (b->dtype != DataType::kFloat32 || !a->has_shape || !b->has_shape || a->shape.size() != b->shape.size())
+        continue;
+      bool same = true;
+      for (size_t d = 0; d < a->shape.size(); ++d)
+        same &= a->shape[d].known() && b->shape[d].known() && a->shape[d].value == b->shape[d].value;
+      auto it = scales.find(b->name);
+      if (!same || it == scales.end() || !(it->second > 0) || !std::isfinite(it->second)) continue;
+      auto [s, fresh] = sites.try_emplace(b, Site{k, {}});
+      if (fresh) order.push_back(b);
+      s->second.first_reader = std::min(s->second.first_reader, k);
+      s->second.readers.push_back({n, 1 - side});
+      ++rep.residuals_quantized;
+      break;
+    }
   }
   // Insert from the last position backwards so earlier positions stay valid.
   std::sort(order.begin(), order.end(),
@@ -65,15 +92,18 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
     Node* dq = g.InsertNode(site.first_reader, "DequantizeLinear", x->name + "/dequantize");
     Node* q = g.InsertNode(site.first_reader, "QuantizeLinear", x->name + "/quantize");
     q->opset = dq->opset = std::max<int64_t>(13, g.opsets.count("") ? g.opsets.at("") : 13);
+    q->attrs["kiln_implicit"] = dq->attrs["kiln_implicit"] = Attribute::Int(1);  // (passes/drop_implicit_qdq.cpp)
     q->inputs = {x, s, zp};
     q->outputs = {xq};
     xq->producer = q;
     dq->inputs = {xq, s, zp};
     dq->outputs = {xd};
     xd->producer = dq;
-    for (Node* r : site.readers) r->inputs[0] = xd;
+    for (const auto& [r, i] : site.readers) {
+      r->inputs[i] = xd;
+      rep.layers_quantized += i == 0 && TraitsOf(*r).int8_layer ? 1 : 0;
+    }
     ++rep.tensors_quantized;
-    rep.layers_quantized += static_cast<int>(site.readers.size());
   }
   return rep;
 }

@@ -4,8 +4,13 @@
 // the optimizer's fuse-quantized pass then runs those layers as INT8 kernels (quantizing their weights per output
 // channel), and the layers it cannot fuse compute in float on the quantize-dequantized values.
 //   Before: x ─► Conv(W)                   After: x ─► Q(s) ─► DQ(s) ─► Conv(W)
-// One pair per tensor, shared by its readers; placed before the first of them. Runs on the network as given (the
+// One pair per tensor, shared by its readers; placed before the first of them; both marked kiln_implicit = 1, so that
+// the optimizer drops the pairs no INT8 layer took (passes/drop_implicit_qdq.cpp). Runs on the network as given (the
 // names calibration saw), before the optimizer.
+// Residual adds too, as TensorRT's implicit INT8 does: an Add of an INT8 layer's output and another activation of
+// the same shape reads that other one (the shortcut) quantize-dequantized, so that fuse-quantized can give the layer
+// an int8 residual and the tensors between the blocks of a ResNet stay int8.
+//   Before: y ─► Conv ─► Add(·, y)         After: y ─► Q ─► DQ ─► Conv ─► Add(·, DQ(Q(y)))
 #pragma once
 
 #include <map>
@@ -20,6 +25,7 @@ namespace kiln::quant {
 struct QdqReport {
   int tensors_quantized = 0;               // Q/DQ pairs inserted
   int layers_quantized = 0;                // INT8 layers whose input got one
+  int residuals_quantized = 0;             // residual adds whose shortcut input got one
   std::vector<std::string> layers;         // their names
   std::vector<std::string> layers_pinned;  // INT8 layers kept in float by `keep_float`
   std::vector<std::string> layers_without_range;  // INT8 layers whose input has no range (they stay float)

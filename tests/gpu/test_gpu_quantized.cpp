@@ -40,6 +40,7 @@ struct QCase {
   int64_t y_zero_point = 0;  // 8-bit output's; 0 below means the default (uint8: 17, int8: -3)
   bool nhwc = false;         // kiln_layout = "NHWC": x [N,H,W,C], y and the residual [N,P,Q,K]
   bool symmetric_y = false;  // int8 output with zero point 0
+  bool residual_int8 = false;  // the residual is int8 with kiln_r_scale
 };
 
 ::testing::AssertionResult RunCase(const QCase& c, double atol = 0, double rtol = 0) {
@@ -50,7 +51,9 @@ struct QCase {
   const int64_t channels = c.conv ? c.w[0] : c.w[1];
   if (c.bias) node.Const(Random(DataType::kFloat32, {channels}, c.seed + 2, -1, 1));
   else if (c.residual) node.Omitted();
-  if (c.residual) node.Input(Random(DataType::kFloat32, c.y, c.seed + 3, -2, 2));
+  if (c.residual && c.residual_int8) node.Input(Random(DataType::kInt8, c.y, c.seed + 3, -128, 127));
+  else if (c.residual) node.Input(Random(DataType::kFloat32, c.y, c.seed + 3, -2, 2));
+  if (c.residual_int8) node.Attr("kiln_r_scale", Attribute::Float(0.017f));
   for (const auto& [k, v] : c.attrs) node.Attr(k, v);
   node.Attr("kiln_x_scale", Attribute::Float(0.013f));
   node.Attr("kiln_x_zero_point", Attribute::Int(c.x_zero_point));
@@ -258,6 +261,12 @@ TEST(GpuQuantized, ConvNhwcOnInt8TensorCores) {
     c.act = "None";
     c.seed = 32;
     EXPECT_TRUE(RunCase(c));
+    c.residual_int8 = true;  // the same with an int8 residual (ResNet's blocks in implicit INT8), Relu
+    c.act = "Relu";
+    EXPECT_TRUE(RunCase(c));
+    c.y_type = DataType::kFloat32;  // float out, int8 residual
+    EXPECT_TRUE(RunCase(c));
+    c.residual_int8 = false;
     c.x = {3, 7, 9, 48};  // 1x1, float out, Relu, 36 channels (189 rows: partial tiles)
     c.w = {36, 48, 1, 1};
     c.y_type = DataType::kFloat32;
@@ -301,7 +310,12 @@ TEST(GpuQuantized, MatMulOnHopperFusedGemm) {
     c.per_channel = false;
     c.seed = 41;
     EXPECT_TRUE(RunCase(c));
-    c.x = {1, 32};  // one row, 20 columns, no bias
+    c.residual_int8 = true;  // int8 out, int8 residual
+    c.y_type = DataType::kInt8;
+    EXPECT_TRUE(RunCase(c));
+    c.residual_int8 = false;
+    c.x = {1, 32};  // one row, 20 columns, no bias, float out
+    c.y_type = DataType::kFloat32;
     c.w = {32, 20};
     c.residual = false;
     c.bias = false;

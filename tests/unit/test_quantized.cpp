@@ -363,6 +363,68 @@ TEST(ImplicitInt8, DynamicRangesQuantizeEveryLayer) {
   EXPECT_NE(r.status().message().find("--calib"), std::string::npos) << r.status().message();
 }
 
+// A residual block (TensorRT's implicit INT8 does the same): the shortcut of Add(conv, shortcut) is read
+// quantize-dequantized, so the convolution before the Add takes it as an int8 residual (kiln_r_scale) and the
+// block's output, read only by the next convolution's Quantize, is written in int8: no Dequantize is left and the
+// only Quantize is the network input's. The engine stays close to the float network.
+TEST(ImplicitInt8, ResidualBlocksStayInt8) {
+  NetworkDefinition net;
+  ASSERT_TRUE(net.addInput("img", DataType::kFloat32, {2, 8, 6, 6}).ok());
+  AttrMap pad1{{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+  ASSERT_TRUE(AddTensor(net, "w1", testing::Random({16, 8, 3, 3}, 11, -0.3, 0.3)).ok());
+  ASSERT_TRUE(AddTensor(net, "w2", testing::Random({16, 16, 3, 3}, 12, -0.2, 0.2)).ok());
+  ASSERT_TRUE(AddTensor(net, "b2", testing::Random({16}, 13, -0.1, 0.1)).ok());
+  ASSERT_TRUE(AddTensor(net, "w3", testing::Random({4, 16, 1, 1}, 14, -0.4, 0.4)).ok());
+  ASSERT_TRUE(net.addOp("Conv", "conv1", {"img", "w1"}, {"c1"}, pad1).ok());
+  ASSERT_TRUE(net.addOp("Relu", "relu1", {"c1"}, {"a"}).ok());
+  ASSERT_TRUE(net.addOp("Conv", "conv2", {"a", "w2", "b2"}, {"c2"}, pad1).ok());
+  ASSERT_TRUE(net.addOp("Add", "add", {"c2", "a"}, {"s"}).ok());
+  ASSERT_TRUE(net.addOp("Relu", "relu2", {"s"}, {"r"}).ok());
+  ASSERT_TRUE(net.addOp("Conv", "conv3", {"r", "w3"}, {"out"}).ok());
+  ASSERT_TRUE(net.markOutput("out").ok());
+  std::map<std::string, Tensor> inputs{{"img", testing::Random({2, 8, 6, 6}, 15, -1, 1)}};
+  auto want = debug::RunNetwork(net, inputs, {"", true});
+  ASSERT_TRUE(want.ok());
+  for (const char* t : {"img", "a", "r"}) {
+    float amax = 0;
+    for (float v : want->at(t).ToFloatVector()) amax = std::max(amax, std::fabs(v));
+    ASSERT_TRUE(net.setDynamicRange(t, -amax, amax).ok());
+  }
+  auto cfg = std::make_unique<BuilderConfig>();
+  cfg->setFlag(BuilderFlag::kINT8);
+  Built b = Build(net, cfg.get());
+  ASSERT_TRUE(b.engine);
+  EXPECT_EQ(b.report.op_counts["kiln.QConv"], 3);
+  EXPECT_EQ(b.report.op_counts["QuantizeLinear"], 1);
+  EXPECT_EQ(b.report.op_counts.count("DequantizeLinear"), 0u) << b.engine->getLayerInformationJson();
+  EXPECT_EQ(b.report.op_counts.count("Add"), 0u);
+  const Tensor got = RunEngine(*b.engine, inputs, "out");
+  EXPECT_LT(RelL2(got, want->at("out")), 0.05);
+}
+
+// A layer implicit INT8 quantizes but no INT8 layer takes (here a Gemm with alpha 0.5, which fuse-quantized leaves
+// alone) computes in float on the float value: drop-implicit-qdq removes its Q/DQ round trip, so the engine equals
+// the float network.
+TEST(ImplicitInt8, LayersNoInt8KernelTakesStayFloatWithoutTheRoundTrip) {
+  NetworkDefinition net;
+  ASSERT_TRUE(net.addInput("x", DataType::kFloat32, {3, 16}).ok());
+  ASSERT_TRUE(AddTensor(net, "w", testing::Random({16, 8}, 21, -0.5, 0.5)).ok());
+  ASSERT_TRUE(net.addOp("Gemm", "fc", {"x", "w"}, {"y"}, {{"alpha", 0.5f}}).ok());
+  ASSERT_TRUE(net.markOutput("y").ok());
+  std::map<std::string, Tensor> inputs{{"x", testing::Random({3, 16}, 22, -1, 1)}};
+  auto want = debug::RunNetwork(net, inputs);
+  ASSERT_TRUE(want.ok());
+  ASSERT_TRUE(net.setDynamicRange("x", -1, 1).ok());
+  auto cfg = std::make_unique<BuilderConfig>();
+  cfg->setFlag(BuilderFlag::kINT8);
+  Built b = Build(net, cfg.get());
+  ASSERT_TRUE(b.engine);
+  EXPECT_EQ(b.report.op_counts.count("kiln.QMatMul"), 0u);
+  EXPECT_EQ(b.report.op_counts.count("QuantizeLinear"), 0u) << b.engine->getLayerInformationJson();
+  EXPECT_EQ(b.report.op_counts.count("DequantizeLinear"), 0u);
+  ExpectClose(RunEngine(*b.engine, inputs, "y"), want->at("y"), 1e-5, 0, 0);
+}
+
 TEST(ImplicitInt8, LayerPrecisionsKeepLayersInFloat) {
   NetworkDefinition net;
   MakeFloatCnn(net);

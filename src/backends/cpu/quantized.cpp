@@ -81,8 +81,9 @@ void Centered(const Tensor& x, int64_t begin, int64_t n, int64_t zp, int16_t* ds
   }
 }
 
+// `res_float` holds an int8 residual read as float32 (r_q * r_scale), which `res` then points to.
 Status CheckOperands(const KernelContext& ctx, const Params& p, int64_t channels, const Tensor*& bias,
-                     const Tensor*& res) {
+                     const Tensor*& res, Tensor& res_float) {
   const Node& n = ctx.node;
   bias = ctx.input(2);
   res = ctx.input(3);
@@ -93,9 +94,18 @@ Status CheckOperands(const KernelContext& ctx, const Params& p, int64_t channels
     return Err(StatusCode::kInvalidArgument, "{}: the bias {} must be float32[{}]", n.Where(), bias->Describe(),
                channels);
   const Tensor& y = ctx.outputs[0];
-  if (res && (res->dtype() != DataType::kFloat32 || res->shape() != y.shape()))
-    return Err(StatusCode::kInvalidArgument, "{}: the residual {} must be float32 of the output's shape {}",
-               n.Where(), res->Describe(), ShapeToString(y.shape()));
+  const DataType rt = p.r_scale > 0 ? DataType::kInt8 : DataType::kFloat32;
+  if (res && (res->dtype() != rt || res->shape() != y.shape()))
+    return Err(StatusCode::kInvalidArgument, "{}: the residual {} must be {} of the output's shape {}{}", n.Where(),
+               res->Describe(), DataTypeName(rt), ShapeToString(y.shape()),
+               rt == DataType::kInt8 ? " (kiln_r_scale is set)" : "");
+  if (res && rt == DataType::kInt8) {
+    res_float = Tensor(DataType::kFloat32, res->shape());
+    const int8_t* r = res->data<int8_t>();
+    float* f = res_float.data<float>();
+    for (int64_t i = 0; i < res->numel(); ++i) f[i] = static_cast<float>(r[i]) * p.r_scale;
+    res = &res_float;
+  }
   return Status::Ok();
 }
 
@@ -122,7 +132,8 @@ Status QConvKernel(KernelContext& ctx) {
   Tensor& y = ctx.out(0);
   EnsureOutput(y, p.y_type, out_shape);
   const Tensor *bias = nullptr, *res = nullptr;
-  KILN_RETURN_IF_ERROR(CheckOperands(ctx, p, m, bias, res));
+  Tensor res_float;
+  KILN_RETURN_IF_ERROR(CheckOperands(ctx, p, m, bias, res, res_float));
   if (y.numel() == 0) return Status::Ok();
   const Geo g = MakeGeo(wp, in_sp, out_sp);
   const int64_t cg = c / group, mg = m / group, kdim = cg * g.ksize;
@@ -184,7 +195,8 @@ Status QMatMulKernel(KernelContext& ctx) {
   Tensor& y = ctx.out(0);
   EnsureOutput(y, p.y_type, out_shape);
   const Tensor *bias = nullptr, *res = nullptr;
-  KILN_RETURN_IF_ERROR(CheckOperands(ctx, p, ncols, bias, res));
+  Tensor res_float;
+  KILN_RETURN_IF_ERROR(CheckOperands(ctx, p, ncols, bias, res, res_float));
   if (y.numel() == 0) return Status::Ok();
   const int8_t* wd = w.data<int8_t>();
   const float* rd = res ? res->data<float>() : nullptr;

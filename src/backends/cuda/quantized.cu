@@ -50,6 +50,7 @@ __device__ __forceinline__ void Store(const QGemmArgs& a, int64_t off, int64_t c
   float v = __fmul_rn(static_cast<float>(acc), scale);
   v = __fadd_rn(v, a.bias ? a.bias[ch] : 0.f);
   if (a.residual) v = __fadd_rn(v, a.residual[off]);
+  else if (a.residual_i8) v = __fadd_rn(v, __fmul_rn(static_cast<float>(a.residual_i8[off]), a.r_scale));
   v = epilogue::ActAt<GemmAct, float>(a.act.act, v, a.act.alpha, a.act.beta);
   if (a.y_dtype == kF32) {
     static_cast<float*>(a.y)[off] = v;

@@ -109,7 +109,7 @@ Result<QGemmArgs> RunArgs(const ConvPlan& c, const std::vector<DeviceTensor>& in
     a.o *= ys[sp + d];
   }
   a.bias = OptionalFloat(in, 2);
-  a.residual = OptionalFloat(in, 3);
+  SetResidual(a, in);
   a.y = out[0].data;
   return a;
 }
@@ -201,6 +201,7 @@ cutlass_sm90::QConvProblem Sm90Problem(const QGemmArgs& a, bool int8_out, bool r
   p.dil_w = a.dil[2];
   p.int8_output = int8_out;
   p.residual = residual;
+  p.residual_int8 = residual && a.r_scale > 0;
   return p;
 }
 
@@ -211,6 +212,7 @@ cutlass_sm90::QGemmProblem GemmProblem(const QGemmArgs& a, bool int8_out, bool r
   p.k = static_cast<int>(a.channels);
   p.int8_output = int8_out;
   p.residual = residual;
+  p.residual_int8 = residual && a.r_scale > 0;
   return p;
 }
 
@@ -234,7 +236,7 @@ class QConvSm90Layer : public Layer {
                  std::vector<DeviceTensor>& out) const override {
     KILN_ASSIGN_OR_RETURN(const QGemmArgs a, RunArgs(c_, in, out));
     if (a.batch == 0 || a.o == 0 || a.out_channels == 0) return Status::Ok();
-    const bool residual = a.residual != nullptr;
+    const bool residual = a.residual != nullptr || a.residual_i8 != nullptr;
     if (Unsupported(a, residual) || ctx.workspace_bytes < Workspace(a, residual)) return RunTiled(c_, a, ctx.stream);
     const char* e = nullptr;
     if (gemm_) {
@@ -243,7 +245,8 @@ class QConvSm90Layer : public Layer {
       o.w = static_cast<const int8_t*>(w_.get());  // KRSC with R = S = 1: [K, C]
       o.scale = static_cast<const float*>(scale_.get());
       o.bias = a.bias;
-      o.residual = a.residual;
+      o.residual = a.residual ? static_cast<const void*>(a.residual) : a.residual_i8;
+      o.r_scale = a.r_scale;
       o.lo = lo_;
       o.hi = hi_;
       o.y_scale = a.y_scale;
@@ -255,7 +258,8 @@ class QConvSm90Layer : public Layer {
       o.w = static_cast<const int8_t*>(w_.get());
       o.scale = static_cast<const float*>(scale_.get());
       o.bias = a.bias;
-      o.residual = a.residual;
+      o.residual = a.residual ? static_cast<const void*>(a.residual) : a.residual_i8;
+      o.r_scale = a.r_scale;
       o.lo = lo_;
       o.hi = hi_;
       o.y_scale = a.y_scale;

@@ -37,6 +37,8 @@ struct QGemmArgs {
   bool per_channel = false;
   const float* bias = nullptr;      // device, per output channel; may be null
   const float* residual = nullptr;  // device, the output's shape; may be null
+  const int8_t* residual_i8 = nullptr;  // or an int8 residual, read as r * r_scale
+  float r_scale = 0;
   GemmPostOp act;
   int y_dtype = 1;                  // kF32, kI8 or kU8
   float y_scale = 1;

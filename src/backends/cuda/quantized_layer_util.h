@@ -40,7 +40,17 @@ inline Result<QGemmArgs> BaseArgs(const Node& n, const quant_attrs::Params& p, c
   a.y_dtype = DTypeOf(p.y_type);
   a.y_scale = p.y_type == DataType::kFloat32 ? 1.f : p.y_scale;
   a.y_zero_point = static_cast<int>(p.y_zero_point);
+  a.r_scale = p.r_scale;
   return a;
+}
+
+// Input 3, the residual: float32, or int8 (kiln_r_scale), or absent.
+inline void SetResidual(QGemmArgs& a, const std::vector<DeviceTensor>& in) {
+  a.residual = nullptr;
+  a.residual_i8 = nullptr;
+  if (in.size() <= 3 || !in[3].present()) return;
+  if (in[3].dtype == DataType::kInt8) a.residual_i8 = static_cast<const int8_t*>(in[3].data);
+  else a.residual = static_cast<const float*>(in[3].data);
 }
 
 inline Result<std::shared_ptr<QWeights>> Upload(const Node& n, const Tensor& w, const std::vector<float>& scales) {

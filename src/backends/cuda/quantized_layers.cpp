@@ -47,7 +47,7 @@ class QMatMulLtLayer : public Layer {
     if (a.o == 0 || a.m == 0) return Status::Ok();
     a.x = in[0].data;
     a.bias = OptionalFloat(in, 2);
-    a.residual = OptionalFloat(in, 3);
+    SetResidual(a, in);
     a.y = out[0].data;
     const size_t acc_bytes = AccBytes(a.o, a.m);
     if (ctx.workspace_bytes < acc_bytes + kLtWorkspaceBytes)
@@ -133,10 +133,10 @@ class QMatMulSm90Layer : public Layer {
     a.o = RowsOf(in[0].shape);
     a.x = in[0].data;
     a.bias = OptionalFloat(in, 2);
-    a.residual = OptionalFloat(in, 3);
+    SetResidual(a, in);
     a.y = out[0].data;
     if (a.o == 0 || a.m == 0) return Status::Ok();
-    const cutlass_sm90::QGemmProblem p = Problem(a.o, a.residual != nullptr);
+    const cutlass_sm90::QGemmProblem p = Problem(a.o, a.residual != nullptr || a.residual_i8 != nullptr);
     if (cutlass_sm90::Unsupported(p, tile_) || ctx.workspace_bytes < cutlass_sm90::WorkspaceBytes(p, tile_)) {
       Status st = KILN_CUDA_STATUS(LaunchQGemm(a, ctx.stream));  // the tiled kernel takes any shape
       return st.ok() ? st : st.WithContext(where_);
@@ -146,7 +146,8 @@ class QMatMulSm90Layer : public Layer {
     o.w = a.w;
     o.scale = static_cast<const float*>(scale_.get());
     o.bias = a.bias;
-    o.residual = a.residual;
+    o.residual = a.residual ? static_cast<const void*>(a.residual) : a.residual_i8;
+    o.r_scale = a.r_scale;
     o.lo = lo_;
     o.hi = hi_;
     o.y_scale = a.y_scale;
@@ -164,6 +165,7 @@ class QMatMulSm90Layer : public Layer {
     p.k = static_cast<int>(base_.k);
     p.int8_output = base_.y_dtype == static_cast<int>(DataType::kInt8);
     p.residual = residual;
+    p.residual_int8 = residual && base_.r_scale > 0;
     return p;
   }
   std::shared_ptr<QWeights> w_;
@@ -214,6 +216,7 @@ Result<std::vector<std::string>> QMatMulTactics(const LayerSpec& spec) {
     gp.k = static_cast<int>(w.dim(0));
     gp.int8_output = p.y_type == DataType::kInt8;
     gp.residual = n.input(3) != nullptr;
+    gp.residual_int8 = gp.residual && p.r_scale > 0;
     for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
       if (!cutlass_sm90::Unsupported(gp, kGemmTiles[i])) tactics.push_back(kGemmTactics[i]);
   }
@@ -299,7 +302,7 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
         a.o = 1;  // rows from X's shape (K may be 0: the epilogue still writes every row)
         for (size_t d = 0; d + 1 < in[0].shape.size(); ++d) a.o *= in[0].shape[d];
         a.bias = OptionalFloat(in, 2);
-        a.residual = OptionalFloat(in, 3);
+        SetResidual(a, in);
         a.y = out[0].data;
         Status st = KILN_CUDA_STATUS(LaunchQGemm(a, ctx.stream));
         return st.ok() ? st : st.WithContext(where);

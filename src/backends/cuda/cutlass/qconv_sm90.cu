@@ -5,7 +5,7 @@
 namespace kiln::cuda::cutlass_sm90 {
 namespace {
 
-template <bool kInt8Out, bool kResidual>
+template <bool kInt8Out, int kResidual>
 struct ByTile {
   template <class Fn>
   static auto Call(Tile t, Fn&& fn) {
@@ -21,9 +21,10 @@ struct ByTile {
 
 template <class Fn>
 auto Dispatch(const QConvProblem& p, Tile t, Fn&& fn) {
+  const int r = !p.residual ? 0 : p.residual_int8 ? 2 : 1;
   if (p.int8_output)
-    return p.residual ? ByTile<true, true>::Call(t, fn) : ByTile<true, false>::Call(t, fn);
-  return p.residual ? ByTile<false, true>::Call(t, fn) : ByTile<false, false>::Call(t, fn);
+    return r == 0 ? ByTile<true, 0>::Call(t, fn) : r == 1 ? ByTile<true, 1>::Call(t, fn) : ByTile<true, 2>::Call(t, fn);
+  return r == 0 ? ByTile<false, 0>::Call(t, fn) : r == 1 ? ByTile<false, 1>::Call(t, fn) : ByTile<false, 2>::Call(t, fn);
 }
 
 }  // namespace

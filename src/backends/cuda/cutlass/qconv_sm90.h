@@ -23,6 +23,7 @@ struct QConvProblem {
   int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   bool int8_output = false;
   bool residual = false;
+  bool residual_int8 = false;  // the residual is int8 (times r_scale), not float32
 };
 
 struct QConvOperands {
@@ -30,7 +31,8 @@ struct QConvOperands {
   const int8_t* w = nullptr;         // KRSC
   const float* scale = nullptr;      // [k]: x_scale * w_scale[k]
   const float* bias = nullptr;       // [k] or null (0)
-  const float* residual = nullptr;   // [n,p,q,k] when the problem has one
+  const void* residual = nullptr;   // the output's shape, float32 or int8 (residual_int8), when there is one
+  float r_scale = 1.f;              // an int8 residual's scale
   float lo = -3.402823466e38f, hi = 3.402823466e38f;  // the activation as a clamp (None, Relu, Clip)
   float y_scale = 1.f;               // int8 output
   void* y = nullptr;                 // float32 or int8, [n,p,q,k]

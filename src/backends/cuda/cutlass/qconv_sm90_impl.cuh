@@ -21,21 +21,21 @@ namespace detail {
 
 using namespace cute;
 
-template <bool kInt8Out, bool kResidual, int kTileN, int kTileK, int kStages>
+template <bool kInt8Out, int kResidual, int kTileN, int kTileK, int kStages>
 struct Kernel {
   using TileShape = Shape<_128, Int<kTileN>, Shape<Int<kTileK>>>;
   using ClusterShape = Shape<_1, _1, _1>;
   using ElementD = std::conditional_t<kInt8Out, int8_t, float>;
-  using ElementC = std::conditional_t<kResidual, float, void>;
+  using ElementC = std::conditional_t<kResidual == 0, void, std::conditional_t<kResidual == 1, float, int8_t>>;
   static constexpr int kAlignD = 16 / sizeof(ElementD);
-  static constexpr int kAlignC = 4;  // float
+  static constexpr int kAlignC = kResidual == 2 ? 16 : 4;
 
   using Tree = typename QEpilogueTree<TileShape, kInt8Out, kResidual>::Tree;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, int32_t, float, ElementC, cutlass::layout::TensorNHWC,
-      kResidual ? kAlignC : kAlignD, ElementD, cutlass::layout::TensorNHWC, kAlignD,
+      kResidual != 0 ? kAlignC : kAlignD, ElementD, cutlass::layout::TensorNHWC, kAlignD,
       cutlass::epilogue::TmaWarpSpecialized, Tree>::CollectiveOp;
 
   using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
@@ -81,9 +81,9 @@ struct Kernel {
     });
     typename Epilogue::Arguments epi{{},
                                      static_cast<const typename Epilogue::ElementC*>(
-                                         kResidual ? static_cast<const void*>(o.residual) : nullptr),
+                                         kResidual != 0 ? o.residual : nullptr),
                                      stride_c, static_cast<ElementD*>(o.y), stride_d};
-    epi.thread = QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale);
+    epi.thread = QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale, o.r_scale);
     cutlass::KernelHardwareInfo hw;
     cudaGetDevice(&hw.device_id);
     hw.sm_count = SmCount();
@@ -93,11 +93,11 @@ struct Kernel {
 
 }  // namespace detail
 
-template <bool kInt8Out, bool kResidual, int kTileN, int kTileK, int kStages>
+template <bool kInt8Out, int kResidual, int kTileN, int kTileK, int kStages>
 const char* QConvImpl<kInt8Out, kResidual, kTileN, kTileK, kStages>::Unsupported(const QConvProblem& p) {
   using K = detail::Kernel<kInt8Out, kResidual, kTileN, kTileK, kStages>;
   if (p.c % 16 != 0) return "input channels are not a multiple of 16";
-  if (p.k % K::kAlignD != 0 || (kResidual && p.k % K::kAlignC != 0))
+  if (p.k % K::kAlignD != 0 || (kResidual != 0 && p.k % K::kAlignC != 0))
     return kInt8Out ? "output channels are not a multiple of 16" : "output channels are not a multiple of 4";
   QConvOperands probe;
   const typename K::Arguments args = K::MakeArguments(p, probe);
@@ -105,14 +105,14 @@ const char* QConvImpl<kInt8Out, kResidual, kTileN, kTileK, kStages>::Unsupported
   return nullptr;
 }
 
-template <bool kInt8Out, bool kResidual, int kTileN, int kTileK, int kStages>
+template <bool kInt8Out, int kResidual, int kTileN, int kTileK, int kStages>
 size_t QConvImpl<kInt8Out, kResidual, kTileN, kTileK, kStages>::WorkspaceBytes(const QConvProblem& p) {
   using K = detail::Kernel<kInt8Out, kResidual, kTileN, kTileK, kStages>;
   QConvOperands probe;
   return K::Conv::get_workspace_size(K::MakeArguments(p, probe));
 }
 
-template <bool kInt8Out, bool kResidual, int kTileN, int kTileK, int kStages>
+template <bool kInt8Out, int kResidual, int kTileN, int kTileK, int kStages>
 const char* QConvImpl<kInt8Out, kResidual, kTileN, kTileK, kStages>::Run(const QConvProblem& p, const QConvOperands& o,
                                                         void* workspace, cudaStream_t stream) {
   using K = detail::Kernel<kInt8Out, kResidual, kTileN, kTileK, kStages>;

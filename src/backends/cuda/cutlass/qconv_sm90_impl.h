@@ -8,7 +8,7 @@ namespace kiln::cuda::cutlass_sm90 {
 
 // kStages 0: as many pipeline stages as shared memory holds (one CTA per SM); otherwise that many, so that
 // several CTAs share an SM and one's epilogue overlaps another's main loop (the kernel is not persistent).
-template <bool kInt8Out, bool kResidual, int kTileN, int kTileK, int kStages>
+template <bool kInt8Out, int kResidual, int kTileN, int kTileK, int kStages>
 struct QConvImpl {
   static const char* Unsupported(const QConvProblem& p);
   static size_t WorkspaceBytes(const QConvProblem& p);

@@ -1,6 +1,7 @@
 // The quantized layers' epilogue as a CUTLASS sm90 epilogue visitor tree, shared by the convolution
 // (qconv_sm90_impl.cuh) and the GEMM (qgemm_sm90_impl.cuh). Along N (output channels / columns):
-//   v = acc * scale[n];  v = v + bias[n];  [v = v + C]  (C: the residual);  v = clamp(v, lo, hi)
+//   v = acc * scale[n];  v = v + bias[n];  [v = v + C]  (C: the residual, float32 or int8 read as c * r_scale);
+//   v = clamp(v, lo, hi)
 //   D = v (float32)  or  saturate(round_half_even(v * (1 / y_scale))) (int8; a division here costs 5x the GEMM)
 // each step its own rounded float operation (the stage compiles without FMA contraction), as the CPU computes it.
 #pragma once
@@ -13,7 +14,8 @@
 
 namespace kiln::cuda::cutlass_sm90::detail {
 
-template <class TileShape, bool kInt8Out, bool kResidual>
+// kResidual: 0 none, 1 float32, 2 int8 (times r_scale).
+template <class TileShape, bool kInt8Out, int kResidual>
 struct QEpilogueTree {
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
   using ElementD = std::conditional_t<kInt8Out, int8_t, float>;
@@ -26,29 +28,40 @@ struct QEpilogueTree {
                                                              cute::Stride<cute::_0, cute::_1, int64_t>, 4>;
   using Scaled = EVT<Compute<cutlass::multiplies>, cutlass::epilogue::fusion::Sm90AccFetch, Vector>;
   using Biased = EVT<Compute<cutlass::plus>, Scaled, Vector>;
+  using Scalar = cutlass::epilogue::fusion::Sm90ScalarBroadcast<float>;
+  using Int8Residual = EVT<Compute<cutlass::multiplies>, cutlass::epilogue::fusion::Sm90SrcFetch<int8_t>, Scalar>;
   using Summed = std::conditional_t<
-      kResidual, EVT<Compute<cutlass::plus>, Biased, cutlass::epilogue::fusion::Sm90SrcFetch<float>>, Biased>;
+      kResidual == 0, Biased,
+      std::conditional_t<kResidual == 1,
+                         EVT<Compute<cutlass::plus>, Biased, cutlass::epilogue::fusion::Sm90SrcFetch<float>>,
+                         EVT<Compute<cutlass::plus>, Biased, Int8Residual>>>;
   using Activated = EVT<Compute<cutlass::epilogue::thread::Clamp, std::conditional_t<kInt8Out, float, ElementD>>,
                         Summed>;
   using Tree = std::conditional_t<
       kInt8Out,
-      EVT<Compute<cutlass::multiplies, ElementD>, Activated, cutlass::epilogue::fusion::Sm90ScalarBroadcast<float>>,
+      EVT<Compute<cutlass::multiplies, ElementD>, Activated, Scalar>,
       Activated>;
 
   // The tree's arguments, children first at each node: {children..., the node's own}.
-  static typename Tree::Arguments Arguments(const float* scale, const float* bias, float lo, float hi,
-                                            float y_scale) {
+  static typename Scalar::Arguments ScalarArgs(float v) {
+    typename Scalar::Arguments a{};
+    a.scalars[0] = v;
+    return a;
+  }
+
+  static typename Tree::Arguments Arguments(const float* scale, const float* bias, float lo, float hi, float y_scale,
+                                            float r_scale) {
     typename Scaled::Arguments scaled{{}, {scale, 0.f, {}}, {}};
     typename Biased::Arguments biased{scaled, {bias, 0.f, {}}, {}};
     typename Summed::Arguments summed = [&] {
-      if constexpr (kResidual) return typename Summed::Arguments{biased, {}, {}};
+      if constexpr (kResidual == 1) return typename Summed::Arguments{biased, {}, {}};
+      else if constexpr (kResidual == 2)
+        return typename Summed::Arguments{biased, typename Int8Residual::Arguments{{}, ScalarArgs(r_scale), {}}, {}};
       else return biased;
     }();
     typename Activated::Arguments activated{summed, typename cutlass::epilogue::thread::Clamp<float>::Arguments{lo, hi}};
     if constexpr (kInt8Out) {
-      typename cutlass::epilogue::fusion::Sm90ScalarBroadcast<float>::Arguments ys{};
-      ys.scalars[0] = 1.f / y_scale;  // the float reciprocal, as the CPU computes it
-      return typename Tree::Arguments{activated, ys, {}};
+      return typename Tree::Arguments{activated, ScalarArgs(1.f / y_scale), {}};  // the CPU's float reciprocal
     } else {
       return activated;
     }

@@ -5,7 +5,7 @@
 namespace kiln::cuda::cutlass_sm90 {
 namespace {
 
-template <bool kInt8Out, bool kResidual>
+template <bool kInt8Out, int kResidual>
 struct ByGemmTile {
   template <class Fn>
   static auto Call(GemmTile t, Fn&& fn) {
@@ -20,9 +20,10 @@ struct ByGemmTile {
 
 template <class Fn>
 auto Dispatch(const QGemmProblem& p, GemmTile t, Fn&& fn) {
+  const int r = !p.residual ? 0 : p.residual_int8 ? 2 : 1;
   if (p.int8_output)
-    return p.residual ? ByGemmTile<true, true>::Call(t, fn) : ByGemmTile<true, false>::Call(t, fn);
-  return p.residual ? ByGemmTile<false, true>::Call(t, fn) : ByGemmTile<false, false>::Call(t, fn);
+    return r == 0 ? ByGemmTile<true, 0>::Call(t, fn) : r == 1 ? ByGemmTile<true, 1>::Call(t, fn) : ByGemmTile<true, 2>::Call(t, fn);
+  return r == 0 ? ByGemmTile<false, 0>::Call(t, fn) : r == 1 ? ByGemmTile<false, 1>::Call(t, fn) : ByGemmTile<false, 2>::Call(t, fn);
 }
 
 }  // namespace

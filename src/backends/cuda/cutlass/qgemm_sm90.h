@@ -18,6 +18,7 @@ struct QGemmProblem {
   int n = 0, k = 0;
   bool int8_output = false;
   bool residual = false;
+  bool residual_int8 = false;  // the residual is int8 (times r_scale), not float32
 };
 
 struct QGemmOperands {
@@ -25,7 +26,8 @@ struct QGemmOperands {
   const int8_t* w = nullptr;        // [n, k]
   const float* scale = nullptr;     // [n]
   const float* bias = nullptr;      // [n] or null
-  const float* residual = nullptr;  // [m, n] when the problem has one
+  const void* residual = nullptr;   // the output's shape, float32 or int8 (residual_int8), when there is one
+  float r_scale = 1.f;              // an int8 residual's scale
   float lo = -3.402823466e38f, hi = 3.402823466e38f;
   float y_scale = 1.f;
   void* y = nullptr;

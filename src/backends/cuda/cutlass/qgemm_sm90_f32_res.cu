@@ -2,7 +2,7 @@
 #include "qgemm_sm90_impl.cuh"
 
 namespace kiln::cuda::cutlass_sm90 {
-template struct QGemmImpl<false, true, 128, 128>;
-template struct QGemmImpl<false, true, 128, 64>;
-template struct QGemmImpl<false, true, 256, 128>;
+template struct QGemmImpl<false, 1, 128, 128>;
+template struct QGemmImpl<false, 1, 128, 64>;
+template struct QGemmImpl<false, 1, 256, 128>;
 }  // namespace kiln::cuda::cutlass_sm90

@@ -2,7 +2,7 @@
 #include "qgemm_sm90_impl.cuh"
 
 namespace kiln::cuda::cutlass_sm90 {
-template struct QGemmImpl<true, true, 128, 128>;
-template struct QGemmImpl<true, true, 128, 64>;
-template struct QGemmImpl<true, true, 256, 128>;
+template struct QGemmImpl<true, 1, 128, 128>;
+template struct QGemmImpl<true, 1, 128, 64>;
+template struct QGemmImpl<true, 1, 256, 128>;
 }  // namespace kiln::cuda::cutlass_sm90

@@ -21,7 +21,7 @@ namespace detail {
 
 using namespace cute;
 
-template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
 struct GemmKernel {
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, _128>;
   using ClusterShape = Shape<_1, _1, _1>;
@@ -31,15 +31,15 @@ struct GemmKernel {
   using EpilogueSchedule = std::conditional_t<kCooperative, cutlass::epilogue::TmaWarpSpecializedCooperative,
                                               cutlass::epilogue::TmaWarpSpecialized>;
   using ElementD = std::conditional_t<kInt8Out, int8_t, float>;
-  using ElementC = std::conditional_t<kResidual, float, void>;
+  using ElementC = std::conditional_t<kResidual == 0, void, std::conditional_t<kResidual == 1, float, int8_t>>;
   static constexpr int kAlignD = 16 / sizeof(ElementD);
-  static constexpr int kAlignC = 4;
+  static constexpr int kAlignC = kResidual == 2 ? 16 : 4;
   using Tree = typename QEpilogueTree<TileShape, kInt8Out, kResidual>::Tree;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, int32_t, float, ElementC, cutlass::layout::RowMajor,
-      kResidual ? kAlignC : kAlignD, ElementD, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule,
+      kResidual != 0 ? kAlignC : kAlignD, ElementD, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule,
       Tree>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -68,8 +68,8 @@ struct GemmKernel {
     auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(m, p.n, 1));
     auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(m, p.n, 1));
     typename Epilogue::Arguments epi{
-        QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale),
-        static_cast<const typename Epilogue::ElementC*>(kResidual ? static_cast<const void*>(o.residual) : nullptr),
+        QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale, o.r_scale),
+        static_cast<const typename Epilogue::ElementC*>(kResidual != 0 ? o.residual : nullptr),
         stride_c, static_cast<ElementD*>(o.y), stride_d};
     cutlass::KernelHardwareInfo hw;
     cudaGetDevice(&hw.device_id);
@@ -81,7 +81,7 @@ struct GemmKernel {
 
 }  // namespace detail
 
-template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
 const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Unsupported(const QGemmProblem& p) {
   using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;
   if (p.m <= 0 || p.n <= 0 || p.k <= 0) return "an empty problem";
@@ -94,14 +94,14 @@ const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Unsupported(const QG
   return nullptr;
 }
 
-template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
 size_t QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::WorkspaceBytes(const QGemmProblem& p) {
   using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;
   QGemmOperands probe;
   return K::Gemm::get_workspace_size(K::MakeArguments(p, probe));
 }
 
-template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
 const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Run(const QGemmProblem& p, const QGemmOperands& o,
                                                                  void* workspace, cudaStream_t stream) {
   using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;

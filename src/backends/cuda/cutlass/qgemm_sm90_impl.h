@@ -7,7 +7,7 @@
 namespace kiln::cuda::cutlass_sm90 {
 
 // kTileM 256: the cooperative schedule (both consumer warpgroups on one tile); 128: ping-pong.
-template <bool kInt8Out, bool kResidual, int kTileM, int kTileN>
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
 struct QGemmImpl {
   static const char* Unsupported(const QGemmProblem& p);
   static size_t WorkspaceBytes(const QGemmProblem& p);
