@@ -338,8 +338,8 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
                                       rep.convs_nhwc, rep.nodes_nhwc, rep.reformats_inserted, rep.views_inserted,
                                       rep.reformats_eliminated));
   if (rep.channels_padded > 0)
-    rep.details.push_back(fmt::format("{} convolution input(s) zero-padded to {} channels", rep.channels_padded,
-                                      opts.pad_channels));
+    rep.details.push_back(fmt::format("{} convolution input(s) zero-padded to {} channels (int8 ones to {})",
+                                      rep.channels_padded, opts.pad_channels, kInt8ChannelMultiple));
   return rep;
 }
 

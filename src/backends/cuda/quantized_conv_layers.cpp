@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -237,7 +238,8 @@ class QConvSm90Layer : public Layer {
     KILN_ASSIGN_OR_RETURN(const QGemmArgs a, RunArgs(c_, in, out));
     if (a.batch == 0 || a.o == 0 || a.out_channels == 0) return Status::Ok();
     const bool residual = a.residual != nullptr || a.residual_i8 != nullptr;
-    if (Unsupported(a, residual) || ctx.workspace_bytes < Workspace(a, residual)) return RunTiled(c_, a, ctx.stream);
+    if (!TensorCoreAligned(a) || Unsupported(a, residual) || ctx.workspace_bytes < Workspace(a, residual))
+      return RunTiled(c_, a, ctx.stream);
     const char* e = nullptr;
     if (gemm_) {
       cutlass_sm90::QGemmOperands o;
@@ -386,8 +388,8 @@ bool Sm90Device() {
 }
 
 bool ClampOf(const quant_attrs::Params& p, float* lo, float* hi) {
-  *lo = -3.402823466e38f;
-  *hi = 3.402823466e38f;
+  *lo = -std::numeric_limits<float>::infinity();  // infinite bounds: +-Inf pass through, as on the CPU
+  *hi = std::numeric_limits<float>::infinity();
   if (p.activation == fused::Act::kRelu) *lo = 0.f;
   else if (p.activation == fused::Act::kClip) *lo = p.act_alpha, *hi = p.act_beta;
   else if (p.activation != fused::Act::kNone) return false;

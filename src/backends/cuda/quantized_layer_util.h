@@ -2,6 +2,7 @@
 // int8 weights on the device, the tiled kernel's arguments from a node's quantization attributes.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,13 @@ inline Result<QGemmArgs> BaseArgs(const Node& n, const quant_attrs::Params& p, c
   a.y_zero_point = static_cast<int>(p.y_zero_point);
   a.r_scale = p.r_scale;
   return a;
+}
+
+// The tensor-core kernels read and write through TMA and vector loads: 16-byte aligned addresses. Arena buffers
+// are; a graph input or output bound by the user (setTensorAddress) may not be, and then the tiled kernel runs.
+inline bool TensorCoreAligned(const QGemmArgs& a) {
+  auto ok = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return ok(a.x) && ok(a.y) && ok(a.residual) && ok(a.residual_i8) && ok(a.bias);
 }
 
 // Input 3, the residual: float32, or int8 (kiln_r_scale), or absent.

@@ -137,7 +137,8 @@ class QMatMulSm90Layer : public Layer {
     a.y = out[0].data;
     if (a.o == 0 || a.m == 0) return Status::Ok();
     const cutlass_sm90::QGemmProblem p = Problem(a.o, a.residual != nullptr || a.residual_i8 != nullptr);
-    if (cutlass_sm90::Unsupported(p, tile_) || ctx.workspace_bytes < cutlass_sm90::WorkspaceBytes(p, tile_)) {
+    if (!TensorCoreAligned(a) || cutlass_sm90::Unsupported(p, tile_) ||
+        ctx.workspace_bytes < cutlass_sm90::WorkspaceBytes(p, tile_)) {
       Status st = KILN_CUDA_STATUS(LaunchQGemm(a, ctx.stream));  // the tiled kernel takes any shape
       return st.ok() ? st : st.WithContext(where_);
     }

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace kiln::cuda::cutlass_sm90 {
 
@@ -33,7 +34,7 @@ struct QConvOperands {
   const float* bias = nullptr;       // [k] or null (0)
   const void* residual = nullptr;   // the output's shape, float32 or int8 (residual_int8), when there is one
   float r_scale = 1.f;              // an int8 residual's scale
-  float lo = -3.402823466e38f, hi = 3.402823466e38f;  // the activation as a clamp (None, Relu, Clip)
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();  // the activation as a clamp (None, Relu, Clip)
   float y_scale = 1.f;               // int8 output
   void* y = nullptr;                 // float32 or int8, [n,p,q,k]
 };

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace kiln::cuda::cutlass_sm90 {
 
@@ -28,7 +29,7 @@ struct QGemmOperands {
   const float* bias = nullptr;      // [n] or null
   const void* residual = nullptr;   // the output's shape, float32 or int8 (residual_int8), when there is one
   float r_scale = 1.f;              // an int8 residual's scale
-  float lo = -3.402823466e38f, hi = 3.402823466e38f;
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   float y_scale = 1.f;
   void* y = nullptr;
 };

@@ -88,6 +88,7 @@ const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Unsupported(const QG
   if (p.m > 0x7fffffff) return "more than 2^31 rows";
   if (p.k % 16 != 0) return "K is not a multiple of 16";
   if (p.n % K::kAlignD != 0) return kInt8Out ? "N is not a multiple of 16" : "N is not a multiple of 4";
+  if (kResidual == 2 && p.n % K::kAlignC != 0) return "N is not a multiple of 16 (an int8 residual)";
   QGemmOperands probe;
   if (K::Gemm::can_implement(K::MakeArguments(p, probe)) != cutlass::Status::kSuccess)
     return "CUTLASS cannot implement this problem";
