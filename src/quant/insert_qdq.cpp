@@ -61,10 +61,7 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
       if (b->dtype != DataType::kFloat32 || !a->has_shape || !b->has_shape || a->shape.size() != b->shape.size())
         continue;
       bool same = true;
-      for (size_t d = 0; d < a->shape.size(); ++d) {  // equal sizes, or the same symbol (a dynamic batch)
-        const Dim &da = a->shape[d], &db = b->shape[d];
-        same &= da.known() ? db.known() && da.value == db.value : !db.known() && !da.sym.empty() && da.sym == db.sym;
-      }
+      for (size_t d = 0; d < a->shape.size(); ++d) same &= a->shape[d].same(b->shape[d]);  // sizes or symbols
       auto it = scales.find(b->name);
       if (!same || it == scales.end() || !(it->second > 0) || !std::isfinite(it->second)) continue;
       auto [s, fresh] = sites.try_emplace(b, Site{k, {}});

@@ -10,7 +10,9 @@
 
 #include "kiln/builder.h"
 #include "kiln/calibrator.h"
+#include "ir/graph.h"
 #include "quant/calibration_algos.h"
+#include "quant/insert_qdq.h"
 #include "quant/tensor_range.h"
 
 namespace kiln {
@@ -213,6 +215,55 @@ TEST(CalibrateNetwork, SeesEveryFloatTensorOfEveryBatch) {
   auto legacy = CalibrateNetwork(net, o, next);
   ASSERT_FALSE(legacy.ok());
   EXPECT_NE(legacy.status().message().find("read from caches only"), std::string::npos);
+}
+
+// Implicit INT8's residual quantization (quant/insert_qdq.h) on a dynamic batch: the Add's operands have the same
+// symbolic batch, so the shortcut is read through the same Q/DQ pair as the convolution's input; an Add whose
+// shortcut has another shape (broadcast) is left alone.
+TEST(InsertQdq, ResidualShortcutWithADynamicBatch) {
+  Graph g;
+  auto value = [&](const std::string& name, Shape shape) {
+    Value* v = g.AddValue(name);
+    v->dtype = DataType::kFloat32;
+    v->shape = std::move(shape);
+    v->has_shape = true;
+    return v;
+  };
+  auto node = [&](const std::string& op, const std::string& name, std::vector<Value*> in, Value* out) {
+    Node* n = g.AddNode(op, name);
+    n->opset = 17;
+    n->inputs = std::move(in);
+    n->outputs = {out};
+    out->producer = n;
+    return n;
+  };
+  const Shape act = {Dim::Symbol("N"), Dim(4), Dim(5), Dim(5)};
+  Value* x = value("x", act);
+  x->is_graph_input = true;
+  g.inputs.push_back(x);
+  Value* w = g.AddConstant("w", Tensor(DataType::kFloat32, {4, 4, 1, 1}));
+  Value* c = value("c", act);
+  node("Conv", "conv", {x, w}, c);
+  Value* y = value("y", act);
+  node("Add", "add", {c, x}, y);
+  Value* bias = value("bias", {Dim(4), Dim(1), Dim(1)});
+  bias->is_graph_input = true;
+  g.inputs.push_back(bias);
+  Value* z = value("z", act);
+  node("Add", "add_broadcast", {c, bias}, z);
+  g.outputs = {y, z};
+  const quant::QdqReport r = quant::InsertActivationQdq(g, {{"x", 0.01f}, {"bias", 0.02f}});
+  EXPECT_EQ(r.tensors_quantized, 1);
+  EXPECT_EQ(r.residuals_quantized, 1);
+  const Node* add = nullptr;
+  const Node* conv = nullptr;
+  for (const auto& n : g.nodes()) {
+    if (n->name == "add") add = n.get();
+    if (n->name == "conv") conv = n.get();
+  }
+  ASSERT_TRUE(add && conv);
+  EXPECT_EQ(add->input(1), conv->input(0)) << "the shortcut reads the convolution input's Q/DQ pair";
+  EXPECT_EQ(add->input(1)->name, "x/dequantized");
 }
 
 }  // namespace
