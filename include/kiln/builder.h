@@ -32,7 +32,8 @@ enum class ProfilingVerbosity { kLayerNamesOnly = 0, kNone = 1, kDetailed = 2 };
 // nhwc-fp16 or nhwc-c8 (the modes below; the build fails on any other value).
 enum class ConvolutionLayout : int {
   kAuto = 0,             // NHWC for reduced-precision convolutions, and for float32 ones where TF32 is allowed
-  kNCHW = 1,             // no layout planning: every convolution stays NCHW (KILN_LAYOUT=nchw)
+  kNCHW = 1,             // float convolutions stay NCHW (KILN_LAYOUT=nchw); int8 ones still go NHWC, the layout
+                         // the int8 tensor-core kernels read
   kNHWCFloat32 = 2,      // float32 convolutions go NHWC even without TF32 (KILN_LAYOUT=nhwc-fp32)
   kNHWCReducedOnly = 3,  // only reduced-precision convolutions go NHWC (KILN_LAYOUT=nhwc-fp16)
   kNHWCChannels8 = 4,    // as kAuto, but convolutions whose input channels are not a multiple of 8 (an RGB stem)

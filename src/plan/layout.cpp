@@ -254,7 +254,7 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
     Node& n = *np;
     bool rewritten = false;
     const bool qconv = IsQConv2d(n);
-    if (qconv || IsConv2d(n, opts)) {
+    if (qconv || (opts.float_convs && IsConv2d(n, opts))) {
       n.inputs[0] = to_nhwc(n.inputs[0]);
       const Value* w = n.input(1);
       const int64_t c = w->const_value->dim(1);

@@ -35,6 +35,7 @@ struct LayoutOptions {
   bool float32 = false;  // convolutions on float32 inputs go channels-last too (the builder sets it for TF32 engines)
   int64_t channel_multiple = 1;  // convolutions whose input channels are not a multiple of this stay NCHW
   int64_t pad_channels = 4;      // NHWC convolutions with fewer input channels read them zero-padded to this (0: off)
+  bool float_convs = true;       // false: only int8 QConvs go NHWC (ConvolutionLayout::kNCHW keeps float ones NCHW)
 };
 
 struct LayoutReport {

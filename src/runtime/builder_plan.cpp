@@ -94,10 +94,12 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend,
 // time); with --noTF32 they stay NCHW (builder.h: ConvolutionLayout says what each mode changes).
 Status PlanLayout(Graph& g, const BuilderConfig& cfg, BuildReport& rep, ILogger& logger) {
   KILN_ASSIGN_OR_RETURN(const ConvolutionLayout mode, LayoutMode(cfg));
-  if (mode == ConvolutionLayout::kNCHW) return Status::Ok();
   KILN_ASSIGN_OR_RETURN(const int pad, LayoutPad(cfg));
   const bool allow_tf32 = cfg.getFlag(BuilderFlag::kTF32);
   LayoutOptions lo;
+  // NCHW keeps float convolutions as they are; int8 ones still go NHWC, the only layout the int8 tensor-core
+  // kernels read (and the optimizer creates them for cuda on that assumption).
+  lo.float_convs = mode != ConvolutionLayout::kNCHW;
   lo.float32 = mode == ConvolutionLayout::kNHWCFloat32 || (allow_tf32 && mode != ConvolutionLayout::kNHWCReducedOnly);
   if (mode == ConvolutionLayout::kNHWCChannels8) lo.channel_multiple = 8;
   lo.pad_channels = pad;

@@ -232,6 +232,26 @@ TEST(LayoutPlan, Int8ConvolutionsGoNhwcWithChannelsPaddedToSixteen) {
   EXPECT_EQ(residual_nhwc, 1);
 }
 
+// ConvolutionLayout::kNCHW (float_convs off) keeps float convolutions NCHW; an int8 QConv still goes NHWC.
+TEST(LayoutPlan, NchwModeStillMakesInt8ConvolutionsNhwc) {
+  Net t(DataType::kFloat16);
+  Value* x = t.Input("x", {1, 16, 6, 6});
+  t.Output(t.Conv(x, 16, 16, 3, true));
+  Value* xq = t.Input("xq", {1, 16, 6, 6}, DataType::kInt8, -128, 127);
+  std::map<std::string, Attribute> a = {{"kernel_shape", Attribute::Ints({1, 1})},
+                                        {"kiln_x_scale", Attribute::Float(0.02f)},
+                                        {"kiln_w_scales", Attribute::Floats({0.01f})},
+                                        {"kiln_y_type", Attribute::Int(static_cast<int64_t>(DataType::kFloat32))}};
+  Value* w = t.g.AddConstant("wq", testing::Random({16, 16, 1, 1}, 5, -127, 127, DataType::kInt8));
+  t.Output(t.Op("QConv", {xq, w}, a, "kiln"));
+  LayoutOptions o;
+  o.float_convs = false;
+  const LayoutReport rep = t.PlanAndCompare(o, 0);
+  EXPECT_EQ(rep.convs_nhwc, 1);
+  for (const auto& n : t.g.nodes())
+    EXPECT_EQ(n->gets("kiln_layout", "") == "NHWC", n->op_type == "QConv") << n->name;
+}
+
 // FP32 convolutions stay NCHW unless asked; so do convs with asymmetric pads.
 TEST(LayoutPlan, LeavesFloat32AndAsymmetricPadsAlone) {
   Net t(DataType::kFloat32);
