@@ -84,7 +84,7 @@ class QMatMulLtLayer : public Layer {
   std::string where_;
 };
 
-int64_t RowsOf(const std::vector<int64_t>& shape) {
+[[maybe_unused]] int64_t RowsOf(const std::vector<int64_t>& shape) {  // (used by the sm90 layer only)
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
   return rows;
