@@ -211,7 +211,11 @@ TEST(GpuQuantized, MatMulOnInt8TensorCores) {
 namespace kiln::gputest {
 namespace {
 
+// A compute capability 9.0 device, and a build with the int8-sm90 tactics (CUTLASS found when configured).
 bool ComputeCapability90() {
+#if !defined(KILN_HAVE_CUTLASS_SM90)
+  return false;
+#endif
   int device = 0, major = 0, minor = 0;
   return cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
@@ -290,7 +294,8 @@ TEST(GpuQuantized, ConvNhwcOnInt8TensorCores) {
 // QMatMul on the Hopper GEMM with the epilogue fused (every tile), against the CPU: int8 and float outputs,
 // residual, Relu / Clip, rows that fill no tile.
 TEST(GpuQuantized, MatMulOnHopperFusedGemm) {
-  if (!ComputeCapability90()) GTEST_SKIP() << "the int8-sm90 tactics need a compute capability 9.0 GPU";
+  if (!ComputeCapability90())
+    GTEST_SKIP() << "the int8-sm90 tactics need a compute capability 9.0 GPU and a build with CUTLASS";
   for (const char* tactic : {"int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64", "int8-sm90-gemm-256x128"}) {
     SCOPED_TRACE(tactic);
     QCase c;
