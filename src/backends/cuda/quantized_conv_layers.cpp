@@ -134,17 +134,6 @@ std::optional<cutlass_sm90::Tile> Sm90Tile(const std::string& tactic) {
   return std::nullopt;
 }
 
-constexpr const char* kGemmTactics[cutlass_sm90::kNumGemmTiles] = {"int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64",
-                                                                   "int8-sm90-gemm-256x128"};
-constexpr cutlass_sm90::GemmTile kGemmTiles[cutlass_sm90::kNumGemmTiles] = {
-    cutlass_sm90::GemmTile::k128x128x128, cutlass_sm90::GemmTile::k128x64x128, cutlass_sm90::GemmTile::k256x128x128};
-
-std::optional<cutlass_sm90::GemmTile> GemmTileOf(const std::string& tactic) {
-  for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
-    if (tactic == kGemmTactics[i]) return kGemmTiles[i];
-  return std::nullopt;
-}
-
 // A 1x1 convolution with stride 1 and no padding reads its NHWC input as an [N*H*W, C] matrix.
 bool IsPointwiseConv(const QGemmArgs& a) {
   return a.kernel[1] == 1 && a.kernel[2] == 1 && a.stride[1] == 1 && a.stride[2] == 1;
@@ -242,30 +231,11 @@ class QConvSm90Layer : public Layer {
       return RunTiled(c_, a, ctx.stream);
     const char* e = nullptr;
     if (gemm_) {
-      cutlass_sm90::QGemmOperands o;
-      o.x = static_cast<const int8_t*>(a.x);
-      o.w = static_cast<const int8_t*>(w_.get());  // KRSC with R = S = 1: [K, C]
-      o.scale = static_cast<const float*>(scale_.get());
-      o.bias = a.bias;
-      o.residual = a.residual ? static_cast<const void*>(a.residual) : a.residual_i8;
-      o.r_scale = a.r_scale;
-      o.lo = lo_;
-      o.hi = hi_;
-      o.y_scale = a.y_scale;
-      o.y = a.y;
+      // KRSC with R = S = 1 is the [K, C] matrix the GEMM reads.
+      const auto o = TensorCoreOperands<cutlass_sm90::QGemmOperands>(a, w_.get(), scale_.get(), lo_, hi_);
       e = cutlass_sm90::Run(GemmProblem(a, Int8Out(), residual), *gemm_, o, ctx.workspace, ctx.stream);
     } else {
-      cutlass_sm90::QConvOperands o;
-      o.x = static_cast<const int8_t*>(a.x);
-      o.w = static_cast<const int8_t*>(w_.get());
-      o.scale = static_cast<const float*>(scale_.get());
-      o.bias = a.bias;
-      o.residual = a.residual ? static_cast<const void*>(a.residual) : a.residual_i8;
-      o.r_scale = a.r_scale;
-      o.lo = lo_;
-      o.hi = hi_;
-      o.y_scale = a.y_scale;
-      o.y = a.y;
+      const auto o = TensorCoreOperands<cutlass_sm90::QConvOperands>(a, w_.get(), scale_.get(), lo_, hi_);
       e = cutlass_sm90::Run(Sm90Problem(a, Int8Out(), residual), *tile_, o, ctx.workspace, ctx.stream);
     }
     if (e) return Err(StatusCode::kCudaError, "{}: {} ({})", c_.where, e, cudaGetErrorString(cudaGetLastError()));

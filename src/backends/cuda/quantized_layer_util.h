@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@
 #include "backends/cuda/quantized_kernels.h"
 #include "core/error.h"
 #include "ops/quantized_ops.h"
+
+#if defined(KILN_HAVE_CUTLASS_SM90)
+#include "backends/cuda/cutlass/qgemm_sm90.h"
+#endif
 
 namespace kiln::cuda::quantized {
 
@@ -90,6 +95,38 @@ inline LayerFactory QFactory(Result<std::unique_ptr<Layer>> (*create)(const Laye
   f.optimizer_may_create = false;
   return f;
 }
+
+#if defined(KILN_HAVE_CUTLASS_SM90)
+// The Hopper GEMM's tiles as tactics, shared by QMatMul and the 1x1 QConv.
+inline constexpr const char* kGemmTactics[cutlass_sm90::kNumGemmTiles] = {
+    "int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64", "int8-sm90-gemm-256x128"};
+inline constexpr cutlass_sm90::GemmTile kGemmTiles[cutlass_sm90::kNumGemmTiles] = {
+    cutlass_sm90::GemmTile::k128x128x128, cutlass_sm90::GemmTile::k128x64x128, cutlass_sm90::GemmTile::k256x128x128};
+
+inline std::optional<cutlass_sm90::GemmTile> GemmTileOf(const std::string& tactic) {
+  for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
+    if (tactic == kGemmTactics[i]) return kGemmTiles[i];
+  return std::nullopt;
+}
+
+// The tensor-core kernels' operands (cutlass_sm90::QConvOperands or QGemmOperands) of a run: its tensors from `a`,
+// the layer's device weight and per-channel scale, its activation as a clamp.
+template <class Operands>
+Operands TensorCoreOperands(const QGemmArgs& a, const void* w, const void* scale, float lo, float hi) {
+  Operands o;
+  o.x = static_cast<const int8_t*>(a.x);
+  o.w = static_cast<const int8_t*>(w);
+  o.scale = static_cast<const float*>(scale);
+  o.bias = a.bias;
+  o.residual = a.residual ? static_cast<const void*>(a.residual) : a.residual_i8;
+  o.r_scale = a.r_scale;
+  o.lo = lo;
+  o.hi = hi;
+  o.y_scale = a.y_scale;
+  o.y = a.y;
+  return o;
+}
+#endif
 
 LayerFactory QConvFactory();  // quantized_conv_layers.cpp
 // A compute capability 9.0 device: the sm_90a kernels of cutlass/ run there only.

@@ -94,17 +94,6 @@ class QMatMulLtLayer : public Layer {
 
 // QMatMul on the Hopper int8 GEMM with the epilogue fused (cutlass/qgemm_sm90.h): symmetric int8 x, float32 or
 // symmetric int8 output, activation None / Relu / Clip, K a multiple of 16 and N of 16 (int8 out) or 4.
-constexpr const char* kGemmTactics[cutlass_sm90::kNumGemmTiles] = {"int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64",
-                                                                   "int8-sm90-gemm-256x128"};
-constexpr cutlass_sm90::GemmTile kGemmTiles[cutlass_sm90::kNumGemmTiles] = {
-    cutlass_sm90::GemmTile::k128x128x128, cutlass_sm90::GemmTile::k128x64x128, cutlass_sm90::GemmTile::k256x128x128};
-
-std::optional<cutlass_sm90::GemmTile> GemmTileOf(const std::string& tactic) {
-  for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
-    if (tactic == kGemmTactics[i]) return kGemmTiles[i];
-  return std::nullopt;
-}
-
 bool GemmEligible(const Node& n) {
   if (!Sm90Device()) return false;
   const Value* x = n.input(0);
@@ -142,17 +131,7 @@ class QMatMulSm90Layer : public Layer {
       Status st = KILN_CUDA_STATUS(LaunchQGemm(a, ctx.stream));  // the tiled kernel takes any shape
       return st.ok() ? st : st.WithContext(where_);
     }
-    cutlass_sm90::QGemmOperands o;
-    o.x = static_cast<const int8_t*>(a.x);
-    o.w = a.w;
-    o.scale = static_cast<const float*>(scale_.get());
-    o.bias = a.bias;
-    o.residual = a.residual ? static_cast<const void*>(a.residual) : a.residual_i8;
-    o.r_scale = a.r_scale;
-    o.lo = lo_;
-    o.hi = hi_;
-    o.y_scale = a.y_scale;
-    o.y = a.y;
+    const auto o = TensorCoreOperands<cutlass_sm90::QGemmOperands>(a, a.w, scale_.get(), lo_, hi_);
     if (const char* e = cutlass_sm90::Run(p, tile_, o, ctx.workspace, ctx.stream))
       return Err(StatusCode::kCudaError, "{}: {} ({})", where_, e, cudaGetErrorString(cudaGetLastError()));
     return Status::Ok();
