@@ -51,7 +51,8 @@ Result<bool> IsNhwc(const Node& n) {
   return layout == "NHWC";
 }
 
-Result<ConvPlan> MakePlan(const Node& n) {
+// `upload`: put the weight and its scales on the device (a layer's plan); without, the geometry alone (tactic listing).
+Result<ConvPlan> MakePlan(const Node& n, bool upload) {
   ConvPlan c;
   KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
   const Tensor* w = ConstWeight(n);
@@ -62,7 +63,11 @@ Result<ConvPlan> MakePlan(const Node& n) {
   if (c.nhwc && c.nsp != 2) return Unsupported(n, "kiln_layout NHWC with other than 2 spatial dims");
   std::vector<int64_t> kw(w->shape().begin() + 2, w->shape().end());
   KILN_ASSIGN_OR_RETURN(c.wp, ReadWindowParams(n, c.nsp, kw, false));
-  KILN_ASSIGN_OR_RETURN(c.q, Upload(n, *w, p.w_scales));
+  if (upload) {
+    KILN_ASSIGN_OR_RETURN(c.q, Upload(n, *w, p.w_scales));
+  } else {
+    c.q = std::make_shared<QWeights>();
+  }
   KILN_ASSIGN_OR_RETURN(c.base, BaseArgs(n, p, *c.q));
   c.base.conv = true;
   c.base.nhwc = c.nhwc;
@@ -294,34 +299,26 @@ Result<std::vector<std::string>> QConvTactics(const LayerSpec& spec) {
   std::vector<std::string> tactics;
 #if defined(KILN_HAVE_CUTLASS_SM90)
   if (Sm90Ineligible(spec.node, true).empty()) {
-    KILN_ASSIGN_OR_RETURN(const ConvPlan plan, MakePlan(spec.node));
+    KILN_ASSIGN_OR_RETURN(const ConvPlan plan, MakePlan(spec.node, false));
     const bool residual = spec.node.input(3) != nullptr;
-    std::optional<cutlass_sm90::QConvProblem> problem;  // at the tuning shapes, where known
+    const bool int8_out = plan.base.y_dtype == static_cast<int>(DataType::kInt8);
+    std::optional<QGemmArgs> run;  // the geometry at the tuning shapes, where known
     if (!spec.input_shapes.empty() && !spec.output_shapes.empty()) {
       std::vector<DeviceTensor> in(1), out(1);
       in[0].shape = spec.input_shapes[0];
       out[0].shape = spec.output_shapes[0];
-      if (auto a = RunArgs(plan, in, out); a.ok())
-        problem = Sm90Problem(*a, plan.base.y_dtype == static_cast<int>(DataType::kInt8), residual);
+      if (auto a = RunArgs(plan, in, out); a.ok()) run = *a;
     }
     for (int i = 0; i < cutlass_sm90::kNumTiles; ++i)
-      if (!problem || !cutlass_sm90::Unsupported(*problem, kSm90Tiles[i])) tactics.push_back(kSm90Tactics[i]);
+      if (!run || !cutlass_sm90::Unsupported(Sm90Problem(*run, int8_out, residual), kSm90Tiles[i]))
+        tactics.push_back(kSm90Tactics[i]);
+    // (Sm90Ineligible already refused auto_pad SAME.)
     const std::vector<int64_t> pads = spec.node.getints("pads", {0, 0, 0, 0});
     const bool unpadded = std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
-    if (IsPointwiseConv(plan.base) && unpadded && spec.node.gets("auto_pad", "NOTSET") != "SAME_UPPER" &&
-        spec.node.gets("auto_pad", "NOTSET") != "SAME_LOWER") {
-      std::optional<cutlass_sm90::QGemmProblem> gp;
-      if (problem) {
-        QGemmArgs a = plan.base;
-        a.batch = problem->n;
-        a.in[1] = problem->h;
-        a.in[2] = problem->w;
-        a.channels = problem->c;
-        gp = GemmProblem(a, problem->int8_output, residual);
-      }
+    if (IsPointwiseConv(plan.base) && unpadded)
       for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
-        if (!gp || !cutlass_sm90::Unsupported(*gp, kGemmTiles[i])) tactics.push_back(kGemmTactics[i]);
-    }
+        if (!run || !cutlass_sm90::Unsupported(GemmProblem(*run, int8_out, residual), kGemmTiles[i]))
+          tactics.push_back(kGemmTactics[i]);
   }
 #endif
   tactics.push_back(kTactic);
@@ -330,7 +327,7 @@ Result<std::vector<std::string>> QConvTactics(const LayerSpec& spec) {
 
 Result<std::unique_ptr<Layer>> CreateQConv(const LayerSpec& spec, const std::string& tactic) {
   const Node& n = spec.node;
-  KILN_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(n));
+  KILN_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(n, true));
 #if defined(KILN_HAVE_CUTLASS_SM90)
   if (const auto tile = Sm90Tile(tactic)) return CreateSm90(n, std::move(plan), tile, std::nullopt);
   if (const auto gemm = GemmTileOf(tactic)) return CreateSm90(n, std::move(plan), std::nullopt, gemm);

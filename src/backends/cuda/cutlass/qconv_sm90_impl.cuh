@@ -15,6 +15,7 @@
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "qconv_sm90_impl.h"
 #include "qepilogue_sm90.cuh"
+#include "sm90_launch.cuh"
 
 namespace kiln::cuda::cutlass_sm90 {
 namespace detail {
@@ -59,15 +60,6 @@ struct Kernel {
                    {p.stride_h, p.stride_w}, {p.dil_h, p.dil_w}, 1);
   }
 
-  static int SmCount() {
-    static const int count = [] {
-      int device = 0;
-      cudaGetDevice(&device);
-      return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-    }();
-    return count;
-  }
-
   static Arguments MakeArguments(const QConvProblem& p, const QConvOperands& o) {
     const Problem problem = MakeProblem(p);
     typename Epilogue::StrideC stride_c{};
@@ -84,9 +76,7 @@ struct Kernel {
                                          kResidual != 0 ? o.residual : nullptr),
                                      stride_c, static_cast<ElementD*>(o.y), stride_d};
     epi.thread = QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale, o.r_scale);
-    cutlass::KernelHardwareInfo hw;
-    cudaGetDevice(&hw.device_id);
-    hw.sm_count = SmCount();
+    const cutlass::KernelHardwareInfo hw = HardwareInfo();
     return Arguments{problem, {o.x, o.w}, epi, hw};
   }
 };

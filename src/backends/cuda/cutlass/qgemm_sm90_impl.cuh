@@ -14,6 +14,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
 #include "qepilogue_sm90.cuh"
+#include "sm90_launch.cuh"
 #include "qgemm_sm90_impl.h"
 
 namespace kiln::cuda::cutlass_sm90 {
@@ -52,15 +53,6 @@ struct GemmKernel {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using Arguments = typename Gemm::Arguments;
 
-  static int SmCount() {
-    static const int count = [] {
-      int device = 0;
-      cudaGetDevice(&device);
-      return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-    }();
-    return count;
-  }
-
   static Arguments MakeArguments(const QGemmProblem& p, const QGemmOperands& o) {
     const int m = static_cast<int>(p.m);
     auto stride_a = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(m, p.k, 1));
@@ -71,9 +63,7 @@ struct GemmKernel {
         QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale, o.r_scale),
         static_cast<const typename Epilogue::ElementC*>(kResidual != 0 ? o.residual : nullptr),
         stride_c, static_cast<ElementD*>(o.y), stride_d};
-    cutlass::KernelHardwareInfo hw;
-    cudaGetDevice(&hw.device_id);
-    hw.sm_count = SmCount();
+    const cutlass::KernelHardwareInfo hw = HardwareInfo();
     return Arguments{cutlass::gemm::GemmUniversalMode::kGemm, {m, p.n, p.k, 1}, {o.x, stride_a, o.w, stride_b}, epi,
                      hw};
   }
