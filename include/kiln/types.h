@@ -29,9 +29,13 @@ enum class DataType : int32_t {
   kFloat8E4M3FNUZ = 18,
   kFloat8E5M2 = 19,
   kFloat8E5M2FNUZ = 20,
+  // 4-bit integers (ONNX packs two per byte; kiln holds one value per byte, sign-extended for int4, so a host
+  // tensor of these types is an int8/uint8 array whose values lie in [-8, 7] / [0, 15]).
+  kUInt4 = 21,
+  kInt4 = 22,
 };
 
-// Bytes per element; 0 for types kiln cannot hold (string, undefined).
+// Bytes per element as kiln holds it (1 for int4/uint4); 0 for types kiln cannot hold (string, undefined).
 size_t DataTypeSize(DataType t);
 // "float32", "float16", ... (numpy spelling).
 const char* DataTypeName(DataType t);

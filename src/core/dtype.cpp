@@ -10,7 +10,7 @@ size_t DataTypeSize(DataType t) {
     case DataType::kFloat32: case DataType::kInt32: case DataType::kUInt32: return 4;
     case DataType::kFloat64: case DataType::kInt64: case DataType::kUInt64: return 8;
     case DataType::kFloat16: case DataType::kBFloat16: case DataType::kInt16: case DataType::kUInt16: return 2;
-    case DataType::kInt8: case DataType::kUInt8: case DataType::kBool:
+    case DataType::kInt8: case DataType::kUInt8: case DataType::kBool: case DataType::kInt4: case DataType::kUInt4:
     case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2:
     case DataType::kFloat8E5M2FNUZ: return 1;
     default: return 0;
@@ -37,6 +37,8 @@ const char* DataTypeName(DataType t) {
     case DataType::kFloat8E4M3FNUZ: return "float8e4m3fnuz";
     case DataType::kFloat8E5M2: return "float8e5m2";
     case DataType::kFloat8E5M2FNUZ: return "float8e5m2fnuz";
+    case DataType::kUInt4: return "uint4";
+    case DataType::kInt4: return "int4";
     default: return "undefined";
   }
 }
@@ -55,6 +57,8 @@ DataType DataTypeFromName(const std::string& n) {
   if (n == "int64") return DataType::kInt64;
   if (n == "uint64") return DataType::kUInt64;
   if (n == "bool") return DataType::kBool;
+  if (n == "int4") return DataType::kInt4;
+  if (n == "uint4") return DataType::kUInt4;
   if (n == "fp8" || n == "float8e4m3fn") return DataType::kFloat8E4M3FN;
   return DataType::kUndefined;
 }
@@ -71,15 +75,34 @@ bool IsFloatType(DataType t) {
 bool IsIntegerType(DataType t) {
   switch (t) {
     case DataType::kUInt8: case DataType::kInt8: case DataType::kUInt16: case DataType::kInt16:
-    case DataType::kInt32: case DataType::kInt64: case DataType::kUInt32: case DataType::kUInt64: return true;
+    case DataType::kInt32: case DataType::kInt64: case DataType::kUInt32: case DataType::kUInt64:
+    case DataType::kInt4: case DataType::kUInt4: return true;
     default: return false;
   }
 }
 
 bool IsSignedType(DataType t) {
   switch (t) {
-    case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: case DataType::kInt64: return true;
+    case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: case DataType::kInt64:
+    case DataType::kInt4: return true;
     default: return IsFloatType(t);
+  }
+}
+
+bool Is4BitType(DataType t) { return t == DataType::kInt4 || t == DataType::kUInt4; }
+
+std::pair<int64_t, int64_t> IntegerRange(DataType t) {
+  switch (t) {
+    case DataType::kInt4: return {-8, 7};
+    case DataType::kUInt4: return {0, 15};
+    case DataType::kInt8: return {-128, 127};
+    case DataType::kUInt8: return {0, 255};
+    case DataType::kInt16: return {-32768, 32767};
+    case DataType::kUInt16: return {0, 65535};
+    case DataType::kInt32: return {INT32_MIN, INT32_MAX};
+    case DataType::kUInt32: return {0, UINT32_MAX};
+    case DataType::kInt64: return {INT64_MIN, INT64_MAX};
+    default: return {0, 0};
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "kiln/types.h"
 
@@ -13,7 +14,10 @@ namespace kiln {
 
 // Parses "float32"/"fp32"/"float" etc.; kUndefined when unknown.
 DataType DataTypeFromName(const std::string& name);
-bool IsIntegerType(DataType t);  // signed and unsigned ints
+bool IsIntegerType(DataType t);  // signed and unsigned ints (int4/uint4 included)
+bool Is4BitType(DataType t);     // int4, uint4
+// The range of an integer type's values (int4: [-8, 7]); {0, 0} for other types.
+std::pair<int64_t, int64_t> IntegerRange(DataType t);
 bool IsSignedType(DataType t);
 // Types kiln's kernels compute with (everything except string and the fp8 variants other than E4M3FN).
 bool IsSupportedType(DataType t);

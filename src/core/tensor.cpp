@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -77,8 +78,8 @@ double Tensor::GetAsDouble(int64_t i) const {
     case DataType::kFloat16: return HalfToFloat(data<uint16_t>()[i]);
     case DataType::kBFloat16: return BFloat16ToFloat(data<uint16_t>()[i]);
     case DataType::kFloat8E4M3FN: return Float8E4M3ToFloat(data<uint8_t>()[i]);
-    case DataType::kInt8: return data<int8_t>()[i];
-    case DataType::kUInt8: return data<uint8_t>()[i];
+    case DataType::kInt8: case DataType::kInt4: return data<int8_t>()[i];
+    case DataType::kUInt8: case DataType::kUInt4: return data<uint8_t>()[i];
     case DataType::kInt16: return data<int16_t>()[i];
     case DataType::kUInt16: return data<uint16_t>()[i];
     case DataType::kInt32: return data<int32_t>()[i];
@@ -108,6 +109,8 @@ void Tensor::SetFromDouble(int64_t i, double v) {
     case DataType::kFloat8E4M3FN: data<uint8_t>()[i] = FloatToFloat8E4M3(static_cast<float>(v)); break;
     case DataType::kInt8: data<int8_t>()[i] = SaturatingFromDouble<int8_t>(v); break;
     case DataType::kUInt8: data<uint8_t>()[i] = SaturatingFromDouble<uint8_t>(v); break;
+    case DataType::kInt4: data<int8_t>()[i] = static_cast<int8_t>(std::clamp(SaturatingFromDouble<int8_t>(v), int8_t{-8}, int8_t{7})); break;
+    case DataType::kUInt4: data<uint8_t>()[i] = std::min(SaturatingFromDouble<uint8_t>(v), uint8_t{15}); break;
     case DataType::kInt16: data<int16_t>()[i] = SaturatingFromDouble<int16_t>(v); break;
     case DataType::kUInt16: data<uint16_t>()[i] = SaturatingFromDouble<uint16_t>(v); break;
     case DataType::kInt32: data<int32_t>()[i] = SaturatingFromDouble<int32_t>(v); break;

@@ -82,6 +82,37 @@ Status CheckCount(const Field& f, int64_t n, const std::string& what, const char
   return Status::Ok();
 }
 
+// int4/uint4 data (raw, external, or one packed byte per int32_data entry), unpacked to one value per byte.
+Result<Tensor> Unpack4Bit(const onnx::TensorProto& p, const DataDirs& data_dirs, const std::string& what,
+                          DataType dtype, const std::vector<int64_t>& shape, int64_t n) {
+  const int64_t packed = (n + 1) / 2;
+  Tensor bytes;
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    KILN_ASSIGN_OR_RETURN(bytes, ReadExternal(p, data_dirs, what, DataType::kUInt8, {packed}, packed));
+  } else if (p.has_raw_data()) {
+    if (p.raw_data().size() != static_cast<size_t>(packed))
+      return Err(StatusCode::kInvalidModel, "{}: raw_data has {} bytes but shape {} of {} needs {} (two values per "
+                 "byte)", what, p.raw_data().size(), ShapeToString(shape), DataTypeName(dtype), packed);
+    bytes = Tensor::Uninitialized(DataType::kUInt8, {packed});
+    if (packed && !bytes.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, n);
+    if (packed) std::memcpy(bytes.raw(), p.raw_data().data(), static_cast<size_t>(packed));
+  } else {
+    KILN_RETURN_IF_ERROR(CheckCount(p.int32_data(), packed, what, "int32_data (one packed byte per entry)"));
+    bytes = Tensor::Uninitialized(DataType::kUInt8, {packed});
+    if (packed && !bytes.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, n);
+    for (int64_t i = 0; i < packed; ++i) bytes.data<uint8_t>()[i] = static_cast<uint8_t>(p.int32_data(i) & 0xff);
+  }
+  Tensor t = Tensor::Uninitialized(dtype, shape);
+  if (n > 0 && !t.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, n);
+  const uint8_t* b = bytes.data<uint8_t>();
+  const bool is_signed = dtype == DataType::kInt4;
+  for (int64_t i = 0; i < n; ++i) {
+    const int v = (b[i / 2] >> ((i % 2) * 4)) & 0xf;
+    t.data<uint8_t>()[i] = static_cast<uint8_t>(is_signed && v >= 8 ? v - 16 : v);
+  }
+  return t;
+}
+
 }  // namespace
 
 Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const DataDirs& data_dirs, const std::string& what) {
@@ -101,6 +132,8 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const DataDirs& data_
   // The data's length is checked against the shape before anything is allocated: an initializer declaring 2^40
   // elements with 16 bytes of data is a length mismatch, not an out-of-memory.
   const size_t esize = DataTypeSize(dtype);
+  // int4/uint4 are stored two per byte (the first element in the low nibble); kiln holds one per byte.
+  if (Is4BitType(dtype)) return Unpack4Bit(p, data_dirs, what, dtype, shape, n);
   const int64_t need = n * static_cast<int64_t>(esize);  // n <= INT64_MAX / 8 (checked above)
   if (p.data_location() == onnx::TensorProto::EXTERNAL) return ReadExternal(p, data_dirs, what, dtype, shape, need);
   if (p.has_raw_data()) {

@@ -335,7 +335,7 @@ Status QuantizeShape(InferContext& ctx) {
   }
   if (out == DataType::kUndefined) out = DataType::kUInt8;
   if (!(out == DataType::kUInt8 || out == DataType::kInt8 || out == DataType::kUInt16 ||
-        out == DataType::kInt16 || IsFloat8(out)))
+        out == DataType::kInt16 || Is4BitType(out) || IsFloat8(out)))
     return Err(StatusCode::kUnsupported, "{}: quantizing to {} is not supported", ctx.node.Where(),
                DataTypeName(out));
   KILN_RETURN_IF_ERROR(CheckQuantParam(ctx, 1, "scale"));

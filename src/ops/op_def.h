@@ -69,7 +69,7 @@ struct OpTraits {
   // INT8 kernels take this op with input 0 quantized (an activation) and input 1 a constant weight quantized per
   // output channel (Conv, MatMul, Gemm): implicit INT8 quantizes input 0 where calibration gave its range.
   bool int8_layer = false;
-  // DequantizeLinear: not folded when its input is an 8-bit constant (a quantized weight stays quantized for the
+  // DequantizeLinear: not folded when its input is an 8-bit or 4-bit constant (a quantized weight stays quantized for the
   // INT8 layers that read it; passes/fold_dequantized_weights.cpp folds the rest after fusion).
   bool keeps_quantized_constant = false;
   // Fusable into a FusedPointwise chain: the step's formula (ops/pointwise_op.h; kNoPwOp when not fusable) and
@@ -146,7 +146,8 @@ const OpDef* FindOp(const Node& n);
 // The definition (any version) of an op of a node, or nullptr; traits are read through this.
 const OpTraits& TraitsOf(const Node& n);
 
-// A DequantizeLinear (OpTraits::keeps_quantized_constant) of an 8-bit constant: not folded into a float constant.
+// A DequantizeLinear (OpTraits::keeps_quantized_constant) of an 8-bit or 4-bit constant: not folded into a float
+// constant.
 bool KeepsQuantizedConstant(const Node& n);
 
 // Adds an op defined outside the library (a plugin). Refused, with a sentence, when it has no shape function

@@ -86,7 +86,71 @@ Status QMatMulShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// kiln.WeightOnlyMatMul: X [..., K] float times the packed 4-bit weight; Y [..., N] in X's type.
+Status WeightOnlyMatMulShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_ASSIGN_OR_RETURN(const woq_attrs::Params p, woq_attrs::Read(n));
+  if (ctx.num_inputs() < 3 || !ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
+    return Err(StatusCode::kInvalidModel, "{}: needs X, the packed weight and its scales", n.Where());
+  const TensorInfo& x = ctx.in(0);
+  const TensorInfo& w = ctx.in(1);
+  const TensorInfo& s = ctx.in(2);
+  if (x.dtype != DataType::kFloat32 && x.dtype != DataType::kFloat16 && x.dtype != DataType::kBFloat16)
+    return Err(StatusCode::kInvalidModel, "{}: X must be float32, float16 or bfloat16, not {}", n.Where(),
+               DataTypeName(x.dtype));
+  if (w.dtype != DataType::kUInt8)
+    return Err(StatusCode::kInvalidModel, "{}: the packed weight must be uint8, not {}", n.Where(), DataTypeName(w.dtype));
+  if (s.dtype != DataType::kFloat32 && s.dtype != DataType::kFloat16 && s.dtype != DataType::kBFloat16)
+    return Err(StatusCode::kInvalidModel, "{}: the scales must be float32, float16 or bfloat16, not {}", n.Where(),
+               DataTypeName(s.dtype));
+  if (ctx.has_input(3) && ctx.in(3).dtype != DataType::kInt8)
+    return Err(StatusCode::kInvalidModel, "{}: the zero points must be int8, not {}", n.Where(),
+               DataTypeName(ctx.in(3).dtype));
+  if (!w.has_shape || w.rank() != 2 || !w.shape[0].known() || !w.shape[1].known() || w.shape[1].value != p.row_bytes())
+    return Err(StatusCode::kInvalidModel, "{}: the packed weight must be [N, {}] for K = {}, not {}", n.Where(),
+               p.row_bytes(), p.k, w.has_shape ? ShapeToString(w.shape) : std::string("unknown"));
+  const int64_t cols = w.shape[0].value;
+  for (size_t i : {size_t{2}, size_t{3}}) {
+    if (!ctx.has_input(i)) continue;
+    const TensorInfo& t = ctx.in(i);
+    if (!t.has_shape || t.rank() != 2 || !t.shape[0].known() || !t.shape[1].known() || t.shape[0].value != cols ||
+        t.shape[1].value != p.groups())
+      return Err(StatusCode::kInvalidModel, "{}: the {} must be [{}, {}], not {}", n.Where(),
+                 i == 2 ? "scales" : "zero points", cols, p.groups(),
+                 t.has_shape ? ShapeToString(t.shape) : std::string("unknown"));
+  }
+  if (!x.has_shape) {
+    ctx.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  if (x.rank() < 1 || (x.shape.back().known() && x.shape.back().value != p.k))
+    return Err(StatusCode::kInvalidModel, "{}: X {} must be [..., {}]", n.Where(), ShapeToString(x.shape), p.k);
+  std::vector<Dim> out = x.shape;
+  out.back() = Dim(cols);
+  ctx.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
 }  // namespace
+
+namespace woq_attrs {
+
+Result<Params> Read(const Node& n) {
+  Params p;
+  KILN_ASSIGN_OR_RETURN(p.k, n.attr_int(kK, -1));
+  KILN_ASSIGN_OR_RETURN(p.group_size, n.attr_int(kGroupSize, 0));
+  KILN_ASSIGN_OR_RETURN(const int64_t wt, n.attr_int(kWType, static_cast<int64_t>(DataType::kInt4)));
+  p.w_type = static_cast<DataType>(wt);
+  if (p.k < 1) return Err(StatusCode::kInvalidModel, "{}: {} must be at least 1, not {}", n.Where(), kK, p.k);
+  if (p.group_size < 1)
+    return Err(StatusCode::kInvalidModel, "{}: {} must be at least 1, not {}", n.Where(), kGroupSize, p.group_size);
+  if (!Is4BitType(p.w_type))
+    return Err(StatusCode::kInvalidModel, "{}: {} must be int4 ({}) or uint4 ({}), not {}", n.Where(), kWType,
+               static_cast<int>(DataType::kInt4), static_cast<int>(DataType::kUInt4), wt);
+  return p;
+}
+
+}  // namespace woq_attrs
 
 namespace quant_attrs {
 
@@ -137,6 +201,8 @@ Result<Params> Read(const Node& n) {
 void RegisterQuantizedOps(OpRegistry& r) {
   r.Kiln("QConv").Shape(QConvShape).KeepsFp32();
   r.Kiln("QMatMul").Shape(QMatMulShape).KeepsFp32();
+  // X and Y compute in the engine's float type; the scales (input 2) are parameters and keep theirs.
+  r.Kiln("WeightOnlyMatMul").Shape(WeightOnlyMatMulShape).ParameterInputsFrom(2);
 }
 
 }  // namespace kiln

@@ -56,3 +56,42 @@ struct Params {
 Result<Params> Read(const Node& n);
 
 }  // namespace kiln::quant_attrs
+
+// ---- weight-only quantization ----
+// kiln.WeightOnlyMatMul(X, Wp, S, [Z])   X [..., K] (float32 / float16 / bfloat16) times a [K, N] weight held as
+// 4-bit integers, made by passes/fuse_weight_only.cpp from DequantizeLinear(int4/uint4 constant) -> MatMul:
+//   Wp  uint8 [N, ceil(K / 2)]: row n holds column n of W along K, two values per byte, element k in byte k / 2,
+//       the even k in the low nibble (ONNX's packing, transposed so that each output reads one contiguous row)
+//   S   float32 / float16 / bfloat16 [N, G]: the scale of group g = k / kiln_group_size, G = ceil(K / group size)
+//   Z   int8 [N, G], optional: the groups' zero points (in the weight type's range); absent: 0
+// The arithmetic, which every backend follows:
+//   w[k][n] = X's type( S's type( (q - z) * s ) )     the float32 product rounded as DequantizeLinear writes it
+//                                                     (its output has the scale's type), then to X's type
+//   y[r][n] = sum over k of x[r][k] * w[k][n]         summed in float32 (or float64 for float64 X: not supported)
+//   output  = y rounded to X's type
+// Attributes: kiln_k (int, K), kiln_group_size (int, 1 <= group size, a group never spans two rows), kiln_w_type (int:
+// the DataType code of int4 or uint4).
+namespace kiln::woq_attrs {
+
+inline constexpr const char* kK = "kiln_k";
+inline constexpr const char* kGroupSize = "kiln_group_size";
+inline constexpr const char* kWType = "kiln_w_type";
+
+struct Params {
+  int64_t k = 0;
+  int64_t group_size = 0;
+  DataType w_type = DataType::kInt4;
+  int64_t groups() const { return group_size > 0 ? (k + group_size - 1) / group_size : 0; }
+  int64_t row_bytes() const { return (k + 1) / 2; }
+};
+
+// Reads and checks a WeightOnlyMatMul node's attributes (errors name the node and the attribute).
+Result<Params> Read(const Node& n);
+
+// The 4-bit value at element k of a packed row (sign-extended for int4).
+inline int Unpack4(const uint8_t* row, int64_t k, bool is_signed) {
+  const int v = (row[k / 2] >> ((k % 2) * 4)) & 0xf;
+  return is_signed && v >= 8 ? v - 16 : v;
+}
+
+}  // namespace kiln::woq_attrs

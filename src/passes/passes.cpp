@@ -19,6 +19,7 @@ const std::vector<Pass>& AllPasses() {
       {"recognize-layernorm", RecognizeLayerNormPass, true},
       {"recognize-attention", RecognizeAttentionPass, true},
       // Fusion.
+      {"fuse-weight-only", FuseWeightOnlyPass, true},             // DQ(int4 constant) -> MatMul -> packed 4-bit GEMM
       {"fuse-bias-activation", FuseBiasActivationPass, true},     // Conv/Gemm/MatMul + bias + activation
       {"fuse-qkv-projection", FuseQkvProjectionPass, true},       // attention's Q/K/V GEMMs -> one, read packed
       {"fuse-residual-add", FuseResidualAddPass, true},           // GEMM/conv + residual Add (+ conv activation)

@@ -115,6 +115,7 @@ const char* FusionKey(const std::string& pass) {
   if (pass == "fuse-qkv-projection") return "qkv_projection";
   if (pass == "fuse-pointwise") return "pointwise";
   if (pass == "fuse-quantized") return "int8_layers";
+  if (pass == "fuse-weight-only") return "weight_only";
   if (pass == "recognize-gelu") return "gelu";
   if (pass == "recognize-layernorm") return "layernorm";
   if (pass == "recognize-attention") return "attention";

@@ -135,6 +135,33 @@ Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate) {
     if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return Status::Ok();
   }
+  if (Is4BitType(from) || Is4BitType(to)) {
+    // int4/uint4 are held one value per byte: read through double; a cast to them truncates like any float ->
+    // int cast and saturates to [-8, 7] / [0, 15] (ONNX's Cast to 4-bit types).
+    std::vector<double> tmp(static_cast<size_t>(count));
+    if (IsFloat8Type(from)) {
+      for (int64_t i = 0; i < count; ++i) tmp[i] = Float8ToFloat(from, x.data<uint8_t>()[i]);
+    } else {
+      for (int64_t i = 0; i < count; ++i) tmp[i] = x.GetAsDouble(i);
+    }
+    if (Is4BitType(to)) {
+      const auto [lo, hi] = IntegerRange(to);
+      for (int64_t i = 0; i < count; ++i) {
+        const double v = std::isnan(tmp[i]) ? 0.0 : std::trunc(tmp[i]);
+        y.data<uint8_t>()[i] = static_cast<uint8_t>(static_cast<int8_t>(
+            v < static_cast<double>(lo) ? lo : (v > static_cast<double>(hi) ? hi : static_cast<int64_t>(v))));
+      }
+      return Status::Ok();
+    }
+    if (IsFloat8Type(to)) {
+      for (int64_t i = 0; i < count; ++i) y.data<uint8_t>()[i] = FloatToFloat8(to, static_cast<float>(tmp[i]), saturate);
+      return Status::Ok();
+    }
+    return DispatchAll(to, n, [&]<typename U>() {
+      U* q = y.data<U>();
+      for (int64_t i = 0; i < count; ++i) Store(q, i, ConvertValue<ComputeT<U>>(tmp[i]));
+    });
+  }
   if (IsFloat8Type(to) || IsFloat8Type(from)) {
     // Through float: float8 values and every source value that float8 can represent are exact in float.
     if (!IsSupportedType(from) && !IsFloat8Type(from))
@@ -289,8 +316,8 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
   }
   auto body = [&]<typename U>() {
     U* py = y.data<U>();
-    const double lo = static_cast<double>(std::numeric_limits<U>::lowest());
-    const double hi = static_cast<double>(std::numeric_limits<U>::max());
+    const auto [ilo, ihi] = IntegerRange(out);  // int4/uint4 saturate to [-8, 7] / [0, 15] in int8/uint8 storage
+    const double lo = static_cast<double>(ilo), hi = static_cast<double>(ihi);
     ForQuant(lz, [&](int64_t i, int64_t z) {
       double v = std::nearbyint(static_cast<double>(q[i]));
       if (zp) v += static_cast<double>(zp->GetAsInt(z));
@@ -299,8 +326,8 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
     });
   };
   switch (out) {
-    case DataType::kUInt8: body.template operator()<uint8_t>(); break;
-    case DataType::kInt8: body.template operator()<int8_t>(); break;
+    case DataType::kUInt8: case DataType::kUInt4: body.template operator()<uint8_t>(); break;
+    case DataType::kInt8: case DataType::kInt4: body.template operator()<int8_t>(); break;
     case DataType::kUInt16: body.template operator()<uint16_t>(); break;
     case DataType::kInt16: body.template operator()<int16_t>(); break;
     case DataType::kInt32: body.template operator()<int32_t>(); break;

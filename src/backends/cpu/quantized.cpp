@@ -5,6 +5,7 @@
 //             convolution's zero padding of the dequantized input), then acc[M/g, out] += W_g x col, a chunk of
 //             input channels at a time (the float kernel's scratch limit).
 //   QMatMul:  acc[r, :] += (x[r, k] - x_zero_point) * W[k, :], threaded over rows.
+// and WeightOnlyMatMul (a 4-bit packed weight, float activations): the weight dequantized, then a float32 GEMM.
 #include <cfenv>
 #include <cmath>
 
@@ -221,12 +222,66 @@ Status QMatMulKernel(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// Rounds v to the precision of a float type (float32: unchanged).
+float RoundTo(DataType t, float v) {
+  if (t == DataType::kFloat16) return HalfToFloat(FloatToHalf(v));
+  if (t == DataType::kBFloat16) return BFloat16ToFloat(FloatToBFloat16(v));
+  return v;
+}
+
+// kiln.WeightOnlyMatMul: the weight is dequantized (rounded as DequantizeLinear writes it, then to X's type) and
+// multiplied with OpenBLAS in float32.
+Status WeightOnlyMatMulKernel(KernelContext& ctx) {
+  const Node& node = ctx.node;
+  if (!ctx.input(0) || !ctx.input(1) || !ctx.input(2))
+    return Err(StatusCode::kInvalidArgument, "{}: needs X, the packed weight and its scales", node.Where());
+  KILN_ASSIGN_OR_RETURN(const woq_attrs::Params p, woq_attrs::Read(node));
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  const Tensor& sc = ctx.in(2);
+  const Tensor* z = ctx.input(3) && ctx.input(3)->defined() ? ctx.input(3) : nullptr;
+  const int64_t k = p.k, groups = p.groups();
+  if (x.rank() < 1 || x.dim(-1) != k || w.dtype() != DataType::kUInt8 || w.rank() != 2 || w.dim(1) != p.row_bytes())
+    return Err(StatusCode::kInvalidArgument, "{}: X {} must be [..., {}] and the packed weight {} uint8 [N, {}]",
+               node.Where(), x.Describe(), k, w.Describe(), p.row_bytes());
+  const int64_t ncols = w.dim(0);
+  if (sc.rank() != 2 || sc.dim(0) != ncols || sc.dim(1) != groups || (z && z->shape() != sc.shape()))
+    return Err(StatusCode::kInvalidArgument, "{}: the scales {} (and zero points) must be [{}, {}]", node.Where(),
+               sc.Describe(), ncols, groups);
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.rank(); ++d) rows *= x.dim(d);
+  std::vector<int64_t> out_shape = x.shape();
+  out_shape.back() = ncols;
+  Tensor& y = ctx.out(0);
+  EnsureOutput(y, x.dtype(), out_shape);
+  if (y.numel() == 0) return Status::Ok();
+  const bool is_signed = p.w_type == DataType::kInt4;
+  std::vector<float> wf(static_cast<size_t>(k * ncols));  // [K, N]
+  ParallelFor(ncols, [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      const uint8_t* row = w.data<uint8_t>() + j * p.row_bytes();
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t g = j * groups + i / p.group_size;
+        const int q = woq_attrs::Unpack4(row, i, is_signed) - (z ? z->data<int8_t>()[g] : 0);
+        const float v = RoundTo(sc.dtype(), static_cast<float>(q) * static_cast<float>(sc.GetAsDouble(g)));
+        wf[i * ncols + j] = RoundTo(x.dtype(), v);
+      }
+    }
+  }, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, k)));
+  std::vector<float> xf = ToFloatBuffer(x);
+  std::vector<float> yf(static_cast<size_t>(rows * ncols));
+  GemmF32(false, false, rows, ncols, k, 1.f, xf.data(), k, wf.data(), ncols, 0.f, yf.data(), ncols);
+  FromFloatBuffer(yf.data(), y);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterQuantizedKernels(KernelRegistry& r) {
   // NHWC (layout planning on backends that run it) through the NCHW kernel; the residual (input 3) is in Y's layout.
   r.Add("kiln.QConv", [](KernelContext& c) { return RunChannelsLast(c, QConvKernel, 3); });
   r.Add("kiln.QMatMul", QMatMulKernel);
+  r.Add("kiln.WeightOnlyMatMul", WeightOnlyMatMulKernel);
 }
 
 }  // namespace kiln::cpu

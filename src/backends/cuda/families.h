@@ -19,4 +19,5 @@ void RegisterAttentionLayers(LayerRegistry& r);  // attention_layers.cpp: kiln.A
 void RegisterConvLayers(LayerRegistry& r);       // conv_layers.cpp: Conv/FusedConv/ConvTranspose (cuDNN)
 void RegisterQuantizedLayers(LayerRegistry& r);  // quantized_layers.cpp: kiln.QConv, kiln.QMatMul (int8)
 void RegisterPoolLayers(LayerRegistry& r);       // pool_layers.cpp: MaxPool, AveragePool, LpPool, Global*Pool
+void RegisterWeightOnlyLayers(LayerRegistry& r); // weight_only_layers.cpp: kiln.WeightOnlyMatMul (packed 4-bit W)
 }  // namespace kiln::cuda

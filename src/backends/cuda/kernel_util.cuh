@@ -14,6 +14,7 @@ namespace kiln::cuda {
 enum DTypeCode : int {
   kF32 = 1, kU8 = 2, kI8 = 3, kU16 = 4, kI16 = 5, kI32 = 6, kI64 = 7, kBool = 9, kF16 = 10, kF64 = 11,
   kU32 = 12, kU64 = 13, kBF16 = 16, kF8E4M3 = 17,
+  kU4 = 21, kI4 = 22,  // one value per byte (uint8 / sign-extended int8 storage)
 };
 
 template <typename T>

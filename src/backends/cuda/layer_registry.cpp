@@ -17,6 +17,7 @@ const LayerRegistry& Layers() {
     RegisterConvLayers(r);
     RegisterPoolLayers(r);
     RegisterQuantizedLayers(r);
+    RegisterWeightOnlyLayers(r);
     return r;
   }();
   return reg;

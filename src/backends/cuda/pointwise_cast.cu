@@ -71,8 +71,18 @@ __device__ __forceinline__ U ToInt(const Scalar& s) {
   return static_cast<U>(v);
 }
 
+// A cast to int4/uint4 truncates and saturates to [lo, hi] (integers too), as the CPU reference does.
+__device__ __forceinline__ int8_t ToInt4(const Scalar& s, int lo, int hi) {
+  double v = s.kind == 0 ? static_cast<double>(s.i)
+             : s.kind == 1 ? static_cast<double>(static_cast<uint64_t>(s.i)) : trunc(s.d);
+  if (isnan(v)) v = 0;
+  return static_cast<int8_t>(v < lo ? lo : (v > hi ? hi : v));
+}
+
 __device__ __forceinline__ void StoreScalar(int code, void* p, int64_t k, const Scalar& s, bool saturate) {
   switch (code) {
+    case kI4: static_cast<int8_t*>(p)[k] = ToInt4(s, -8, 7); return;
+    case kU4: static_cast<uint8_t*>(p)[k] = static_cast<uint8_t>(ToInt4(s, 0, 15)); return;
     case kBool:
       static_cast<uint8_t*>(p)[k] = (s.kind <= 1 ? s.i != 0 : s.d != 0.0) ? 1 : 0;
       return;
@@ -126,9 +136,8 @@ __device__ __forceinline__ void StoreFloat(int code, void* p, int64_t k, float v
 }
 
 template <typename U>
-__device__ __forceinline__ U SaturateRound(double v) {
-  const double lo = static_cast<double>(std::numeric_limits<U>::lowest());
-  const double hi = static_cast<double>(std::numeric_limits<U>::max());
+__device__ __forceinline__ U SaturateRound(double v, double lo = static_cast<double>(std::numeric_limits<U>::lowest()),
+                                           double hi = static_cast<double>(std::numeric_limits<U>::max())) {
   if (isnan(v)) v = 0;
   return static_cast<U>(v < lo ? lo : (v > hi ? hi : v));
 }
@@ -150,6 +159,8 @@ __global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool satura
     switch (out_code) {
       case kU8: static_cast<uint8_t*>(y)[i] = SaturateRound<uint8_t>(r); break;
       case kI8: static_cast<int8_t*>(y)[i] = SaturateRound<int8_t>(r); break;
+      case kU4: static_cast<uint8_t*>(y)[i] = SaturateRound<uint8_t>(r, 0, 15); break;
+      case kI4: static_cast<int8_t*>(y)[i] = SaturateRound<int8_t>(r, -8, 7); break;
       case kU16: static_cast<uint16_t*>(y)[i] = SaturateRound<uint16_t>(r); break;
       case kI16: static_cast<int16_t*>(y)[i] = SaturateRound<int16_t>(r); break;
       default: static_cast<int32_t*>(y)[i] = SaturateRound<int32_t>(r); break;
@@ -197,7 +208,7 @@ __global__ void DequantizeKernel(int x_code, int s_code, const void* __restrict_
 bool IsCastCode(int c) {
   switch (c) {
     case kF32: case kU8: case kI8: case kU16: case kI16: case kI32: case kI64: case kBool: case kF16: case kF64:
-    case kU32: case kU64: case kBF16:
+    case kU32: case kU64: case kBF16: case kU4: case kI4:
       return true;
     default: return IsFloat8(c);
   }
@@ -229,7 +240,7 @@ cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool sat
   const bool x_ok = x_dtype == kF32 || x_dtype == kF16 || x_dtype == kBF16 || x_dtype == kF64 || x_dtype == kI32;
   const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;
   const bool o_ok = out_dtype == kU8 || out_dtype == kI8 || out_dtype == kU16 || out_dtype == kI16 ||
-                    out_dtype == kI32 || IsFloat8(out_dtype);
+                    out_dtype == kI32 || out_dtype == kU4 || out_dtype == kI4 || IsFloat8(out_dtype);
   if (!x_ok || !s_ok || !o_ok) return cudaErrorInvalidValue;
   const auto per_tensor = [](const QuantLayout& l) { return l.outer_step == 0 && l.axis_step == 0 && l.inner_step == 0; };
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 4 == 0;
@@ -254,7 +265,8 @@ cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, const void* x, const 
                              const QuantLayout& scale_layout, const void* zero_point, const QuantLayout& zp_layout,
                              void* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  const bool x_ok = IsFloat8(x_dtype) || x_dtype == kU8 || x_dtype == kI8 || x_dtype == kU16 || x_dtype == kI16 ||
+  const bool x_ok = IsFloat8(x_dtype) || x_dtype == kU8 || x_dtype == kI8 || x_dtype == kU4 || x_dtype == kI4 ||
+                    x_dtype == kU16 || x_dtype == kI16 ||
                     x_dtype == kI32 || x_dtype == kU32 || x_dtype == kI64 || x_dtype == kU64;
   const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;
   if (!x_ok || !s_ok) return cudaErrorInvalidValue;

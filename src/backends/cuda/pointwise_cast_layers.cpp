@@ -115,8 +115,8 @@ LayerFactory QuantizeFactory() {
       return NotSupported(n, "input dtype " + TypeName(x), "quantize float32/float16/bfloat16/float64/int32");
     if (!IsScaleType(s)) return NotSupported(n, "scale dtype " + TypeName(s), "give a float32/float16/bfloat16 scale");
     const bool y_ok = y == DataType::kUInt8 || y == DataType::kInt8 || y == DataType::kUInt16 ||
-                      y == DataType::kInt16 || y == DataType::kInt32 || IsFloat8(y);
-    if (!y_ok) return NotSupported(n, "quantizing to " + TypeName(y), "use uint8/int8/uint16/int16 or float8");
+                      y == DataType::kInt16 || y == DataType::kInt32 || Is4BitType(y) || IsFloat8(y);
+    if (!y_ok) return NotSupported(n, "quantizing to " + TypeName(y), "use uint8/int8/uint16/int16/int4/uint4 or float8");
     if (z != DataType::kUndefined && z != y)
       return NotSupported(n, "a " + TypeName(z) + " zero point with a " + TypeName(y) + " output",
                           "give the zero point the output's dtype");

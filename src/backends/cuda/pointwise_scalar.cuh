@@ -64,12 +64,12 @@ struct Scalar {
 
 __device__ __forceinline__ Scalar LoadScalar(int code, const void* p, int64_t k) {
   switch (code) {
-    case kI8: return {0, static_cast<const int8_t*>(p)[k], 0.0};
+    case kI8: case kI4: return {0, static_cast<const int8_t*>(p)[k], 0.0};
     case kI16: return {0, static_cast<const int16_t*>(p)[k], 0.0};
     case kI32: return {0, static_cast<const int32_t*>(p)[k], 0.0};
     case kI64: return {0, static_cast<const int64_t*>(p)[k], 0.0};
     case kBool:
-    case kU8: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
+    case kU8: case kU4: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
     case kU16: return {1, static_cast<const uint16_t*>(p)[k], 0.0};
     case kU32: return {1, static_cast<const uint32_t*>(p)[k], 0.0};
     case kU64: return {1, static_cast<int64_t>(static_cast<const uint64_t*>(p)[k]), 0.0};

@@ -1,0 +1,59 @@
+// Differential tests of kiln.WeightOnlyMatMul (packed 4-bit weight, float activations) against the CPU reference:
+// both tactics, int4 and uint4, zero points, group sizes that are and are not multiples of 32, K and N that leave
+// partial chunks and columns, 1 to 100 rows (past the GEMV's row limit), float32 / float16 / bfloat16 X and scales.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+
+namespace kiln::gputest {
+namespace {
+
+struct WCase {
+  std::vector<int64_t> x;  // [..., K]
+  int64_t n, group;
+  DataType x_type = DataType::kFloat16, s_type = DataType::kFloat16;
+  bool is_signed = true, zeros = false;
+  uint32_t seed = 1;
+};
+
+::testing::AssertionResult RunCase(const WCase& c, const std::string& tactic) {
+  const int64_t k = c.x.back(), groups = (k + c.group - 1) / c.group;
+  OneNode node("WeightOnlyMatMul", "kiln");
+  node.Input(Random(c.x_type, c.x, c.seed, -1, 1));
+  Tensor w = Random(DataType::kUInt8, {c.n, (k + 1) / 2}, c.seed + 1, 0, 255);
+  if (k % 2)  // the padding nibble of each row's last byte is 0, as the pass writes it
+    for (int64_t j = 0; j < c.n; ++j) w.data<uint8_t>()[j * ((k + 1) / 2) + k / 2] &= 0x0f;
+  node.Const(w);
+  node.Const(Random(c.s_type, {c.n, groups}, c.seed + 2, 0.01, 0.1));
+  if (c.zeros) node.Const(Random(DataType::kInt8, {c.n, groups}, c.seed + 3, c.is_signed ? -8 : 0, c.is_signed ? 7 : 15));
+  node.Attr("kiln_k", Attribute::Int(k));
+  node.Attr("kiln_group_size", Attribute::Int(c.group));
+  node.Attr("kiln_w_type", Attribute::Int(static_cast<int64_t>(c.is_signed ? DataType::kInt4 : DataType::kUInt4)));
+  node.Tactic(tactic);
+  // Float32 sums in another order: float32 outputs agree to rounding, 16-bit ones to a step of their type.
+  const double tol = c.x_type == DataType::kFloat32 ? 1e-4 : c.x_type == DataType::kFloat16 ? 4e-3 : 2e-2;
+  return node.MatchesCpu(tol, tol);
+}
+
+TEST(GpuWeightOnly, MatchesCpuOnBothTactics) {
+  const std::vector<WCase> cases = {
+      {{1, 4096}, 64, 128},                                                          // a decode step
+      {{3, 70}, 13, 32, DataType::kFloat32, DataType::kFloat32, true, false, 2},     // partial chunk, odd N
+      {{5, 100}, 9, 10, DataType::kBFloat16, DataType::kFloat32, false, true, 3},    // uint4, zero points, group 10
+      {{17, 256}, 40, 64, DataType::kFloat16, DataType::kFloat32, true, true, 4},    // rows past one block's 8
+      {{2, 50, 128}, 48, 128, DataType::kFloat16, DataType::kFloat16, true, false, 5},  // 100 rows: past the GEMV
+      {{2, 37}, 6, 37, DataType::kFloat32, DataType::kFloat16, false, false, 6},     // odd K: unaligned rows of X
+      {{4, 64}, 7, 1, DataType::kFloat16, DataType::kBFloat16, true, true, 7},       // group size 1
+  };
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (const char* tactic : {"w4-gemv", "w4-dequant-cublaslt"}) {
+      SCOPED_TRACE("case " + std::to_string(i) + ", tactic " + tactic);
+      EXPECT_TRUE(RunCase(cases[i], tactic));
+    }
+}
+
+}  // namespace
+}  // namespace kiln::gputest

@@ -1,0 +1,149 @@
+// INT4 weight-only on the CPU backend: int4/uint4 tensors import from ONNX's packed form (raw data and int32_data,
+// odd counts), and DequantizeLinear(4-bit constant) -> MatMul builds into one kiln.WeightOnlyMatMul whose output
+// matches the network as written (DequantizeLinear then MatMul, no optimizer) for blocked, per-channel and per-tensor
+// scales, zero points, float16 scales, odd K and N, and X of rank 1 to 3.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kiln/builder.h"
+#include "kiln/debug.h"
+#include "kiln/runtime.h"
+#include "onnx.pb.h"
+#include "onnx/tensor_proto.h"
+#include "testing.h"
+
+namespace kiln {
+namespace {
+
+class QuietLogger : public ILogger {
+ public:
+  void log(Severity, const char*) noexcept override {}
+};
+
+TEST(Int4Tensors, ImportFromPackedRawDataAndInt32Data) {
+  const std::vector<int> values = {1, -2, 3, -8, 7};  // odd count: the last byte's high nibble is padding
+  for (bool raw : {true, false}) {
+    for (bool is_signed : {true, false}) {
+      SCOPED_TRACE(std::string(raw ? "raw_data" : "int32_data") + (is_signed ? " int4" : " uint4"));
+      onnx::TensorProto p;
+      p.set_name("w");
+      p.set_data_type(is_signed ? 22 : 21);  // INT4, UINT4 (newer than the onnx.proto kiln compiles)
+      p.add_dims(5);
+      std::string bytes(3, '\0');
+      for (size_t i = 0; i < values.size(); ++i) {
+        const int v = is_signed ? values[i] : values[i] + 8;
+        bytes[i / 2] = static_cast<char>(bytes[i / 2] | ((v & 0xf) << ((i % 2) * 4)));
+      }
+      if (raw) p.set_raw_data(bytes);
+      else
+        for (char c : bytes) p.add_int32_data(static_cast<int8_t>(c));  // onnx's helper writes them sign-extended
+      auto t = TensorFromProto(p, {"."}, "initializer 'w'");
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      EXPECT_EQ(t->dtype(), is_signed ? DataType::kInt4 : DataType::kUInt4);
+      ASSERT_EQ(t->shape(), std::vector<int64_t>{5});
+      for (size_t i = 0; i < values.size(); ++i)
+        EXPECT_EQ(t->GetAsInt(static_cast<int64_t>(i)), is_signed ? values[i] : values[i] + 8);
+    }
+  }
+  onnx::TensorProto bad;
+  bad.set_data_type(22);
+  bad.add_dims(5);
+  bad.set_raw_data(std::string(5, '\0'));  // one byte per value: ONNX packs two
+  auto t = TensorFromProto(bad, {"."}, "initializer 'w'");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("two values per byte"), std::string::npos) << t.status().ToString();
+}
+
+struct WoqCase {
+  int64_t k, n;
+  std::vector<int64_t> x_shape;  // ends in k
+  bool is_signed;
+  int64_t axis, block;  // block 0: per axis (or per tensor when per_tensor)
+  bool per_tensor, zero_points, half_scales;
+};
+
+TEST(WeightOnly, MatMulMatchesTheNetworkAsWritten) {
+  const std::vector<WoqCase> cases = {
+      {70, 13, {3, 70}, true, 0, 32, false, false, false},      // blocked along K, a partial last block
+      {64, 9, {2, 1, 64}, false, 0, 16, false, true, false},    // uint4 with zero points, rank-3 X
+      {37, 5, {37}, true, 1, 0, false, false, false},           // per output channel, rank-1 X
+      {40, 6, {4, 40}, true, 0, 0, true, false, true},          // per tensor, float16 scale
+      {33, 8, {2, 33}, true, 0, 0, false, true, false},          // per K row: group size 1
+      {16, 24, {5, 16}, false, 1, 8, false, true, true},         // blocked along N
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const WoqCase& c = cases[ci];
+    SCOPED_TRACE("case " + std::to_string(ci));
+    std::mt19937 rng(900 + static_cast<uint32_t>(ci));
+    const DataType wt = c.is_signed ? DataType::kInt4 : DataType::kUInt4;
+    const DataType st = c.half_scales ? DataType::kFloat16 : DataType::kFloat32;
+    Tensor q(wt, {c.k, c.n});
+    std::uniform_int_distribution<int> qd(c.is_signed ? -8 : 0, c.is_signed ? 7 : 15);
+    for (int64_t i = 0; i < q.numel(); ++i) q.data<int8_t>()[i] = static_cast<int8_t>(qd(rng));
+    std::vector<int64_t> s_shape;
+    if (!c.per_tensor) {
+      if (c.block == 0) s_shape = {c.axis == 0 ? c.k : c.n};
+      else if (c.axis == 0) s_shape = {(c.k + c.block - 1) / c.block, c.n};
+      else s_shape = {c.k, (c.n + c.block - 1) / c.block};
+    }
+    Tensor s(st, s_shape), z(wt, s_shape);
+    std::uniform_real_distribution<float> sd(0.01f, 0.2f);
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      s.SetFromDouble(i, sd(rng));
+      z.SetFromDouble(i, qd(rng));
+    }
+    NetworkDefinition net;
+    net.setOpset(21);  // 4-bit types and block_size
+    const DataType xt = c.half_scales ? DataType::kFloat16 : DataType::kFloat32;  // DequantizeLinear writes S's type
+    ASSERT_TRUE(net.addInput("x", xt, c.x_shape).ok());
+    ASSERT_TRUE(net.addConstant("q", wt, q.shape(), q.raw()).ok());
+    ASSERT_TRUE(net.addConstant("s", st, s.shape(), s.raw()).ok());
+    std::vector<std::string> dq_in = {"q", "s"};
+    if (c.zero_points) {
+      ASSERT_TRUE(net.addConstant("z", wt, z.shape(), z.raw()).ok());
+      dq_in.push_back("z");
+    }
+    AttrMap attrs = {{"axis", c.axis}};
+    if (c.block) attrs["block_size"] = c.block;
+    ASSERT_TRUE(net.addOp("DequantizeLinear", "dq", dq_in, {"w"}, attrs).ok());
+    ASSERT_TRUE(net.addOp("MatMul", "mm", {"x", "w"}, {"y"}).ok());
+    ASSERT_TRUE(net.markOutput("y").ok());
+    Tensor x = testing::Random(c.x_shape, 950 + static_cast<uint32_t>(ci), -1, 1);
+    if (xt == DataType::kFloat16) x = CastTensor(x, DataType::kFloat16);
+    std::map<std::string, Tensor> inputs{{"x", x}};
+    auto want = debug::RunNetwork(net, inputs);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+
+    QuietLogger quiet;
+    Builder b(quiet);
+    auto cfg = b.createBuilderConfig();
+    cfg->setBackend("cpu");
+    BuildReport report;
+    auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_EQ(report.op_counts["kiln.WeightOnlyMatMul"], 1);
+    EXPECT_EQ(report.op_counts["DequantizeLinear"], 0);
+    Runtime rt(quiet);
+    auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    auto ctx = (*e)->createExecutionContext();
+    ASSERT_TRUE(ctx.ok());
+    ASSERT_TRUE((*ctx)->setInputShape("x", c.x_shape).ok());
+    ASSERT_TRUE((*ctx)->setTensorAddress("x", x.raw()).ok());
+    auto shape = (*ctx)->getTensorShape("y");
+    ASSERT_TRUE(shape.ok());
+    Tensor got(xt, *shape);
+    ASSERT_TRUE((*ctx)->setTensorAddress("y", got.raw()).ok());
+    ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+    const Tensor& ref = want->at("y");
+    ASSERT_EQ(got.shape(), ref.shape());
+    const double tol = xt == DataType::kFloat16 ? 2e-3 : 1e-5;
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_NEAR(got.GetAsDouble(i), ref.GetAsDouble(i), tol * (1 + std::fabs(ref.GetAsDouble(i)))) << "element " << i;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
