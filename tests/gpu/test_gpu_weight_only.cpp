@@ -47,6 +47,8 @@ TEST(GpuWeightOnly, MatchesCpuOnBothTactics) {
       {{2, 50, 128}, 48, 128, DataType::kFloat16, DataType::kFloat16, true, false, 5},  // 100 rows: past the GEMV
       {{2, 37}, 6, 37, DataType::kFloat32, DataType::kFloat16, false, false, 6},     // odd K: unaligned rows of X
       {{4, 64}, 7, 1, DataType::kFloat16, DataType::kBFloat16, true, true, 7},       // group size 1
+      {{3, 512}, 33, 64, DataType::kFloat16, DataType::kFloat16, true, true, 8},     // half2 path: rows, zero points
+      {{1, 1, 200}, 16, 32, DataType::kFloat16, DataType::kFloat16, false, true, 9}, // half2 path: uint4, short K
   };
   for (size_t i = 0; i < cases.size(); ++i)
     for (const char* tactic : {"w4-gemv", "w4-dequant-cublaslt"}) {

@@ -12,9 +12,12 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-pytest.importorskip("onnxruntime.quantization.matmul_4bits_quantizer")
 from onnxruntime.quantization import QuantFormat  # noqa: E402
-from onnxruntime.quantization.matmul_4bits_quantizer import MatMul4BitsQuantizer  # noqa: E402
+
+try:  # onnxruntime 1.20 renamed the module
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer as MatMul4BitsQuantizer
+except ImportError:
+    from onnxruntime.quantization.matmul_4bits_quantizer import MatMul4BitsQuantizer
 
 
 def run(cmd):

@@ -12,7 +12,8 @@ namespace kiln::cuda {
 namespace {
 
 constexpr int kWarps = 4;  // per block
-constexpr int kCols = 2;   // output columns per warp
+constexpr int kDefaultCols = 2;    // output columns per warp
+constexpr int kDefaultUnroll = 1;  // chunks per lane whose loads are issued together (more measured slower: registers)
 
 __device__ __forceinline__ float RoundTo(int code, float v) {
   if (code == kF16) return __half2float(__float2half_rn(v));
@@ -61,49 +62,73 @@ __device__ __forceinline__ void LoadX8(const T* row, int64_t k0, int64_t k, bool
   for (int i = 0; i < 8; ++i) v[i] = k0 + i < k ? ToF32(row[k0 + i]) : 0.f;
 }
 
-template <typename T, int kRows, bool kSigned, bool kGroup32, int kSRound>
-__global__ void __launch_bounds__(kWarps * 32) WoqGemvKernel(WoqArgs a, bool vec) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kCols;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRows;
-  if (n0 >= a.n) return;
-  const T* x = static_cast<const T*>(a.x);
-  float acc[kRows][kCols];
+// Float16 X with float16 scales (the usual INT4 model): eight weights of a word as four half2 pairs (nibbles j and
+// j + 4), made exact by the 1024-bias trick and scaled by one half2 multiply. The product of (q - z), a small integer,
+// and a half scale is exact in float32, so rounding it to half once, as __hmul2 does, gives the reference's value.
+template <bool kSigned>
+__device__ __forceinline__ void HalfWeights(uint32_t word, __half2 bias_z, __half2 s2, float (&w)[8]) {
+  const uint32_t b = kSigned ? word ^ 0x88888888u : word;  // int4: biased by 8, so every nibble reads as 0..15
 #pragma unroll
-  for (int m = 0; m < kRows; ++m)
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t bits = ((b >> (4 * j)) & 0x000f000fu) | 0x64006400u;  // half2 (1024 + n_j, 1024 + n_{j+4})
+    __half2 h = *reinterpret_cast<const __half2*>(&bits);
+    h = __hmul2(__hsub2(h, bias_z), s2);
+    const float2 f = __half22float2(h);
+    w[j] = f.x;
+    w[j + 4] = f.y;
+  }
+}
+
+// One 32-weight chunk (ch) of each of the warp's columns: the lane's share of the dot products.
+template <typename T, int kRows, bool kSigned, bool kGroup32, int kSRound, int kCols>
+__device__ __forceinline__ void Chunk(const WoqArgs& a, const T* x, int64_t n0, int64_t r0, int64_t ch, bool vec,
+                                      const uint4 (&wq)[kCols], float (&acc)[kRows][kCols]) {
+  constexpr bool kHalf = std::is_same_v<T, __half> && kSRound == 0 && kGroup32;  // S is half too (or float32: no)
+  const int64_t k0 = ch * 32;
+  float sc[kCols];
+  int zp[kCols];
+  __half2 s2[kCols], bz[kCols];
+  if (kGroup32) {
+    // The group of this chunk: a shift where the group size is 32 times a power of two, else a 32-bit division.
+    const int64_t gi = a.group_shift >= 0 ? (ch >> a.group_shift) : static_cast<int64_t>(static_cast<uint32_t>(ch) /
+                                                                                          static_cast<uint32_t>(a.group / 32));
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) acc[m][c] = 0.f;
-  const int64_t chunks = (a.k + 31) / 32;
-  for (int64_t ch = lane; ch < chunks; ch += 32) {
-    const int64_t k0 = ch * 32;
-    uint4 wq[kCols];
+    for (int c = 0; c < kCols; ++c) {
+      const int64_t j = n0 + c < a.n ? n0 + c : n0;
+      const int64_t g = j * a.groups + gi;
+      sc[c] = a.scales[g];
+      zp[c] = a.zeros ? a.zeros[g] : 0;
+      if constexpr (kHalf) {
+        s2[c] = __float2half2_rn(sc[c]);
+        bz[c] = __float2half2_rn(1024.f + (kSigned ? 8.f : 0.f) + static_cast<float>(zp[c]));
+      }
+    }
+  }
 #pragma unroll
-    for (int c = 0; c < kCols; ++c)
-      wq[c] = n0 + c < a.n ? __ldcs(reinterpret_cast<const uint4*>(a.w + (n0 + c) * a.ldw) + ch) : make_uint4(0, 0, 0, 0);
-    float sc[kCols];
-    int zp[kCols];
-    if (kGroup32) {
+  for (int wi = 0; wi < 4; ++wi) {
+    float xv[kRows][8];
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        const int64_t j = n0 + c < a.n ? n0 + c : n0;
-        const int64_t g = j * a.groups + k0 / a.group;
-        sc[c] = a.scales[g];
-        zp[c] = a.zeros ? a.zeros[g] : 0;
+    for (int m = 0; m < kRows; ++m) {
+      if (r0 + m < a.rows) {
+        LoadX8(x + (r0 + m) * a.k, k0 + 8 * wi, a.k, vec, xv[m]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) xv[m][i] = 0.f;
       }
     }
 #pragma unroll
-    for (int wi = 0; wi < 4; ++wi) {
-      float xv[kRows][8];
+    for (int c = 0; c < kCols; ++c) {
+      const uint32_t word = wi == 0 ? wq[c].x : wi == 1 ? wq[c].y : wi == 2 ? wq[c].z : wq[c].w;
+      float wv[8];
+      if constexpr (kHalf) {
+        if (a.scale_dtype == kF16) {
+          HalfWeights<kSigned>(word, bz[c], s2[c], wv);
+        } else {  // float32 scales with float16 X: the product rounds to half only
 #pragma unroll
-      for (int m = 0; m < kRows; ++m) {
-        if (r0 + m < a.rows) LoadX8(x + (r0 + m) * a.k, k0 + 8 * wi, a.k, vec, xv[m]);
-        else
-#pragma unroll
-          for (int i = 0; i < 8; ++i) xv[m][i] = 0.f;
-      }
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        const uint32_t word = wi == 0 ? wq[c].x : wi == 1 ? wq[c].y : wi == 2 ? wq[c].z : wq[c].w;
+          for (int j = 0; j < 8; ++j)
+            wv[j] = ToF32(FromF32<T>(__fmul_rn(static_cast<float>(Nibble<kSigned>(word, j) - zp[c]), sc[c])));
+        }
+      } else {
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           float s;
@@ -116,13 +141,56 @@ __global__ void __launch_bounds__(kWarps * 32) WoqGemvKernel(WoqArgs a, bool vec
             const int64_t g = col * a.groups + kk / a.group;
             s = a.scales[g], z = a.zeros ? a.zeros[g] : 0;
           }
-          float wv = __fmul_rn(static_cast<float>(Nibble<kSigned>(word, j) - z), s);
-          wv = ToF32(FromF32<T>(RoundToType<kSRound>(wv)));  // to the scales' type, then to X's
-#pragma unroll
-          for (int m = 0; m < kRows; ++m) acc[m][c] = fmaf(xv[m][j], wv, acc[m][c]);
+          const float v = __fmul_rn(static_cast<float>(Nibble<kSigned>(word, j) - z), s);
+          wv[j] = ToF32(FromF32<T>(RoundToType<kSRound>(v)));  // to the scales' type, then to X's
         }
       }
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int m = 0; m < kRows; ++m) acc[m][c] = fmaf(xv[m][j], wv[j], acc[m][c]);
     }
+  }
+}
+
+template <typename T, int kRows, bool kSigned, bool kGroup32, int kSRound, int kCols = kDefaultCols, int kUnroll = kDefaultUnroll>
+__global__ void __launch_bounds__(kWarps * 32) WoqGemvKernel(WoqArgs a, bool vec) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kCols;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRows;
+  if (n0 >= a.n) return;
+  const T* x = static_cast<const T*>(a.x);
+  float acc[kRows][kCols];
+#pragma unroll
+  for (int m = 0; m < kRows; ++m)
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) acc[m][c] = 0.f;
+  const int64_t chunks = (a.k + 31) / 32;
+  // Software pipelined: the next step's kUnroll chunks are loaded before this step's are used, so each warp keeps
+  // its loads in flight while it computes (more warps per SM cost registers; measured slower).
+  auto load = [&](int64_t ch, uint4 (&w)[kUnroll][kCols]) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const int64_t cu = ch + 32 * u;
+        w[u][c] = n0 + c < a.n && cu < chunks ? __ldcs(reinterpret_cast<const uint4*>(a.w + (n0 + c) * a.ldw) + cu)
+                                              : make_uint4(0, 0, 0, 0);
+      }
+  };
+  uint4 cur[kUnroll][kCols];
+  load(lane, cur);
+  for (int64_t ch = lane; ch < chunks; ch += 32 * kUnroll) {
+    uint4 next[kUnroll][kCols];
+    load(ch + 32 * kUnroll, next);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (ch + 32 * u < chunks)
+        Chunk<T, kRows, kSigned, kGroup32, kSRound, kCols>(a, x, n0, r0, ch + 32 * u, vec, cur[u], acc);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) cur[u][c] = next[u][c];
   }
 #pragma unroll
   for (int m = 0; m < kRows; ++m)
@@ -143,14 +211,16 @@ __global__ void __launch_bounds__(kWarps * 32) WoqGemvKernel(WoqArgs a, bool vec
   }
 }
 
-template <typename T, int kRows, bool kGroup32, int kSRound>
+template <typename T, int kRows, bool kGroup32, int kSRound, int kCols = kDefaultCols, int kUnroll = kDefaultUnroll>
 cudaError_t Launch(const WoqArgs& a, cudaStream_t stream) {
   const int64_t per_block = static_cast<int64_t>(kWarps) * kCols;
   const dim3 grid(static_cast<unsigned>((a.n + per_block - 1) / per_block),
                   static_cast<unsigned>((a.rows + kRows - 1) / kRows));
   const bool vec = Aligned16(a.x) && (a.k * static_cast<int64_t>(sizeof(T))) % 16 == 0;
-  if (a.w_signed) WoqGemvKernel<T, kRows, true, kGroup32, kSRound><<<grid, kWarps * 32, 0, stream>>>(a, vec);
-  else WoqGemvKernel<T, kRows, false, kGroup32, kSRound><<<grid, kWarps * 32, 0, stream>>>(a, vec);
+  if (a.w_signed)
+    WoqGemvKernel<T, kRows, true, kGroup32, kSRound, kCols, kUnroll><<<grid, kWarps * 32, 0, stream>>>(a, vec);
+  else
+    WoqGemvKernel<T, kRows, false, kGroup32, kSRound, kCols, kUnroll><<<grid, kWarps * 32, 0, stream>>>(a, vec);
   return cudaGetLastError();
 }
 

@@ -19,6 +19,7 @@ struct WoqArgs {
   const int8_t* zeros = nullptr;  // [n, groups] or null
   bool w_signed = true;           // int4 (sign-extended) or uint4
   int64_t rows = 0, n = 0, k = 0, group = 0, groups = 0;
+  int group_shift = -1;  // log2(group / 32) where the group size is 32 times a power of two, else -1
   void* y = nullptr;  // [rows, n], dtype x_dtype
 };
 

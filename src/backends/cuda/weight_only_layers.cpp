@@ -141,6 +141,10 @@ Result<std::unique_ptr<Layer>> CreateWoq(const LayerSpec& spec, const std::strin
   b.k = p.k;
   b.group = p.group_size;
   b.groups = groups;
+  if (p.group_size % 32 == 0 && ((p.group_size / 32) & (p.group_size / 32 - 1)) == 0) {
+    b.group_shift = 0;
+    while ((int64_t{32} << b.group_shift) != p.group_size) ++b.group_shift;
+  }
   return std::unique_ptr<Layer>(std::make_unique<WoqLayer>(std::move(ww), tactic == kGemv, n.Where()));
 }
 
