@@ -27,6 +27,7 @@ def quantize(w, block):
     wf = np.concatenate([w.astype(np.float32), np.zeros((pad, n), np.float32)]) if pad else w.astype(np.float32)
     amax = np.abs(wf.reshape(blocks, block, n)).max(axis=1)
     scale = np.where(amax > 0, amax / 7.0, 1.0).astype(w.dtype)
+    scale = np.where(scale > 0, scale, np.ones_like(scale))  # a block too small for the scale's type: scale 1
     s = np.repeat(scale.astype(np.float32), block, axis=0)[:k]
     q = np.clip(np.rint(w.astype(np.float32) / s), -8, 7).astype(np.int8)
     return q, scale

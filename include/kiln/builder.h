@@ -169,6 +169,9 @@ struct BuildReport {
   // INT8 layers that stayed in float, and why (no range, --layerPrecisions, or not made an INT8 layer: the backend
   // has no INT8 kernel it prefers for it, or its int32 sums could overflow).
   std::vector<std::pair<std::string, std::string>> int8_fallbacks;
+  // INT4 weight-only: layers reading a packed 4-bit weight, and the readers of 4-bit weights that run in float (why).
+  int layers_int4_weight_only = 0;
+  std::vector<std::pair<std::string, std::string>> weight_only_fallbacks;
   std::string calibration_source;  // "dynamic ranges", "calibration cache", "calibrated N batches", or empty
   std::string device;
   size_t engine_bytes = 0;

@@ -176,6 +176,11 @@ Tensor CastTensor(const Tensor& t, DataType to, bool saturate) {
         case DataType::kUInt16: r.data<uint16_t>()[i] = static_cast<uint16_t>(v); break;
         case DataType::kUInt32: r.data<uint32_t>()[i] = static_cast<uint32_t>(v); break;
         case DataType::kUInt64: r.data<uint64_t>()[i] = static_cast<uint64_t>(v); break;
+        case DataType::kInt4: case DataType::kUInt4: {  // saturates, as Cast to a 4-bit type does
+          const auto [lo, hi] = IntegerRange(to);
+          r.data<int8_t>()[i] = static_cast<int8_t>(std::clamp<int64_t>(v, lo, hi));
+          break;
+        }
         default: break;
       }
     }

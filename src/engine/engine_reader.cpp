@@ -29,7 +29,7 @@ Status Bad(const std::string& what) {
 constexpr size_t kMaxRank = 64;
 constexpr int64_t kMaxDim = int64_t{1} << 40;
 
-bool KnownDataType(int32_t c) { return (c >= 0 && c <= 13) || (c >= 16 && c <= 20); }
+bool KnownDataType(int32_t c) { return (c >= 0 && c <= 13) || (c >= 16 && c <= 22); }  // 21, 22: uint4, int4
 
 std::string Str(const fbs::String* s) { return s ? s->str() : std::string(); }
 
@@ -94,6 +94,13 @@ Result<Tensor> Reader::ReadTensor(const fb::TensorRef* t, const std::string& wha
     return Bad(fmt::format("{} lies outside the weights section", what));
   Tensor out(dt, std::move(shape));
   if (bytes) std::memcpy(out.raw(), weights_ + t->offset(), bytes);
+  if (Is4BitType(dt)) {  // held one value per byte: every byte must be a value of the type
+    const auto [lo, hi] = IntegerRange(dt);
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const int64_t v = out.GetAsInt(i);
+      if (v < lo || v > hi) return Bad(fmt::format("{} holds {}, outside {}", what, v, DataTypeName(dt)));
+    }
+  }
   return out;
 }
 

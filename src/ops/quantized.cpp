@@ -142,8 +142,9 @@ Result<Params> Read(const Node& n) {
   KILN_ASSIGN_OR_RETURN(const int64_t wt, n.attr_int(kWType, static_cast<int64_t>(DataType::kInt4)));
   p.w_type = static_cast<DataType>(wt);
   if (p.k < 1) return Err(StatusCode::kInvalidModel, "{}: {} must be at least 1, not {}", n.Where(), kK, p.k);
-  if (p.group_size < 1)
-    return Err(StatusCode::kInvalidModel, "{}: {} must be at least 1, not {}", n.Where(), kGroupSize, p.group_size);
+  if (p.group_size < 1 || p.group_size > p.k)
+    return Err(StatusCode::kInvalidModel, "{}: {} must be 1 to {} ({}), not {}", n.Where(), kGroupSize, p.k, kK,
+               p.group_size);
   if (!Is4BitType(p.w_type))
     return Err(StatusCode::kInvalidModel, "{}: {} must be int4 ({}) or uint4 ({}), not {}", n.Where(), kWType,
                static_cast<int>(DataType::kInt4), static_cast<int>(DataType::kUInt4), wt);

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "engine/engine_file.h"
 #include "kiln/builder.h"
@@ -353,7 +354,32 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
       if (cfg.getFlag(BuilderFlag::kINT8))
         logger_.log(Severity::kInfo, fmt::format("int8: layer '{}' runs in float: {}", l, why).c_str());
   }
-  for (const char* k : {"kiln.QConv", "kiln.QMatMul"})
+  {
+    // INT4 weight-only: the layers made, and the 4-bit weights that were dequantized to float instead (their readers
+    // were not MatMuls the pass takes, or the backend refused the layer).
+    rep.layers_int4_weight_only = rep.op_counts["kiln.WeightOnlyMatMul"];
+    std::set<std::string> woq_names;
+    for (const auto& n : g.nodes())
+      if (n->domain == kKilnDomain && n->op_type == "WeightOnlyMatMul") woq_names.insert(n->name);
+    const Graph& src = GraphOf(network);
+    for (const auto& n : src.nodes()) {
+      if (!n->domain.empty() || n->op_type != "DequantizeLinear" || n->outputs.empty() || !n->input(0) ||
+          !n->input(0)->is_const() || !Is4BitType(n->input(0)->dtype))
+        continue;
+      for (const Node* c : Consumers(src, n->outputs[0]))
+        if (!woq_names.count(c->name))
+          rep.weight_only_fallbacks.emplace_back(
+              c->name, c->op_type == "MatMul" && c->domain.empty()
+                           ? fmt::format("its 4-bit weight was dequantized to float at build time: the {} backend did "
+                                         "not take the weight-only layer, or the weight is not a [K, N] constant",
+                                         backend->Name())
+                           : fmt::format("{} reads the 4-bit weight and only MatMul runs weight-only: the weight was "
+                                         "dequantized to float at build time", c->op_type));
+    }
+    for (const auto& [l, why] : rep.weight_only_fallbacks)
+      logger_.log(Severity::kWarning, fmt::format("int4 weight-only: layer '{}' runs in float: {}", l, why).c_str());
+  }
+  for (const char* k : {"kiln.QConv", "kiln.QMatMul", "kiln.WeightOnlyMatMul"})
     if (rep.op_counts[k] == 0) rep.op_counts.erase(k);
   e->build_flags = kBuildFlagOptimized;
   if (e->allow_tf32) e->build_flags |= kBuildFlagTF32;

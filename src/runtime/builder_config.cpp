@@ -112,6 +112,13 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
            for (const auto& [layer, why] : int8_fallbacks) f.push_back({{"layer", layer}, {"reason", why}});
            return f;
          }()}}},
+      {"int4_weight_only",
+       {{"layers", layers_int4_weight_only},
+        {"fallbacks", [&] {
+           nlohmann::json f = nlohmann::json::array();
+           for (const auto& [layer, why] : weight_only_fallbacks) f.push_back({{"layer", layer}, {"reason", why}});
+           return f;
+         }()}}},
       {"memory",
        {{"arena_bytes", arena_bytes},
         {"naive_activation_bytes", naive_activation_bytes},

@@ -49,6 +49,7 @@ TEST(GpuWeightOnly, MatchesCpuOnBothTactics) {
       {{4, 64}, 7, 1, DataType::kFloat16, DataType::kBFloat16, true, true, 7},       // group size 1
       {{3, 512}, 33, 64, DataType::kFloat16, DataType::kFloat16, true, true, 8},     // half2 path: rows, zero points
       {{1, 1, 200}, 16, 32, DataType::kFloat16, DataType::kFloat16, false, true, 9}, // half2 path: uint4, short K
+      {{2, 288}, 10, 96, DataType::kFloat16, DataType::kFloat16, true, false, 10},   // group 3 x 32: a division
   };
   for (size_t i = 0; i < cases.size(); ++i)
     for (const char* tactic : {"w4-gemv", "w4-dequant-cublaslt"}) {

@@ -56,6 +56,42 @@ TEST(Int4Tensors, ImportFromPackedRawDataAndInt32Data) {
   EXPECT_NE(t.status().message().find("two values per byte"), std::string::npos) << t.status().ToString();
 }
 
+// Cast to a 4-bit type rounds half to even and saturates (ONNX's reference); a cast from one to another integer type
+// is an integer conversion (wraps); and an engine that keeps an int4 tensor (an input here) saves and loads.
+TEST(Int4Tensors, CastRoundsAndSaturatesAndEnginesKeepThem) {
+  NetworkDefinition net;
+  net.setOpset(21);
+  ASSERT_TRUE(net.addInput("x", DataType::kFloat32, {6}).ok());
+  ASSERT_TRUE(net.addInput("q", DataType::kInt4, {3}).ok());
+  ASSERT_TRUE(net.addOp("Cast", "to_int4", {"x"}, {"x4"}, {{"to", int64_t{22}}}).ok());
+  ASSERT_TRUE(net.addOp("Cast", "back", {"x4"}, {"y"}, {{"to", int64_t{1}}}).ok());
+  ASSERT_TRUE(net.addOp("Cast", "to_uint8", {"q"}, {"u"}, {{"to", int64_t{2}}}).ok());
+  ASSERT_TRUE(net.markOutput("y").ok());
+  ASSERT_TRUE(net.markOutput("u").ok());
+  QuietLogger quiet;
+  Builder b(quiet);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cpu");
+  auto bytes = b.buildSerializedNetwork(net, *cfg);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  Runtime rt(quiet);
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto ctx = (*e)->createExecutionContext();
+  ASSERT_TRUE(ctx.ok());
+  const std::vector<float> x = {2.7f, -1.5f, 2.5f, 100.f, -100.f, 0.5f};
+  const std::vector<int8_t> q = {-3, 7, -8};
+  std::vector<float> y(6);
+  std::vector<uint8_t> u(3);
+  ASSERT_TRUE((*ctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("q", const_cast<int8_t*>(q.data())).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("y", y.data()).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("u", u.data()).ok());
+  ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+  EXPECT_EQ(y, (std::vector<float>{3, -2, 2, 7, -8, 0}));
+  EXPECT_EQ(u, (std::vector<uint8_t>{253, 7, 248}));
+}
+
 struct WoqCase {
   int64_t k, n;
   std::vector<int64_t> x_shape;  // ends in k
@@ -124,6 +160,8 @@ TEST(WeightOnly, MatMulMatchesTheNetworkAsWritten) {
     auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
     EXPECT_EQ(report.op_counts["kiln.WeightOnlyMatMul"], 1);
+    EXPECT_EQ(report.layers_int4_weight_only, 1);
+    EXPECT_TRUE(report.weight_only_fallbacks.empty());
     EXPECT_EQ(report.op_counts["DequantizeLinear"], 0);
     Runtime rt(quiet);
     auto e = rt.deserializeEngine(bytes->data(), bytes->size());
@@ -143,6 +181,47 @@ TEST(WeightOnly, MatMulMatchesTheNetworkAsWritten) {
     for (int64_t i = 0; i < got.numel(); ++i)
       ASSERT_NEAR(got.GetAsDouble(i), ref.GetAsDouble(i), tol * (1 + std::fabs(ref.GetAsDouble(i)))) << "element " << i;
   }
+}
+
+// A 4-bit weight that a Gemm reads is dequantized to float at build time (only MatMul runs weight-only): the engine
+// still computes what the network says, and the build report names the layer and why.
+TEST(WeightOnly, AGemmReadingAFourBitWeightRunsInFloatAndIsReported) {
+  NetworkDefinition net;
+  net.setOpset(21);
+  const int64_t k = 24, n = 5;
+  ASSERT_TRUE(net.addInput("x", DataType::kFloat32, {2, k}).ok());
+  Tensor q(DataType::kInt4, {k, n});
+  for (int64_t i = 0; i < q.numel(); ++i) q.data<int8_t>()[i] = static_cast<int8_t>(i % 16 - 8);
+  const Tensor s = Tensor::Scalar(DataType::kFloat32, 0.05);
+  ASSERT_TRUE(net.addConstant("q", DataType::kInt4, q.shape(), q.raw()).ok());
+  ASSERT_TRUE(net.addConstant("s", DataType::kFloat32, {}, s.raw()).ok());
+  ASSERT_TRUE(net.addOp("DequantizeLinear", "dq", {"q", "s"}, {"w"}).ok());
+  ASSERT_TRUE(net.addOp("Gemm", "gemm", {"x", "w"}, {"y"}).ok());
+  ASSERT_TRUE(net.markOutput("y").ok());
+  const Tensor x = testing::Random({2, k}, 77, -1, 1);
+  auto want = debug::RunNetwork(net, {{"x", x}});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  QuietLogger quiet;
+  Builder b(quiet);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cpu");
+  BuildReport report;
+  auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(report.layers_int4_weight_only, 0);
+  ASSERT_EQ(report.weight_only_fallbacks.size(), 1u);
+  EXPECT_EQ(report.weight_only_fallbacks[0].first, "gemm");
+  EXPECT_NE(report.weight_only_fallbacks[0].second.find("only MatMul runs weight-only"), std::string::npos);
+  Runtime rt(quiet);
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto ctx = (*e)->createExecutionContext();
+  ASSERT_TRUE(ctx.ok());
+  Tensor got(DataType::kFloat32, {2, n});
+  ASSERT_TRUE((*ctx)->setTensorAddress("x", const_cast<void*>(x.raw())).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("y", got.raw()).ok());
+  ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+  for (int64_t i = 0; i < got.numel(); ++i) EXPECT_NEAR(got.GetAsDouble(i), want->at("y").GetAsDouble(i), 1e-5);
 }
 
 }  // namespace

@@ -188,6 +188,12 @@ void PrintBuildSummary(const BuildResult& b, const Options& o) {
                 r.int8_fallbacks.empty() ? "" : fmt::format("; {} in float:", r.int8_fallbacks.size()).c_str());
     for (const auto& [layer, why] : r.int8_fallbacks) std::printf("[kiln]   %s: %s\n", layer.c_str(), why.c_str());
   }
+  if (r.layers_int4_weight_only > 0 || !r.weight_only_fallbacks.empty()) {
+    std::printf("[kiln] int4 weight-only: %d layer(s)%s\n", r.layers_int4_weight_only,
+                r.weight_only_fallbacks.empty() ? ""
+                                                : fmt::format("; {} in float:", r.weight_only_fallbacks.size()).c_str());
+    for (const auto& [layer, why] : r.weight_only_fallbacks) std::printf("[kiln]   %s: %s\n", layer.c_str(), why.c_str());
+  }
   if (o.verbose)
     for (const auto& d : r.pass_details) std::printf("[kiln]   %s\n", d.c_str());
   std::printf("[kiln] activation memory: %.2f MiB arena (naive sum %.2f MiB, %.1f%%)\n", r.arena_bytes / 1048576.0,

@@ -136,8 +136,9 @@ Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate) {
     return Status::Ok();
   }
   if (Is4BitType(from) || Is4BitType(to)) {
-    // int4/uint4 are held one value per byte: read through double; a cast to them truncates like any float ->
-    // int cast and saturates to [-8, 7] / [0, 15] (ONNX's Cast to 4-bit types).
+    // int4/uint4 are held one value per byte: read through double. A cast to them rounds half to even and saturates
+    // to [-8, 7] / [0, 15] (ONNX's Cast to 4-bit types, as its reference implementation does); a cast from them to
+    // another integer type is an integer conversion (wraps, like every integer Cast).
     std::vector<double> tmp(static_cast<size_t>(count));
     if (IsFloat8Type(from)) {
       for (int64_t i = 0; i < count; ++i) tmp[i] = Float8ToFloat(from, x.data<uint8_t>()[i]);
@@ -147,7 +148,7 @@ Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate) {
     if (Is4BitType(to)) {
       const auto [lo, hi] = IntegerRange(to);
       for (int64_t i = 0; i < count; ++i) {
-        const double v = std::isnan(tmp[i]) ? 0.0 : std::trunc(tmp[i]);
+        const double v = std::isnan(tmp[i]) ? 0.0 : std::nearbyint(tmp[i]);
         y.data<uint8_t>()[i] = static_cast<uint8_t>(static_cast<int8_t>(
             v < static_cast<double>(lo) ? lo : (v > static_cast<double>(hi) ? hi : static_cast<int64_t>(v))));
       }
@@ -159,7 +160,12 @@ Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate) {
     }
     return DispatchAll(to, n, [&]<typename U>() {
       U* q = y.data<U>();
-      for (int64_t i = 0; i < count; ++i) Store(q, i, ConvertValue<ComputeT<U>>(tmp[i]));
+      for (int64_t i = 0; i < count; ++i) {
+        if constexpr (std::is_integral_v<U> && !std::is_same_v<U, bool>)
+          q[i] = static_cast<U>(static_cast<int64_t>(tmp[i]));  // from a 4-bit integer: exact, then wraps
+        else
+          Store(q, i, ConvertValue<ComputeT<U>>(tmp[i]));
+      }
     });
   }
   if (IsFloat8Type(to) || IsFloat8Type(from)) {

@@ -71,10 +71,10 @@ __device__ __forceinline__ U ToInt(const Scalar& s) {
   return static_cast<U>(v);
 }
 
-// A cast to int4/uint4 truncates and saturates to [lo, hi] (integers too), as the CPU reference does.
+// A cast to int4/uint4 rounds half to even and saturates to [lo, hi] (integers too), as the CPU reference does.
 __device__ __forceinline__ int8_t ToInt4(const Scalar& s, int lo, int hi) {
   double v = s.kind == 0 ? static_cast<double>(s.i)
-             : s.kind == 1 ? static_cast<double>(static_cast<uint64_t>(s.i)) : trunc(s.d);
+             : s.kind == 1 ? static_cast<double>(static_cast<uint64_t>(s.i)) : rint(s.d);
   if (isnan(v)) v = 0;
   return static_cast<int8_t>(v < lo ? lo : (v > hi ? hi : v));
 }

@@ -89,9 +89,8 @@ __device__ __forceinline__ void Chunk(const WoqArgs& a, const T* x, int64_t n0, 
   int zp[kCols];
   __half2 s2[kCols], bz[kCols];
   if (kGroup32) {
-    // The group of this chunk: a shift where the group size is 32 times a power of two, else a 32-bit division.
-    const int64_t gi = a.group_shift >= 0 ? (ch >> a.group_shift) : static_cast<int64_t>(static_cast<uint32_t>(ch) /
-                                                                                          static_cast<uint32_t>(a.group / 32));
+    // The group of this chunk: a shift where the group size is 32 times a power of two, else a division.
+    const int64_t gi = a.group_shift >= 0 ? (ch >> a.group_shift) : ch / (a.group / 32);
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int64_t j = n0 + c < a.n ? n0 + c : n0;
