@@ -106,6 +106,16 @@ std::optional<nlohmann::json> QuantizationOf(const Node& n) {
     }
     return j;
   }
+  if (n.domain == kKilnDomain && n.op_type == "WeightOnlyMatMul") {  // the packed weight's type and grouping
+    auto p = woq_attrs::Read(n);
+    if (!p.ok()) return std::nullopt;
+    const Value* s = n.input(2);
+    return nlohmann::json{{"weight_type", DataTypeName(p->w_type)},
+                          {"group_size", p->group_size},
+                          {"groups", p->groups()},
+                          {"scale_type", s ? DataTypeName(s->dtype) : ""},
+                          {"zero_points", n.input(3) != nullptr}};
+  }
   if (!n.domain.empty() || (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear")) return std::nullopt;
   const Value* s = n.input(1);
   const Value* z = n.input(2);
@@ -147,6 +157,9 @@ std::string Engine::getLayerInformationJson() const {
     // An INT8 layer computes in int8 whatever type it writes; other layers in their output's type.
     std::string precision = n.outputs.empty() || !n.outputs[0] ? "" : DataTypeName(n.outputs[0]->dtype);
     if (n.domain == kKilnDomain && (n.op_type == "QConv" || n.op_type == "QMatMul")) precision = "int8";
+    if (n.domain == kKilnDomain && n.op_type == "WeightOnlyMatMul")  // X's type computes; the weight stays 4-bit
+      precision = fmt::format("{} ({} weights)", precision,
+                              DataTypeName(static_cast<DataType>(n.geti(woq_attrs::kWType, 0))));
     nlohmann::json layer = {{"name", n.name},
                             {"op_type", n.domain.empty() ? n.op_type : n.domain + "." + n.op_type},
                             {"precision", precision},

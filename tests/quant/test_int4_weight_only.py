@@ -66,11 +66,17 @@ def test_onnxruntime_int4_qdq_model_builds_weight_only_and_matches(kiln, tmp_pat
     want = ort.InferenceSession(str(int4), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
     engine, report = tmp_path / "int4.engine", tmp_path / "int4.json"
-    run([kiln, "build", f"--onnx={int4}", "--backend=cpu", "--shapes=x:5x256", f"--saveEngine={engine}",
-         f"--json={report}"])
-    counts = json.loads(report.read_text())["optimization"]["op_counts"]
+    r = run([kiln, "build", f"--onnx={int4}", "--backend=cpu", "--shapes=x:5x256", f"--saveEngine={engine}",
+             f"--json={report}", "--profilingVerbosity=detailed"])
+    assert "int4 weight-only: 2 layer(s)" in r.stdout, r.stdout
+    rep = json.loads(report.read_text())
+    counts = rep["optimization"]["op_counts"]
     assert counts.get("kiln.WeightOnlyMatMul") == 2, counts
     assert "DequantizeLinear" not in counts, counts
+    assert rep["int4_weight_only"] == {"layers": 2, "fallbacks": []}, rep["int4_weight_only"]
+    want_type = "int4" if symmetric else "uint4"
+    info = run([kiln, "inspect", f"--loadEngine={engine}", "--dumpLayerInfo"]).stdout
+    assert f"float32 ({want_type} weights)" in info and f"{want_type} weights, " in info, info
     out = tmp_path / "out"
     run([kiln, "run", f"--loadEngine={engine}", f"--loadInputs=x:{tmp_path / 'x.npy'}", f"--exportOutput={out}"])
     got = np.load(out / "y.npy")

@@ -88,10 +88,15 @@ Status InspectEngine(const Options& o, ILogger& logger, nlohmann::json* report) 
     for (const auto& l : layers["layers"]) {
       std::printf("[kiln]     %-40s %-24s %-9s %s\n", l.value("name", "").c_str(), l.value("op_type", "").c_str(),
                   l.value("precision", "").c_str(), l.value("tactic", "").c_str());
-      if (l.contains("quantization")) {  // INT8 layers and Q/DQ: their scales
+      if (l.contains("quantization")) {  // INT8 layers and Q/DQ: their scales; weight-only layers: their weights
         const auto& q = l["quantization"];
         std::string line;
-        if (q.contains("x_scale"))
+        if (q.contains("weight_type"))  // INT4 weight-only: the packed weight's type and its scale groups
+          line += fmt::format("{} weights, {} group(s) of {} along K, {} scales{}",
+                              q["weight_type"].get<std::string>(), q["groups"].get<int64_t>(),
+                              q["group_size"].get<int64_t>(), q["scale_type"].get<std::string>(),
+                              q["zero_points"].get<bool>() ? ", zero points" : "");
+        else if (q.contains("x_scale"))
           line += fmt::format("in scale {:.6g} zero point {}; weight scales: {} ", q["x_scale"].get<double>(),
                               q["x_zero_point"].get<int64_t>(), q["w_scales"].size());
         else
