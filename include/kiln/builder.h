@@ -73,6 +73,14 @@ class BuilderConfig {
   void setMaxTensorElements(int64_t n) { max_tensor_elements_ = n; }
   int64_t maxTensorElements() const { return max_tensor_elements_; }
 
+  // INT4 weight-only from a float model (kiln build --int4Weights): every MatMul whose weight is a float [K, N]
+  // constant gets it quantized at build time — symmetric, round to nearest, one scale (max |w| / 7, in the weight's
+  // type) per block of this many K along each column — and runs as a weight-only layer reading 4-bit weights. 0 (the
+  // default): off. Layers pinned by setLayerPrecision keep their float weights. Explicitly quantized 4-bit weights
+  // (DequantizeLinear of int4/uint4) become weight-only layers either way.
+  void setInt4WeightBlockSize(int64_t block) { int4_weight_block_ = block; }
+  int64_t int4WeightBlockSize() const { return int4_weight_block_; }
+
   // Returns the profile's index, or an error naming the bad input.
   Result<int> addOptimizationProfile(const OptimizationProfile& profile);
   const std::vector<OptimizationProfile>& profiles() const { return profiles_; }
@@ -131,6 +139,7 @@ class BuilderConfig {
   uint32_t flags_ = 0;
   std::map<std::string, size_t> pools_;
   int64_t max_tensor_elements_ = int64_t{1} << 35;
+  int64_t int4_weight_block_ = 0;
   std::vector<OptimizationProfile> profiles_;
   std::string timing_cache_;
   int opt_level_ = 3;

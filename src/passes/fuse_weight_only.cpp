@@ -8,6 +8,11 @@
 // engine computes what the unfused graph computes. This is how models quantized elsewhere for INT4 weight-only
 // (onnxruntime's 4-bit quantizer in QDQ format, NVIDIA ModelOpt's INT4 AWQ export) reach a GEMM that reads a quarter of
 // FP16's weight bytes. The DequantizeLinear stays while others read it.
+// With PassOptions::int4_weight_block (kiln build --int4Weights=B), a MatMul's float [K, N] constant weight is
+// quantized here too (QuantizeFloat: symmetric int4, round to nearest, one scale per B of K per column) unless
+// --layerPrecisions pins the layer to a float type.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -108,13 +113,53 @@ std::optional<Packed> Pack(const Node& dq) {
   return p;
 }
 
+// A float [K, N] constant quantized to int4 here: per column, blocks of `block` K, scale max |w| / 7 in the weight's
+// type (1 where that is 0 or not finite), q = round half to even (w / scale) clamped to [-8, 7].
+Packed QuantizeFloat(const Tensor& w, int64_t block) {
+  const int64_t k = w.dim(0), cols = w.dim(1), group = std::min(block, k), groups = (k + group - 1) / group;
+  Packed p;
+  p.k = k;
+  p.n = cols;
+  p.group = group;
+  p.w_type = DataType::kInt4;
+  const int64_t row_bytes = (k + 1) / 2;
+  p.w = Tensor(DataType::kUInt8, {cols, row_bytes});
+  p.scales = Tensor(w.dtype(), {cols, groups});
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t k0 = gi * group, k1 = std::min(k, k0 + group);
+      double amax = 0;
+      for (int64_t i = k0; i < k1; ++i) amax = std::max(amax, std::fabs(w.GetAsDouble(i * cols + j)));
+      p.scales.SetFromDouble(j * groups + gi, amax / 7.0);  // rounded to the weight's type
+      double s = p.scales.GetAsDouble(j * groups + gi);
+      if (!(s > 0) || !std::isfinite(s)) {
+        p.scales.SetFromDouble(j * groups + gi, 1.0);
+        s = 1.0;
+      }
+      const float sf = static_cast<float>(s);
+      for (int64_t i = k0; i < k1; ++i) {
+        float q = std::nearbyint(static_cast<float>(w.GetAsDouble(i * cols + j)) / sf);
+        q = std::isnan(q) ? 0.f : std::min(7.f, std::max(-8.f, q));
+        p.w.data<uint8_t>()[j * row_bytes + i / 2] |=
+            static_cast<uint8_t>((static_cast<int>(q) & 0xf) << ((i % 2) * 4));
+      }
+    }
+  return p;
+}
+
 bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport& report) {
   if (!fusion::Is(n, "MatMul", 2) || n->outputs.size() != 1) return false;
   Value* x = n->input(0);
   Value* wv = n->input(1);
   Node* dq = wv ? u.Producer(wv) : nullptr;
-  if (!x || !IsDequantize(dq) || !IsPlainFloat(x->dtype) || wv->dtype != x->dtype) return false;
-  std::optional<Packed> p = Pack(*dq);
+  if (!x || !wv || !IsPlainFloat(x->dtype) || wv->dtype != x->dtype) return false;
+  std::optional<Packed> p;
+  if (IsDequantize(dq)) {
+    p = Pack(*dq);
+  } else if (o.int4_weight_block > 0 && wv->is_const() && wv->const_value->rank() == 2 &&
+             wv->const_value->dim(0) > 0 && wv->const_value->dim(1) > 0 && !o.keep_float_layers.count(n->name)) {
+    p = QuantizeFloat(*wv->const_value, o.int4_weight_block);
+  }
   if (!p) return false;
   if (x->has_shape && (x->shape.empty() || (x->shape.back().known() && x->shape.back().value != p->k))) return false;
   std::map<std::string, Attribute> attrs;
@@ -147,7 +192,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
     if (!o.supports(cand)) return false;
   }
   const bool zeros = p->has_zeros;
-  const std::string dq_name = dq->name, w_type = DataTypeName(p->w_type);
+  const std::string dq_name = dq ? dq->name : "float weight " + wv->name, w_type = DataTypeName(p->w_type);
   Value* w = g.AddConstant(name + "/weight_packed4", std::move(p->w));
   Value* s = g.AddConstant(name + "/weight_scales", std::move(p->scales));
   Value* z = zeros ? g.AddConstant(name + "/weight_zero_points", std::move(p->zeros)) : nullptr;
@@ -158,7 +203,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   n->inputs = {x, w, s};
   if (z) n->inputs.push_back(z);
   fusion::UseKilnDomain(g);
-  fusion::RemoveUnread(g, {dq});
+  if (dq) fusion::RemoveUnread(g, {dq});
   report.details.push_back(fmt::format("{} + {} -> WeightOnlyMatMul '{}' ({} [{}, {}], group size {}{})", dq_name,
                                        name, name, w_type, p->k, p->n, p->group, zeros ? ", zero points" : ""));
   return true;

@@ -27,6 +27,9 @@ struct PassOptions {
   bool quantize_float_weights = false;
   // Layers (node names) fuse-quantized leaves alone: --layerPrecisions pins them to a float type.
   std::set<std::string> keep_float_layers;
+  // INT4 weight-only from float weights (BuilderConfig::setInt4WeightBlockSize): fuse-weight-only also quantizes
+  // MatMuls' float [K, N] constant weights, this many K per scale (symmetric, round to nearest). 0: off.
+  int64_t int4_weight_block = 0;
 };
 
 struct PassReport {

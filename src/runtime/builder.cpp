@@ -302,6 +302,13 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   po.evaluator = ConstantFolder();
   po.quantize_float_weights = int8.quantize_float_weights;
   po.keep_float_layers = int8.keep_float;
+  if (cfg.int4WeightBlockSize() < 0)
+    return Err(StatusCode::kInvalidArgument, "the INT4 weight block size (--int4Weights) is {}: give a positive "
+               "number of K per scale, e.g. 128, or 0 for off", cfg.int4WeightBlockSize());
+  po.int4_weight_block = cfg.int4WeightBlockSize();
+  if (po.int4_weight_block > 0)
+    for (const auto& [layer, t] : cfg.layerPrecisions())
+      if (IsFloatType(t)) po.keep_float_layers.insert(layer);
   po.supports = [backend](const Node& n) { return backend->Prefers(n); };
   po.fuse = cfg.builderOptimizationLevel() > 0;
   po.disabled.insert(cfg.disabledPasses().begin(), cfg.disabledPasses().end());

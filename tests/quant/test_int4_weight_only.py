@@ -85,3 +85,23 @@ def test_onnxruntime_int4_qdq_model_builds_weight_only_and_matches(kiln, tmp_pat
     # and the quantization is real: the float model differs from both by more than the tolerance above
     ref = ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert np.abs(ref - want).max() > 1e-3
+
+
+def test_int4_weights_flag_quantizes_a_float_model_at_build_time(kiln, tmp_path):
+    fp32 = tmp_path / "mlp.onnx"
+    mlp(str(fp32))
+    x = np.random.default_rng(2).standard_normal((5, 256)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    engine, report = tmp_path / "w4.engine", tmp_path / "w4.json"
+    r = run([kiln, "build", f"--onnx={fp32}", "--backend=cpu", "--shapes=x:5x256", "--int4Weights=32",
+             f"--saveEngine={engine}", f"--json={report}"])
+    assert "int4 weight-only: 2 layer(s)" in r.stdout, r.stdout
+    rep = json.loads(report.read_text())
+    assert rep["configuration"]["int4_weight_block_size"] == 32
+    assert rep["int4_weight_only"]["layers"] == 2
+    out = tmp_path / "out"
+    run([kiln, "run", f"--loadEngine={engine}", f"--loadInputs=x:{tmp_path / 'x.npy'}", f"--exportOutput={out}"])
+    got = np.load(out / "y.npy")
+    ref = ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert 1e-3 < rel < 0.2, rel  # int4 round-to-nearest noise on random weights: real, and bounded

@@ -224,5 +224,58 @@ TEST(WeightOnly, AGemmReadingAFourBitWeightRunsInFloatAndIsReported) {
   for (int64_t i = 0; i < got.numel(); ++i) EXPECT_NEAR(got.GetAsDouble(i), want->at("y").GetAsDouble(i), 1e-5);
 }
 
+// --int4Weights: a float model's MatMul weights are quantized at build time (symmetric int4, blocks of K per column);
+// the layer then computes exactly what DequantizeLinear of those int4 values followed by MatMul computes, and a layer
+// pinned by --layerPrecisions keeps its float weight.
+TEST(WeightOnly, FloatWeightsQuantizedAtBuildTime) {
+  const int64_t k = 40, n = 7, block = 16;
+  const Tensor w = testing::Random({k, n}, 31, -1, 1);
+  NetworkDefinition net;
+  ASSERT_TRUE(net.addInput("x", DataType::kFloat32, {3, k}).ok());
+  ASSERT_TRUE(net.addConstant("w", DataType::kFloat32, w.shape(), w.raw()).ok());
+  ASSERT_TRUE(net.addConstant("w2", DataType::kFloat32, {n, n}, testing::Random({n, n}, 32, -1, 1).raw()).ok());
+  ASSERT_TRUE(net.addOp("MatMul", "mm", {"x", "w"}, {"h"}).ok());
+  ASSERT_TRUE(net.addOp("MatMul", "pinned", {"h", "w2"}, {"y"}).ok());
+  ASSERT_TRUE(net.markOutput("h").ok());
+  ASSERT_TRUE(net.markOutput("y").ok());
+  QuietLogger quiet;
+  Builder b(quiet);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cpu");
+  cfg->setInt4WeightBlockSize(block);
+  cfg->setLayerPrecision("pinned", DataType::kFloat32);
+  BuildReport report;
+  auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(report.layers_int4_weight_only, 1);
+  EXPECT_EQ(report.op_counts["MatMul"], 1);
+  Runtime rt(quiet);
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto ctx = (*e)->createExecutionContext();
+  ASSERT_TRUE(ctx.ok());
+  const Tensor x = testing::Random({3, k}, 33, -1, 1);
+  Tensor h(DataType::kFloat32, {3, n}), y(DataType::kFloat32, {3, n});
+  ASSERT_TRUE((*ctx)->setTensorAddress("x", const_cast<void*>(x.raw())).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("h", h.raw()).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("y", y.raw()).ok());
+  ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+  // The reference: the same int4 values and scales, dequantized and multiplied here.
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t g0 = 0; g0 < k; g0 += block) {
+        float amax = 0;
+        for (int64_t i = g0; i < std::min(k, g0 + block); ++i) amax = std::max(amax, std::fabs(w.data<float>()[i * n + j]));
+        const float s = static_cast<float>(static_cast<double>(amax) / 7.0);  // as the builder rounds it
+        for (int64_t i = g0; i < std::min(k, g0 + block); ++i) {
+          const float q = std::min(7.f, std::max(-8.f, std::nearbyint(w.data<float>()[i * n + j] / s)));
+          want += static_cast<double>(x.data<float>()[r * k + i]) * static_cast<double>(q * s);
+        }
+      }
+      EXPECT_NEAR(h.data<float>()[r * n + j], want, 1e-4) << r << "," << j;
+    }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -141,6 +141,7 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
     }
   }
   if (o.max_tensor_elements > 0) cfg->setMaxTensorElements(o.max_tensor_elements);
+  if (o.int4_weights > 0) cfg->setInt4WeightBlockSize(o.int4_weights);
   BuildResult r;
   KILN_ASSIGN_OR_RETURN(OptimizationProfile profile, ProfileFromOptions(o, *net, &r.dynamic_shapes));
   if (!profile.shapes().empty()) KILN_RETURN_IF_ERROR(cfg->addOptimizationProfile(profile).status());

@@ -44,6 +44,10 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_option("--maxTensorElements", o.max_tensor_elements,
                    "The most elements one tensor may hold at the largest shapes (default 2^35)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));
+    app.add_option("--int4Weights", o.int4_weights,
+                   "INT4 weight-only: quantize every MatMul's float weight to int4 at build time, with one scale per "
+                   "this many K along each column (e.g. 128); the layers read 4-bit weights")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
     app.add_option("--timingCacheFile", o.timing_cache_file, "Timing cache file");
     app.add_option("--builderOptimizationLevel", o.builder_optimization_level, "0..5 (0: no fusion)")->check(CLI::Range(0, 5));
     app.add_option("--disablePasses", o.disable_passes, "Optimizer passes to skip, e.g. fuse-residual-add[,...]")

@@ -29,6 +29,7 @@ struct Options {
   std::string profiling_verbosity;
   int avg_timing = -1;
   int64_t max_tensor_elements = 0;  // 0: the builder's default
+  int64_t int4_weights = 0;         // INT4 weight-only block size (0: off)
   // Inference.
   int iterations = 10, avg_runs = 10, inf_streams = 1;
   double warm_up_ms = 200, duration_s = 3;
