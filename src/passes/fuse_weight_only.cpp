@@ -157,8 +157,12 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   if (IsDequantize(dq)) {
     p = Pack(*dq);
   } else if (o.int4_weight_block > 0 && wv->is_const() && wv->const_value->rank() == 2 &&
-             wv->const_value->dim(0) > 0 && wv->const_value->dim(1) > 0 && !o.keep_float_layers.count(n->name)) {
-    p = QuantizeFloat(*wv->const_value, o.int4_weight_block);
+             wv->const_value->dim(0) > 0 && wv->const_value->dim(1) > 0 && !o.keep_float_layers.count(n->name) &&
+             !IsDequantize(u.Producer(x))) {  // a quantized activation: the layer is fuse-quantized's (INT8)
+    const Tensor& w = *wv->const_value;
+    bool finite = true;  // Inf / NaN weights stay float: no int4 scale represents them
+    for (int64_t i = 0; finite && i < w.numel(); ++i) finite = std::isfinite(w.GetAsDouble(i));
+    if (finite) p = QuantizeFloat(w, o.int4_weight_block);
   }
   if (!p) return false;
   if (x->has_shape && (x->shape.empty() || (x->shape.back().known() && x->shape.back().value != p->k))) return false;

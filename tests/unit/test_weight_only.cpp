@@ -275,6 +275,46 @@ TEST(WeightOnly, FloatWeightsQuantizedAtBuildTime) {
       }
       EXPECT_NEAR(h.data<float>()[r * n + j], want, 1e-4) << r << "," << j;
     }
+  // The pinned layer multiplies by its float weight.
+  Tensor w2 = testing::Random({n, n}, 32, -1, 1);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double v = 0;
+      for (int64_t i = 0; i < n; ++i) v += static_cast<double>(h.data<float>()[r * n + i]) * w2.data<float>()[i * n + j];
+      EXPECT_NEAR(y.data<float>()[r * n + j], v, 1e-4) << r << "," << j;
+    }
+}
+
+// With --int8 too, a MatMul whose input implicit INT8 quantized stays an INT8 layer: --int4Weights takes only the
+// MatMuls that compute in float.
+TEST(WeightOnly, Int8LayersStayInt8UnderInt4Weights) {
+  NetworkDefinition net;
+  ASSERT_TRUE(net.addInput("x", DataType::kFloat32, {4, 32}).ok());
+  ASSERT_TRUE(net.addConstant("w", DataType::kFloat32, {32, 16}, testing::Random({32, 16}, 41, -1, 1).raw()).ok());
+  ASSERT_TRUE(net.addOp("MatMul", "mm", {"x", "w"}, {"y"}).ok());
+  ASSERT_TRUE(net.markOutput("y").ok());
+  ASSERT_TRUE(net.setDynamicRange("x", -1, 1).ok());
+  QuietLogger quiet;
+  Builder b(quiet);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cpu");
+  cfg->setFlag(BuilderFlag::kINT8);
+  cfg->setInt4WeightBlockSize(16);
+  BuildReport report;
+  auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(report.op_counts["kiln.QMatMul"], 1);
+  EXPECT_EQ(report.layers_int4_weight_only, 0);
+}
+
+TEST(Int4Tensors, ConstantsOutsideTheirRangeAreRefused) {
+  NetworkDefinition net;
+  net.setOpset(21);
+  const uint8_t bytes[2] = {0x0f, 0x03};  // 15 is not an int4 (kiln holds -1 as 0xff)
+  Status st = net.addConstant("q", DataType::kInt4, {2}, bytes);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("constant 'q': element 0 is 15, outside int4"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(net.addConstant("u", DataType::kUInt4, {2}, bytes).ok());
 }
 
 }  // namespace
