@@ -75,7 +75,7 @@ class BuilderConfig {
 
   // INT4 weight-only from a float model (kiln build --int4Weights): every MatMul whose weight is a float [K, N]
   // constant gets it quantized at build time — symmetric, round to nearest, one scale (max |w| / 7, in the weight's
-  // type) per block of this many K along each column — and runs as a weight-only layer reading 4-bit weights. 0 (the
+  // type, or float16 / bfloat16 for a float32 weight in an FP16 / BF16 build) per block of this many K along each column — and runs as a weight-only layer reading 4-bit weights. 0 (the
   // default): off. Layers pinned by setLayerPrecision keep their float weights. Explicitly quantized 4-bit weights
   // (DequantizeLinear of int4/uint4) become weight-only layers either way.
   void setInt4WeightBlockSize(int64_t block) { int4_weight_block_ = block; }

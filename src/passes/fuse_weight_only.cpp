@@ -113,9 +113,9 @@ std::optional<Packed> Pack(const Node& dq) {
   return p;
 }
 
-// A float [K, N] constant quantized to int4 here: per column, blocks of `block` K, scale max |w| / 7 in the weight's
-// type (1 where that is 0 or not finite), q = round half to even (w / scale) clamped to [-8, 7].
-Packed QuantizeFloat(const Tensor& w, int64_t block) {
+// A float [K, N] constant quantized to int4 here: per column, blocks of `block` K, scale max |w| / 7 in `scale_type`
+// (1 where that is 0 or not finite), q = round half to even (w / scale) clamped to [-8, 7].
+Packed QuantizeFloat(const Tensor& w, int64_t block, DataType scale_type) {
   const int64_t k = w.dim(0), cols = w.dim(1), group = std::min(block, k), groups = (k + group - 1) / group;
   Packed p;
   p.k = k;
@@ -124,7 +124,7 @@ Packed QuantizeFloat(const Tensor& w, int64_t block) {
   p.w_type = DataType::kInt4;
   const int64_t row_bytes = (k + 1) / 2;
   p.w = Tensor(DataType::kUInt8, {cols, row_bytes});
-  p.scales = Tensor(w.dtype(), {cols, groups});
+  p.scales = Tensor(scale_type, {cols, groups});
   for (int64_t j = 0; j < cols; ++j)
     for (int64_t gi = 0; gi < groups; ++gi) {
       const int64_t k0 = gi * group, k1 = std::min(k, k0 + group);
@@ -162,7 +162,9 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
     const Tensor& w = *wv->const_value;
     bool finite = true;  // Inf / NaN weights stay float: no int4 scale represents them
     for (int64_t i = 0; finite && i < w.numel(); ++i) finite = std::isfinite(w.GetAsDouble(i));
-    if (finite) p = QuantizeFloat(w, o.int4_weight_block);
+    const DataType st = w.dtype() == DataType::kFloat32 && o.int4_scale_type != DataType::kUndefined
+                            ? o.int4_scale_type : w.dtype();
+    if (finite) p = QuantizeFloat(w, o.int4_weight_block, st);
   }
   if (!p) return false;
   if (x->has_shape && (x->shape.empty() || (x->shape.back().known() && x->shape.back().value != p->k))) return false;

@@ -30,6 +30,9 @@ struct PassOptions {
   // INT4 weight-only from float weights (BuilderConfig::setInt4WeightBlockSize): fuse-weight-only also quantizes
   // MatMuls' float [K, N] constant weights, this many K per scale (symmetric, round to nearest). 0: off.
   int64_t int4_weight_block = 0;
+  // The type of those scales when the weight is float32: the build's reduced type (--fp16: float16, which the CUDA
+  // GEMV reads on its half2 path), or undefined for the weight's own type.
+  DataType int4_scale_type = DataType::kUndefined;
 };
 
 struct PassReport {

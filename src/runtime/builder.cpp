@@ -306,6 +306,9 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
     return Err(StatusCode::kInvalidArgument, "the INT4 weight block size (--int4Weights) is {}: give a positive "
                "number of K per scale, e.g. 128, or 0 for off", cfg.int4WeightBlockSize());
   po.int4_weight_block = cfg.int4WeightBlockSize();
+  po.int4_scale_type = cfg.getFlag(BuilderFlag::kFP16)   ? DataType::kFloat16
+                       : cfg.getFlag(BuilderFlag::kBF16) ? DataType::kBFloat16
+                                                         : DataType::kUndefined;
   if (po.int4_weight_block > 0)
     for (const auto& [layer, t] : cfg.layerPrecisions())
       if (IsFloatType(t)) po.keep_float_layers.insert(layer);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "kiln/kiln.h"
 
 namespace kiln::gputest {
 namespace {
@@ -56,6 +57,37 @@ TEST(GpuWeightOnly, MatchesCpuOnBothTactics) {
       SCOPED_TRACE("case " + std::to_string(i) + ", tactic " + tactic);
       EXPECT_TRUE(RunCase(cases[i], tactic));
     }
+}
+
+class QuietLogger : public ILogger {
+ public:
+  void log(Severity, const char*) noexcept override {}
+};
+
+// --fp16 --int4Weights on a float32 model: the int4 scales are float16 (the GEMV's half2 path), and the engine runs.
+TEST(GpuWeightOnly, Fp16BuildOfAFloatModelGetsFloat16Scales) {
+  NetworkDefinition net;
+  ASSERT_TRUE(net.addInput("x", DataType::kFloat32, {1, 256}).ok());
+  const Tensor w = Random(DataType::kFloat32, {256, 64}, 51, -1, 1);
+  ASSERT_TRUE(net.addConstant("w", DataType::kFloat32, {256, 64}, w.raw()).ok());
+  ASSERT_TRUE(net.addOp("MatMul", "mm", {"x", "w"}, {"y"}).ok());
+  ASSERT_TRUE(net.markOutput("y").ok());
+  QuietLogger quiet;
+  Builder b(quiet);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cuda");
+  cfg->setFlag(BuilderFlag::kFP16);
+  cfg->setInt4WeightBlockSize(128);
+  cfg->setProfilingVerbosity(ProfilingVerbosity::kDetailed);
+  BuildReport report;
+  auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(report.layers_int4_weight_only, 1);
+  Runtime rt(quiet);
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const std::string info = (*e)->getLayerInformationJson();
+  EXPECT_NE(info.find("float16[64,2]"), std::string::npos) << info;  // mm/weight_scales
 }
 
 }  // namespace
