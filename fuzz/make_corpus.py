@@ -62,6 +62,13 @@ def hand_models():
          helper.make_node("Mul", ["d", "d"], ["s"]), helper.make_node("ReduceMean", ["s"], ["v"], axes=[-1]),
          helper.make_node("Sqrt", ["v"], ["q"]), helper.make_node("Div", ["d", "q"], ["y"])],
         [_vi("x", [2, 3, 8])], [_vi("y", [2, 3, 8])], opset=17)
+    # INT4 weight-only: DequantizeLinear(int4 [16, 8], blocks of 8 along K) -> MatMul (kiln.WeightOnlyMatMul).
+    q4 = helper.make_tensor("q4", TensorProto.INT4, [16, 8], rng.integers(-8, 8, 128).tolist())
+    s4 = numpy_helper.from_array((rng.random((2, 8)) * 0.1 + 0.01).astype(np.float32), "s4")
+    yield "matmul_int4_weight_only", _model(
+        [helper.make_node("DequantizeLinear", ["q4", "s4"], ["w4"], axis=0, block_size=8),
+         helper.make_node("MatMul", ["x", "w4"], ["y"])],
+        [_vi("x", [3, 16])], [_vi("y", [3, 8])], [q4, s4], opset=21)
     ext = onnx.TensorProto()
     ext.name, ext.data_type = "e", TensorProto.FLOAT
     ext.dims.extend([4, 32])
@@ -112,7 +119,7 @@ def main():
     if a.kiln:
         with tempfile.TemporaryDirectory() as tmp:
             builds = [("relu", []), ("conv_relu", []), ("matmul_add_gelu", []), ("reshape_transpose_softmax", []),
-                      ("split_concat", []), ("reduce_mean_layernorm", []),
+                      ("split_concat", []), ("reduce_mean_layernorm", []), ("matmul_int4_weight_only", []),
                       ("relu_dynamic", ["--minShapes=x:1x8", "--optShapes=x:2x8", "--maxShapes=x:4x8"])]
             for name, flags in builds:
                 model, engine = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + ".engine")
