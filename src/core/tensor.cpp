@@ -154,6 +154,14 @@ Tensor Tensor::FromFloat(const std::vector<float>& values, std::vector<int64_t> 
 
 std::string Tensor::Describe() const { return fmt::format("{}{}", DataTypeName(dtype_), ShapeToString(shape_)); }
 
+int64_t FirstOutOf4BitRange(const Tensor& t) {
+  if (!Is4BitType(t.dtype())) return -1;
+  const auto [lo, hi] = IntegerRange(t.dtype());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (t.GetAsInt(i) < lo || t.GetAsInt(i) > hi) return i;
+  return -1;
+}
+
 Tensor CastTensor(const Tensor& t, DataType to, bool saturate) {
   if (t.dtype() == to) return t;
   Tensor r(to, t.shape());

@@ -94,13 +94,8 @@ Result<Tensor> Reader::ReadTensor(const fb::TensorRef* t, const std::string& wha
     return Bad(fmt::format("{} lies outside the weights section", what));
   Tensor out(dt, std::move(shape));
   if (bytes) std::memcpy(out.raw(), weights_ + t->offset(), bytes);
-  if (Is4BitType(dt)) {  // held one value per byte: every byte must be a value of the type
-    const auto [lo, hi] = IntegerRange(dt);
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      const int64_t v = out.GetAsInt(i);
-      if (v < lo || v > hi) return Bad(fmt::format("{} holds {}, outside {}", what, v, DataTypeName(dt)));
-    }
-  }
+  if (const int64_t i = FirstOutOf4BitRange(out); i >= 0)  // held one value per byte: each must be a value
+    return Bad(fmt::format("{} holds {}, outside {}", what, out.GetAsInt(i), DataTypeName(dt)));
   return out;
 }
 

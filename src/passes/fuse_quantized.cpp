@@ -54,8 +54,8 @@ bool PerTensorParams(const Node* n, float* scale, int64_t* zp, DataType* zp_type
   return true;
 }
 
-bool IsDequantize(const Node* n) { return n && n->domain.empty() && n->op_type == "DequantizeLinear"; }
-bool IsQuantize(const Node* n) { return n && n->domain.empty() && n->op_type == "QuantizeLinear"; }
+bool IsDequantize(const Node* n) { return fusion::IsOp(n, "DequantizeLinear"); }
+bool IsQuantize(const Node* n) { return fusion::IsOp(n, "QuantizeLinear"); }
 
 struct Weight {
   Tensor q;                   // int8 [M, ...] (conv) or [K, N] (GEMM)
@@ -222,13 +222,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
     }
   }
   Value bias_standin;
-  if (flat_bias) {
-    bias_standin.name = bias->name + "/flat";
-    bias_standin.dtype = DataType::kFloat32;
-    bias_standin.shape = FromStatic(flat_bias->shape());
-    bias_standin.has_shape = true;
-    bias_standin.const_value = *flat_bias;
-  }
+  if (flat_bias) bias_standin = fusion::ConstantStandIn(bias->name + "/flat", *flat_bias);
 
   // The output's QuantizeLinear, when it alone reads the output.
   Value* y = n->outputs[0];
@@ -243,12 +237,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   // The new node replaces n in place (its name and position stay); the backend is asked first, about a candidate
   // that reads the weight from a stand-in value (the graph's constant is made once the node is accepted).
   const std::string name = n->name;
-  Value w_standin;
-  w_standin.name = name + "/weight_int8";
-  w_standin.dtype = DataType::kInt8;
-  w_standin.shape = FromStatic(w->q.shape());
-  w_standin.has_shape = true;
-  w_standin.const_value = w->q;
+  Value w_standin = fusion::ConstantStandIn(name + "/weight_int8", w->q);
   Node* qn = n;
   std::map<std::string, Attribute> attrs;
   for (const auto& [k, a] : n->attrs)

@@ -28,11 +28,7 @@ namespace {
 
 using fusion::Uses;
 
-bool IsDequantize(const Node* n) { return n && n->domain.empty() && n->op_type == "DequantizeLinear"; }
-
-bool IsPlainFloat(DataType t) {
-  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
-}
+bool IsDequantize(const Node* n) { return fusion::IsOp(n, "DequantizeLinear"); }
 
 // The packed weight, scales and zero points of a DequantizeLinear of a 4-bit [K, N] constant; nullopt when its
 // parameters are not constants or do not fit the weight.
@@ -47,7 +43,7 @@ std::optional<Packed> Pack(const Node& dq) {
   const Value* qv = dq.input(0);
   const Value* sv = dq.input(1);
   const Value* zv = dq.input(2);
-  if (!qv || !qv->is_const() || !Is4BitType(qv->dtype) || !sv || !sv->is_const() || !IsPlainFloat(sv->dtype))
+  if (!qv || !qv->is_const() || !Is4BitType(qv->dtype) || !sv || !sv->is_const() || !fusion::IsFloatType(sv->dtype))
     return std::nullopt;
   if (zv && (!zv->is_const() || zv->dtype != qv->dtype)) return std::nullopt;
   const Tensor& q = *qv->const_value;
@@ -152,7 +148,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   Value* x = n->input(0);
   Value* wv = n->input(1);
   Node* dq = wv ? u.Producer(wv) : nullptr;
-  if (!x || !wv || !IsPlainFloat(x->dtype) || wv->dtype != x->dtype) return false;
+  if (!x || !wv || !fusion::IsFloatType(x->dtype) || wv->dtype != x->dtype) return false;
   std::optional<Packed> p;
   if (IsDequantize(dq)) {
     p = Pack(*dq);
@@ -174,17 +170,9 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   attrs[woq_attrs::kWType] = Attribute::Int(static_cast<int64_t>(p->w_type));
   const std::string name = n->name;
   // Stand-ins for the constants, made in the graph once the backend accepts the node.
-  auto standin = [](const std::string& nm, const Tensor& t) {
-    Value v;
-    v.name = nm;
-    v.dtype = t.dtype();
-    for (int64_t d : t.shape()) v.shape.push_back(Dim(d));
-    v.has_shape = true;
-    v.const_value = t;
-    return v;
-  };
-  Value ws = standin(name + "/weight_packed4", p->w), ss = standin(name + "/weight_scales", p->scales),
-        zs = p->has_zeros ? standin(name + "/weight_zero_points", p->zeros) : Value();
+  Value ws = fusion::ConstantStandIn(name + "/weight_packed4", p->w),
+        ss = fusion::ConstantStandIn(name + "/weight_scales", p->scales),
+        zs = p->has_zeros ? fusion::ConstantStandIn(name + "/weight_zero_points", p->zeros) : Value();
   if (o.supports) {
     Node cand;
     cand.name = name;

@@ -85,6 +85,18 @@ bool SameShape(const Value* a, const Value* b) {
   return true;
 }
 
+bool IsOp(const Node* n, const char* op) { return n && n->domain.empty() && n->op_type == op; }
+
+Value ConstantStandIn(const std::string& name, const Tensor& t) {
+  Value v;
+  v.name = name;
+  v.dtype = t.dtype();
+  v.shape = FromStatic(t.shape());
+  v.has_shape = true;
+  v.const_value = t;
+  return v;
+}
+
 bool IsFloatType(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }

@@ -44,6 +44,10 @@ Value* OperandBesideConst(const Node* n, const char* op, double c, double rtol =
 // Like OperandBesideConst, but any scalar constant; stores it in *c.
 Value* OperandBesideAnyConst(const Node* n, const char* op, double* c);
 bool Is(const Node* n, const char* op, size_t n_inputs);  // default domain, op type, input count
+bool IsOp(const Node* n, const char* op);                 // default domain and op type (n may be null)
+// A value standing for a constant a pass has not yet added to the graph: a candidate node the backend is asked
+// about reads it (name, type, static shape and contents).
+Value ConstantStandIn(const std::string& name, const Tensor& t);
 // Both shapes are known with the same rank and each pair of dims is the same constant or symbol.
 bool SameShape(const Value* a, const Value* b);
 bool IsFloatType(DataType t);  // float32, float16, bfloat16

@@ -30,7 +30,7 @@ bool PerTensor(const Node* q) {
   return q->outputs.size() == 1 && q->outputs[0];
 }
 
-bool IsOp(const Node* n, const char* op) { return n && n->domain.empty() && n->op_type == op; }
+using fusion::IsOp;
 
 // in -> first -> (mid) -> second -> out  becomes  in -> second -> (a fresh value of `type` and `shape`) -> first -> out,
 // with second moved before first in the node order (its other inputs, if any, come from before first already).

@@ -55,12 +55,10 @@ Status NetworkDefinition::addConstant(const std::string& name, DataType type, co
     return Err(StatusCode::kUnsupported, "constant '{}': element type {} is not supported", name, DataTypeName(type));
   Tensor t(type, dims);
   if (t.nbytes()) std::memcpy(t.raw(), data, t.nbytes());
-  if (Is4BitType(type)) {  // one value per byte, sign-extended for int4 (include/kiln/types.h)
+  if (const int64_t i = FirstOutOf4BitRange(t); i >= 0) {  // one value per byte, sign-extended for int4
     const auto [lo, hi] = IntegerRange(type);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (t.GetAsInt(i) < lo || t.GetAsInt(i) > hi)
-        return Err(StatusCode::kInvalidArgument, "constant '{}': element {} is {}, outside {} ([{}, {}]; kiln holds "
-                   "one value per byte, sign-extended for int4)", name, i, t.GetAsInt(i), DataTypeName(type), lo, hi);
+    return Err(StatusCode::kInvalidArgument, "constant '{}': element {} is {}, outside {} ([{}, {}]; kiln holds one "
+               "value per byte, sign-extended for int4)", name, i, t.GetAsInt(i), DataTypeName(type), lo, hi);
   }
   Value* v = graph_->GetOrAddValue(name);
   v->dtype = type;

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <random>
 
 #include "kiln/builder.h"
@@ -21,6 +23,35 @@ class QuietLogger : public ILogger {
  public:
   void log(Severity, const char*) noexcept override {}
 };
+
+// A network built on the cpu backend (the config adjusted by `setup`), its report, engine and an execution context;
+// failures are test failures, and leave ctx null.
+struct CpuBuild {
+  BuildReport report;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<ExecutionContext> ctx;
+};
+
+CpuBuild BuildOnCpu(const NetworkDefinition& net, const std::function<void(BuilderConfig&)>& setup = {}) {
+  static QuietLogger quiet;
+  CpuBuild r;
+  Builder b(quiet);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cpu");
+  if (setup) setup(*cfg);
+  auto bytes = b.buildSerializedNetwork(net, *cfg, &r.report);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  if (!bytes.ok()) return r;
+  Runtime rt(quiet);
+  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (!e.ok()) return r;
+  r.engine = std::move(*e);
+  auto ctx = r.engine->createExecutionContext();
+  EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
+  if (ctx.ok()) r.ctx = std::move(*ctx);
+  return r;
+}
 
 TEST(Int4Tensors, ImportFromPackedRawDataAndInt32Data) {
   const std::vector<int> values = {1, -2, 3, -8, 7};  // odd count: the last byte's high nibble is padding
@@ -68,26 +99,18 @@ TEST(Int4Tensors, CastRoundsAndSaturatesAndEnginesKeepThem) {
   ASSERT_TRUE(net.addOp("Cast", "to_uint8", {"q"}, {"u"}, {{"to", int64_t{2}}}).ok());
   ASSERT_TRUE(net.markOutput("y").ok());
   ASSERT_TRUE(net.markOutput("u").ok());
-  QuietLogger quiet;
-  Builder b(quiet);
-  auto cfg = b.createBuilderConfig();
-  cfg->setBackend("cpu");
-  auto bytes = b.buildSerializedNetwork(net, *cfg);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  Runtime rt(quiet);
-  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
-  auto ctx = (*e)->createExecutionContext();
-  ASSERT_TRUE(ctx.ok());
+  CpuBuild built = BuildOnCpu(net);
+  ASSERT_TRUE(built.ctx);
+  ExecutionContext* ctx = built.ctx.get();
   const std::vector<float> x = {2.7f, -1.5f, 2.5f, 100.f, -100.f, 0.5f};
   const std::vector<int8_t> q = {-3, 7, -8};
   std::vector<float> y(6);
   std::vector<uint8_t> u(3);
-  ASSERT_TRUE((*ctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
-  ASSERT_TRUE((*ctx)->setTensorAddress("q", const_cast<int8_t*>(q.data())).ok());
-  ASSERT_TRUE((*ctx)->setTensorAddress("y", y.data()).ok());
-  ASSERT_TRUE((*ctx)->setTensorAddress("u", u.data()).ok());
-  ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("x", const_cast<float*>(x.data())).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("q", const_cast<int8_t*>(q.data())).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("y", y.data()).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("u", u.data()).ok());
+  ASSERT_TRUE(ctx->enqueue(nullptr).ok());
   EXPECT_EQ(y, (std::vector<float>{3, -2, 2, 7, -8, 0}));
   EXPECT_EQ(u, (std::vector<uint8_t>{253, 7, 248}));
 }
@@ -152,29 +175,21 @@ TEST(WeightOnly, MatMulMatchesTheNetworkAsWritten) {
     auto want = debug::RunNetwork(net, inputs);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
 
-    QuietLogger quiet;
-    Builder b(quiet);
-    auto cfg = b.createBuilderConfig();
-    cfg->setBackend("cpu");
-    BuildReport report;
-    auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    CpuBuild built = BuildOnCpu(net);
+    ASSERT_TRUE(built.ctx);
+    BuildReport& report = built.report;
+    ExecutionContext* ctx = built.ctx.get();
     EXPECT_EQ(report.op_counts["kiln.WeightOnlyMatMul"], 1);
     EXPECT_EQ(report.layers_int4_weight_only, 1);
     EXPECT_TRUE(report.weight_only_fallbacks.empty());
     EXPECT_EQ(report.op_counts["DequantizeLinear"], 0);
-    Runtime rt(quiet);
-    auto e = rt.deserializeEngine(bytes->data(), bytes->size());
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    auto ctx = (*e)->createExecutionContext();
-    ASSERT_TRUE(ctx.ok());
-    ASSERT_TRUE((*ctx)->setInputShape("x", c.x_shape).ok());
-    ASSERT_TRUE((*ctx)->setTensorAddress("x", x.raw()).ok());
-    auto shape = (*ctx)->getTensorShape("y");
+    ASSERT_TRUE(ctx->setInputShape("x", c.x_shape).ok());
+    ASSERT_TRUE(ctx->setTensorAddress("x", x.raw()).ok());
+    auto shape = ctx->getTensorShape("y");
     ASSERT_TRUE(shape.ok());
     Tensor got(xt, *shape);
-    ASSERT_TRUE((*ctx)->setTensorAddress("y", got.raw()).ok());
-    ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+    ASSERT_TRUE(ctx->setTensorAddress("y", got.raw()).ok());
+    ASSERT_TRUE(ctx->enqueue(nullptr).ok());
     const Tensor& ref = want->at("y");
     ASSERT_EQ(got.shape(), ref.shape());
     const double tol = xt == DataType::kFloat16 ? 2e-3 : 1e-5;
@@ -201,26 +216,18 @@ TEST(WeightOnly, AGemmReadingAFourBitWeightRunsInFloatAndIsReported) {
   const Tensor x = testing::Random({2, k}, 77, -1, 1);
   auto want = debug::RunNetwork(net, {{"x", x}});
   ASSERT_TRUE(want.ok()) << want.status().ToString();
-  QuietLogger quiet;
-  Builder b(quiet);
-  auto cfg = b.createBuilderConfig();
-  cfg->setBackend("cpu");
-  BuildReport report;
-  auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  CpuBuild built = BuildOnCpu(net);
+  ASSERT_TRUE(built.ctx);
+  const BuildReport& report = built.report;
+  ExecutionContext* ctx = built.ctx.get();
   EXPECT_EQ(report.layers_int4_weight_only, 0);
   ASSERT_EQ(report.weight_only_fallbacks.size(), 1u);
   EXPECT_EQ(report.weight_only_fallbacks[0].first, "gemm");
   EXPECT_NE(report.weight_only_fallbacks[0].second.find("only MatMul runs weight-only"), std::string::npos);
-  Runtime rt(quiet);
-  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
-  auto ctx = (*e)->createExecutionContext();
-  ASSERT_TRUE(ctx.ok());
   Tensor got(DataType::kFloat32, {2, n});
-  ASSERT_TRUE((*ctx)->setTensorAddress("x", const_cast<void*>(x.raw())).ok());
-  ASSERT_TRUE((*ctx)->setTensorAddress("y", got.raw()).ok());
-  ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("x", const_cast<void*>(x.raw())).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("y", got.raw()).ok());
+  ASSERT_TRUE(ctx->enqueue(nullptr).ok());
   for (int64_t i = 0; i < got.numel(); ++i) EXPECT_NEAR(got.GetAsDouble(i), want->at("y").GetAsDouble(i), 1e-5);
 }
 
@@ -238,28 +245,20 @@ TEST(WeightOnly, FloatWeightsQuantizedAtBuildTime) {
   ASSERT_TRUE(net.addOp("MatMul", "pinned", {"h", "w2"}, {"y"}).ok());
   ASSERT_TRUE(net.markOutput("h").ok());
   ASSERT_TRUE(net.markOutput("y").ok());
-  QuietLogger quiet;
-  Builder b(quiet);
-  auto cfg = b.createBuilderConfig();
-  cfg->setBackend("cpu");
-  cfg->setInt4WeightBlockSize(block);
-  cfg->setLayerPrecision("pinned", DataType::kFloat32);
-  BuildReport report;
-  auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  EXPECT_EQ(report.layers_int4_weight_only, 1);
-  EXPECT_EQ(report.op_counts["MatMul"], 1);
-  Runtime rt(quiet);
-  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
-  auto ctx = (*e)->createExecutionContext();
-  ASSERT_TRUE(ctx.ok());
+  CpuBuild built = BuildOnCpu(net, [&](BuilderConfig& cfg) {
+    cfg.setInt4WeightBlockSize(block);
+    cfg.setLayerPrecision("pinned", DataType::kFloat32);
+  });
+  ASSERT_TRUE(built.ctx);
+  ExecutionContext* ctx = built.ctx.get();
+  EXPECT_EQ(built.report.layers_int4_weight_only, 1);
+  EXPECT_EQ(built.report.op_counts["MatMul"], 1);
   const Tensor x = testing::Random({3, k}, 33, -1, 1);
   Tensor h(DataType::kFloat32, {3, n}), y(DataType::kFloat32, {3, n});
-  ASSERT_TRUE((*ctx)->setTensorAddress("x", const_cast<void*>(x.raw())).ok());
-  ASSERT_TRUE((*ctx)->setTensorAddress("h", h.raw()).ok());
-  ASSERT_TRUE((*ctx)->setTensorAddress("y", y.raw()).ok());
-  ASSERT_TRUE((*ctx)->enqueue(nullptr).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("x", const_cast<void*>(x.raw())).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("h", h.raw()).ok());
+  ASSERT_TRUE(ctx->setTensorAddress("y", y.raw()).ok());
+  ASSERT_TRUE(ctx->enqueue(nullptr).ok());
   // The reference: the same int4 values and scales, dequantized and multiplied here.
   for (int64_t r = 0; r < 3; ++r)
     for (int64_t j = 0; j < n; ++j) {
@@ -294,17 +293,13 @@ TEST(WeightOnly, Int8LayersStayInt8UnderInt4Weights) {
   ASSERT_TRUE(net.addOp("MatMul", "mm", {"x", "w"}, {"y"}).ok());
   ASSERT_TRUE(net.markOutput("y").ok());
   ASSERT_TRUE(net.setDynamicRange("x", -1, 1).ok());
-  QuietLogger quiet;
-  Builder b(quiet);
-  auto cfg = b.createBuilderConfig();
-  cfg->setBackend("cpu");
-  cfg->setFlag(BuilderFlag::kINT8);
-  cfg->setInt4WeightBlockSize(16);
-  BuildReport report;
-  auto bytes = b.buildSerializedNetwork(net, *cfg, &report);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  EXPECT_EQ(report.op_counts["kiln.QMatMul"], 1);
-  EXPECT_EQ(report.layers_int4_weight_only, 0);
+  CpuBuild built = BuildOnCpu(net, [](BuilderConfig& cfg) {
+    cfg.setFlag(BuilderFlag::kINT8);
+    cfg.setInt4WeightBlockSize(16);
+  });
+  ASSERT_TRUE(built.ctx);
+  EXPECT_EQ(built.report.op_counts["kiln.QMatMul"], 1);
+  EXPECT_EQ(built.report.layers_int4_weight_only, 0);
 }
 
 TEST(Int4Tensors, ConstantsOutsideTheirRangeAreRefused) {

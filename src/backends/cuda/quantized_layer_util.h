@@ -32,6 +32,13 @@ inline Status Unsupported(const Node& n, const std::string& what) {
 
 inline int DTypeOf(DataType t) { return static_cast<int>(t); }
 
+// The rows of a GEMM's X [..., K]: the product of every dim but the last (1 for a vector).
+inline int64_t RowsOf(const std::vector<int64_t>& shape) {
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+  return rows;
+}
+
 // The parts of QGemmArgs that do not depend on the run's shapes.
 inline Result<QGemmArgs> BaseArgs(const Node& n, const quant_attrs::Params& p, const QWeights& w) {
   QGemmArgs a;

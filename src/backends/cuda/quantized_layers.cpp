@@ -72,11 +72,7 @@ class QMatMulLtLayer : public Layer {
   }
 
  private:
-  int64_t Rows(const DeviceTensor& x) const {
-    int64_t rows = 1;
-    for (size_t d = 0; d + 1 < x.shape.size(); ++d) rows *= x.shape[d];
-    return rows;
-  }
+  int64_t Rows(const DeviceTensor& x) const { return RowsOf(x.shape); }
   std::shared_ptr<QWeights> w_;
   QGemmArgs base_;
   LtAlgo algo_;
@@ -84,11 +80,6 @@ class QMatMulLtLayer : public Layer {
   std::string where_;
 };
 
-[[maybe_unused]] int64_t RowsOf(const std::vector<int64_t>& shape) {  // (used by the sm90 layer only)
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
-  return rows;
-}
 
 #if defined(KILN_HAVE_CUTLASS_SM90)
 
@@ -171,8 +162,7 @@ Result<std::vector<std::string>> QMatMulTactics(const LayerSpec& spec) {
   const Node& n = spec.node;
   if (LtEligible(n) && !spec.input_shapes.empty() && !spec.input_shapes[0].empty()) {
     const Tensor& w = *n.input(1)->const_value;
-    int64_t rows = 1;
-    for (size_t d = 0; d + 1 < spec.input_shapes[0].size(); ++d) rows *= spec.input_shapes[0][d];
+    const int64_t rows = RowsOf(spec.input_shapes[0]);
     if (rows > 0) {
       LtGemmShape shape;
       shape.dtype = static_cast<int>(DataType::kInt8);
@@ -258,9 +248,7 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
     LtGemmShape shape;
     shape.dtype = static_cast<int>(DataType::kInt8);
     shape.m = 1;
-    int64_t rows = 1;
-    if (!spec.input_shapes.empty() && !spec.input_shapes[0].empty())
-      for (size_t d = 0; d + 1 < spec.input_shapes[0].size(); ++d) rows *= spec.input_shapes[0][d];
+    const int64_t rows = spec.input_shapes.empty() ? 1 : RowsOf(spec.input_shapes[0]);
     shape.m = std::max<int64_t>(rows, 1);
     shape.n = cols;
     shape.k = k;
@@ -279,8 +267,7 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
         QGemmArgs a = base;
         a.x = in[0].data;
         a.x_unsigned = in[0].dtype == DataType::kUInt8;
-        a.o = 1;  // rows from X's shape (K may be 0: the epilogue still writes every row)
-        for (size_t d = 0; d + 1 < in[0].shape.size(); ++d) a.o *= in[0].shape[d];
+        a.o = RowsOf(in[0].shape);  // rows from X's shape (K may be 0: the epilogue still writes every row)
         a.bias = OptionalFloat(in, 2);
         SetResidual(a, in);
         a.y = out[0].data;

@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/families.h"
+#include "backends/cuda/quantized_layer_util.h"
 #include "backends/cuda/weight_only_kernels.h"
 #include "core/error.h"
 #include "ops/quantized_ops.h"
@@ -25,11 +26,7 @@ constexpr const char* kDequant = "w4-dequant-cublaslt";
 constexpr int64_t kGemvMaxRows = 64;
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
-int64_t RowsOf(const std::vector<int64_t>& shape) {
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
-  return rows;
-}
+using quantized::RowsOf;
 
 struct WoqWeights {
   DeviceBuffer w, scales, zeros;
