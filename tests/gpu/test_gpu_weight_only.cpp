@@ -1,6 +1,7 @@
 // Differential tests of kiln.WeightOnlyMatMul (packed 4-bit weight, float activations) against the CPU reference:
-// both tactics, int4 and uint4, zero points, group sizes that are and are not multiples of 32, K and N that leave
-// partial chunks and columns, 1 to 100 rows (past the GEMV's row limit), float32 / float16 / bfloat16 X and scales.
+// every tactic (the tensor-core GEMV where it applies), int4 and uint4, zero points, group sizes that are and are
+// not multiples of 16 and 32, K and N that leave partial chunks, tiles and columns, 1 to 100 rows (past the GEMVs'
+// row limit), float32 / float16 / bfloat16 X and scales.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -39,7 +40,12 @@ struct WCase {
   return node.MatchesCpu(tol, tol);
 }
 
-TEST(GpuWeightOnly, MatchesCpuOnBothTactics) {
+// The tensor-core GEMV takes 16-bit X with scales of X's type, groups of 16s, zero points in the 4-bit range.
+bool MmaTakes(const WCase& c) {
+  return c.x_type != DataType::kFloat32 && c.s_type == c.x_type && c.group % 16 == 0;
+}
+
+TEST(GpuWeightOnly, MatchesCpuOnEveryTactic) {
   const std::vector<WCase> cases = {
       {{1, 4096}, 64, 128},                                                          // a decode step
       {{3, 70}, 13, 32, DataType::kFloat32, DataType::kFloat32, true, false, 2},     // partial chunk, odd N
@@ -51,12 +57,30 @@ TEST(GpuWeightOnly, MatchesCpuOnBothTactics) {
       {{3, 512}, 33, 64, DataType::kFloat16, DataType::kFloat16, true, true, 8},     // half2 path: rows, zero points
       {{1, 1, 200}, 16, 32, DataType::kFloat16, DataType::kFloat16, false, true, 9}, // half2 path: uint4, short K
       {{2, 288}, 10, 96, DataType::kFloat16, DataType::kFloat16, true, false, 10},   // group 3 x 32: a division
+      {{9, 45}, 21, 16, DataType::kBFloat16, DataType::kBFloat16, true, true, 11},   // mma: 2 row blocks, odd K and N
+      {{8, 4096}, 300, 64, DataType::kFloat16, DataType::kFloat16, false, true, 12}, // mma: uint4 and zero points
+      {{2, 1000}, 17, 32, DataType::kBFloat16, DataType::kBFloat16, true, false, 13},// mma: bfloat16, partial tile
+      {{1, 11008}, 40, 128, DataType::kFloat16, DataType::kFloat16, true, false, 14},// mma: a long K (172 tiles)
+      {{70, 96}, 24, 48, DataType::kFloat16, DataType::kFloat16, true, true, 15},    // mma past its rows; group 3x16
   };
   for (size_t i = 0; i < cases.size(); ++i)
-    for (const char* tactic : {"w4-gemv", "w4-dequant-cublaslt"}) {
+    for (const char* tactic : {"w4-mma", "w4-gemv", "w4-dequant-cublaslt"}) {
+      if (std::string(tactic) == "w4-mma" && !MmaTakes(cases[i])) continue;
       SCOPED_TRACE("case " + std::to_string(i) + ", tactic " + tactic);
       EXPECT_TRUE(RunCase(cases[i], tactic));
     }
+}
+
+// Asked for a node it cannot run exactly, the tensor-core tactic refuses with the reason.
+TEST(GpuWeightOnly, TensorCoreTacticRefusesWhatItCannotRoundAsTheReference) {
+  const WCase float_scales{{2, 64}, 8, 32, DataType::kFloat16, DataType::kFloat32};
+  const ::testing::AssertionResult r = RunCase(float_scales, "w4-mma");
+  EXPECT_FALSE(r);
+  EXPECT_NE(std::string(r.message()).find("the scales' type is not X's"), std::string::npos) << r.message();
+  const WCase group8{{2, 64}, 8, 8, DataType::kFloat16, DataType::kFloat16};
+  const ::testing::AssertionResult r8 = RunCase(group8, "w4-mma");
+  EXPECT_FALSE(r8);
+  EXPECT_NE(std::string(r8.message()).find("multiple of 16"), std::string::npos) << r8.message();
 }
 
 class QuietLogger : public ILogger {
