@@ -36,7 +36,7 @@ cudaError_t LaunchWoqDequantize(const WoqArgs& a, void* wd, cudaStream_t stream)
 // p & 2) (+ 1 if p & 4), so a shift and a mask give each fragment register's pair. The lane's B fragments are then X's
 // 16 contiguous values from 16t (K is permuted the same way in A and B, which leaves the dot product as it is), and
 // its 16 of K lie in one group. int4 values are biased by 8, so every nibble reads as 0..15. Tiles of one column
-// block are contiguous along K; columns past n and K past k hold 0.
+// block are contiguous along K; columns past n hold 0, K past k the zero point (a weight of 0).
 struct WoqMmaArgs {
   const void* x = nullptr;  // [rows, k], float16 or bfloat16 (x_dtype)
   int x_dtype = 0;
@@ -48,8 +48,8 @@ struct WoqMmaArgs {
   void* y = nullptr;    // [rows, n], X's type
 };
 
-// Writes the layout above from the row layout of WoqArgs (w, ldw, n, k, w_signed) into out (ceil(n / 16) * ktiles * 32
-// uint4s).
+// Writes the layout above from the row layout of WoqArgs (w, ldw, n, k, w_signed, and zeros with groups where there
+// are zero points) into out (ceil(n / 16) * ktiles * 32 uint4s).
 cudaError_t LaunchWoqMmaLayout(const WoqArgs& a, int64_t ktiles, uint4* out, cudaStream_t stream);
 // y = x . dequantize(w) on the tensor cores: each weight made in X's type by one multiply (the reference's rounding),
 // products summed in float32 by mma.sync m16n8k16; 8 warps per 16 columns split K, rows of X in blocks of 8.

@@ -146,10 +146,15 @@ Status UploadMma(const Node& n, const woq_attrs::Params& p, const std::vector<ui
     KILN_ASSIGN_OR_RETURN(DeviceBuffer rows_layout, UploadToDevice(padded.data(), padded.size(),
                                                                    n.name + "/weight_packed4"));
     KILN_ASSIGN_OR_RETURN(ww.wm, DeviceBuffer::Allocate(static_cast<size_t>(npad / 16 * ktiles * 32) * 16));
+    DeviceBuffer zeros;  // the zero points, for the weight the layout gives K past k
+    if (z) {
+      KILN_ASSIGN_OR_RETURN(zeros, UploadToDevice(z->raw(), z->nbytes(), n.name + "/weight_zero_points"));
+    }
     WoqArgs a = ww.base;
     a.w = static_cast<const uint8_t*>(rows_layout.get());
+    a.zeros = z ? static_cast<const int8_t*>(zeros.get()) : nullptr;
     KILN_RETURN_IF_ERROR(KILN_CUDA_STATUS(LaunchWoqMmaLayout(a, ktiles, static_cast<uint4*>(ww.wm.get()), nullptr)));
-    KILN_RETURN_IF_ERROR(KILN_CUDA_STATUS(cudaStreamSynchronize(nullptr)));  // before rows_layout is freed
+    KILN_RETURN_IF_ERROR(KILN_CUDA_STATUS(cudaStreamSynchronize(nullptr)));  // before the uploads are freed
   }
   std::vector<uint32_t> sb(static_cast<size_t>(groups * npad), 0);
   const float base = (xt == DataType::kFloat16 ? 1024.f : 128.f) + (p.w_type == DataType::kInt4 ? 8.f : 0.f);

@@ -78,7 +78,7 @@ __device__ __forceinline__ void XTile(const T* xr, int64_t kb, int64_t k, bool v
 }
 
 // One warp's share of a column block: tiles kt0, kt0 + kW, ... (kU of them, their loads issued together), every
-// tile's four mma steps. Tiles past the last hold zeros and meet zero X.
+// tile's four mma steps. The last tile's K past k holds weights of 0 and meets zero X.
 template <typename T, int kW, int kU>
 __global__ void __launch_bounds__(kW * 32) WoqMmaKernel(WoqMmaArgs a, bool vec) {
   using T2 = typename Pair<T>::T2;
@@ -111,6 +111,7 @@ __global__ void __launch_bounds__(kW * 32) WoqMmaKernel(WoqMmaArgs a, bool vec) 
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
+      if (kt0 + u * kW >= a.ktiles) break;  // past the last tile (the same for the whole warp)
       // Scale and bias of the lane's two columns (g and g + 8), each doubled into a pair.
       const T2 s_g = AsPair<T2>(__byte_perm(sb0[u], 0, 0x1010)), z_g = AsPair<T2>(__byte_perm(sb0[u], 0, 0x3232));
       const T2 s_h = AsPair<T2>(__byte_perm(sb8[u], 0, 0x1010)), z_h = AsPair<T2>(__byte_perm(sb8[u], 0, 0x3232));
@@ -151,10 +152,15 @@ __global__ void WoqMmaLayoutKernel(WoqArgs a, int64_t ktiles, int64_t total, uin
       for (int p = 0; p < 8; ++p) {  // nibble p: column g (+ 8 if p is odd), K 16t + 4s (+ 2 if p & 2) (+ 1 if p & 4)
         const int64_t col = nt * 16 + g + 8 * (p & 1);
         const int64_t kk = kt * 64 + 16 * t + 4 * s + 2 * ((p >> 1) & 1) + (p >> 2);
-        if (col >= a.n || kk >= a.k) continue;
-        uint32_t q = (a.w[col * a.ldw + kk / 2] >> (4 * (kk & 1))) & 0xfu;
-        if (a.w_signed) q ^= 8u;  // two's complement -8..7 to 0..15
-        word |= q << (4 * p);
+        if (col >= a.n) continue;  // its scale is 0
+        uint32_t q;
+        if (kk < a.k) {
+          q = (a.w[col * a.ldw + kk / 2] >> (4 * (kk & 1))) & 0xfu;
+          if (a.w_signed) q ^= 8u;  // two's complement -8..7 to 0..15
+        } else {  // K past k: the zero point, so the weight is 0 (not (0 - z) * s, which a huge scale makes inf)
+          q = (a.w_signed ? 8u : 0u) + (a.zeros ? static_cast<uint32_t>(a.zeros[col * a.groups + a.groups - 1]) : 0u);
+        }
+        word |= (q & 0xfu) << (4 * p);
       }
       words[s] = word;
     }
