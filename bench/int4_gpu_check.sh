@@ -11,6 +11,8 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudn
 export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
 B=$PWD/.bundle/bin; PY=/opt/torch/.venv/bin/python3; R=$OUT/r; ROOT=$PWD; mkdir -p $R w
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $R/gpu.txt
+# The GEMVs alone against cuBLAS FP16 (bench/int4_gemv_probe.cu, built beforehand and carried as out/int4_gemv_probe).
+[ -x out/int4_gemv_probe ] && timeout 200 out/int4_gemv_probe > $R/int4_gemv_probe.log 2>&1
 timeout 300 $B/kiln_gpu_tests --gtest_brief=1 --gtest_filter="${KILN_GPU_FILTER:-*}" > $R/gpu_tests.log 2>&1
 echo "rc=$?" >> $R/gpu_tests.log
 mkdir -p nt && tar xzf .bundle/node-tests.tgz -C nt && timeout 120 $B/kiln-conformance --backend cuda --data nt/node \

@@ -3,7 +3,8 @@
 # quantized gpu tests, then ResNet-50 (batch 64) and BERT-base (batch 32, sequence 128) exported with random
 # weights, calibrated on the GPU, built FP16 and INT8+FP16, timed with CUDA graphs and profiled, and their outputs
 # compared with the FP32 reference and (ResNet) the cpu backend's INT8 engine. Results: $OUT/r.tgz.
-# Usage there: bash bench/int8_gpu_check.sh  (needs $OUT; the torch venv of the GPU machine)
+# Usage there: bash bench/int8_gpu_check.sh  (needs $OUT; the torch venv of the GPU machine; KILN_INT8_MODELS=bert
+# runs BERT only, =resnet ResNet-50 only)
 set -x
 tar xJf .bundle.txz
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:/usr/local/cuda/lib64:$PWD/.bundle/lib
@@ -12,6 +13,7 @@ B=$PWD/.bundle/bin; PY=/opt/torch/.venv/bin/python3; R=$OUT/r; mkdir -p $R w
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $R/gpu.txt
 timeout 300 $B/kiln_gpu_tests --gtest_filter='GpuQuantized.*' > $R/gpu_quantized.log 2>&1; echo "rc=$?" >> $R/gpu_quantized.log
 cd w
+if [ "${KILN_INT8_MODELS:-all}" != bert ]; then
 $PY - <<'PY' > $R/export.log 2>&1
 import torch, torchvision, numpy as np, os
 m = torchvision.models.resnet50(weights=None).eval()
@@ -36,6 +38,8 @@ for e in fp16 int8 int8cpu; do
   timeout 300 $B/kiln run --loadEngine=$e.engine --loadInputs=x:in.npy --exportOutput=out_$e > $R/run_$e.log 2>&1
 done
 timeout 300 $B/kiln run --onnx=r50.onnx --loadInputs=x:in.npy --exportOutput=out_ref > $R/run_ref.log 2>&1
+fi
+if [ "${KILN_INT8_MODELS:-all}" != resnet ]; then
 # BERT-base, batch 32, sequence 128
 $PY - <<'PY' > $R/export_bert.log 2>&1
 import torch, transformers, numpy as np, os
@@ -61,12 +65,13 @@ done
 timeout 120 $B/kiln bench --loadEngine=bint8.engine --separateProfileRun --dumpProfile --duration=2 > $R/profile_bint8.log 2>&1
 timeout 120 $B/kiln bench --loadEngine=bfp16.engine --separateProfileRun --dumpProfile --duration=2 > $R/profile_bfp16.log 2>&1
 timeout 300 $B/kiln run --onnx=bert.onnx --loadInputs=input_ids:ids.npy --exportOutput=out_bref > $R/run_bref.log 2>&1
+fi
 $PY - <<'PY' > $R/accuracy.txt 2>&1
 import numpy as np, glob
 def load(d): return np.load(glob.glob(d + "/*.npy")[0]).astype(np.float64)
-ref = load("out_ref")
 for e in ["fp16", "int8", "int8cpu"]:
     try:
+        ref = load("out_ref")
         y = load("out_" + e)
         rel = np.linalg.norm(y - ref) / np.linalg.norm(ref)
         top1 = (y.argmax(1) == ref.argmax(1)).mean()

@@ -83,8 +83,14 @@ class QMatMulLtLayer : public Layer {
 
 #if defined(KILN_HAVE_CUTLASS_SM90)
 
+// Whether the GEMM's epilogue applies GELU (its instances have an int8 output and no residual).
+bool GemmGelu(const Node& n, const quant_attrs::Params& p) {
+  return p.activation == fused::Act::kGelu && p.y_type == DataType::kInt8 && n.input(3) == nullptr;
+}
+
 // QMatMul on the Hopper int8 GEMM with the epilogue fused (cutlass/qgemm_sm90.h): symmetric int8 x, float32 or
-// symmetric int8 output, activation None / Relu / Clip, K a multiple of 16 and N of 16 (int8 out) or 4.
+// symmetric int8 output, activation None / Relu / Clip (or GELU with an int8 output and no residual), K a multiple
+// of 16 and N of 16 (int8 out) or 4.
 bool GemmEligible(const Node& n) {
   if (!Sm90Device()) return false;
   const Value* x = n.input(0);
@@ -92,7 +98,7 @@ bool GemmEligible(const Node& n) {
   if (!x || x->dtype != DataType::kInt8 || !w || w->rank() != 2) return false;
   auto p = quant_attrs::Read(n);
   float lo, hi;
-  if (!p.ok() || p->x_zero_point != 0 || !ClampOf(*p, &lo, &hi)) return false;
+  if (!p.ok() || p->x_zero_point != 0 || !(ClampOf(*p, &lo, &hi) || GemmGelu(n, *p))) return false;
   if (p->y_type != DataType::kFloat32 && !(p->y_type == DataType::kInt8 && p->y_zero_point == 0)) return false;
   return w->dim(0) % 16 == 0 && w->dim(1) % (p->y_type == DataType::kInt8 ? 16 : 4) == 0 && w->dim(1) > 0;
 }
@@ -100,8 +106,8 @@ bool GemmEligible(const Node& n) {
 class QMatMulSm90Layer : public Layer {
  public:
   QMatMulSm90Layer(std::shared_ptr<QWeights> w, QGemmArgs base, cutlass_sm90::GemmTile tile, DeviceBuffer scale,
-                   float lo, float hi, std::string where)
-      : w_(std::move(w)), base_(base), tile_(tile), scale_(std::move(scale)), lo_(lo), hi_(hi),
+                   float lo, float hi, bool gelu, std::string where)
+      : w_(std::move(w)), base_(base), tile_(tile), scale_(std::move(scale)), lo_(lo), hi_(hi), gelu_(gelu),
         where_(std::move(where)) {}
   size_t WorkspaceBytes(const std::vector<DeviceTensor>& in, const std::vector<DeviceTensor>&) const override {
     const cutlass_sm90::QGemmProblem p = Problem(RowsOf(in[0].shape), in.size() > 3 && in[3].present());
@@ -137,6 +143,7 @@ class QMatMulSm90Layer : public Layer {
     p.int8_output = base_.y_dtype == static_cast<int>(DataType::kInt8);
     p.residual = residual;
     p.residual_int8 = residual && base_.r_scale > 0;
+    p.gelu = gelu_;
     return p;
   }
   std::shared_ptr<QWeights> w_;
@@ -144,6 +151,7 @@ class QMatMulSm90Layer : public Layer {
   cutlass_sm90::GemmTile tile_;
   DeviceBuffer scale_;
   float lo_, hi_;
+  bool gelu_;
   std::string where_;
 };
 
@@ -187,6 +195,7 @@ Result<std::vector<std::string>> QMatMulTactics(const LayerSpec& spec) {
     gp.int8_output = p.y_type == DataType::kInt8;
     gp.residual = n.input(3) != nullptr;
     gp.residual_int8 = gp.residual && p.r_scale > 0;
+    gp.gelu = GemmGelu(n, p);
     for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
       if (!cutlass_sm90::Unsupported(gp, kGemmTiles[i])) tactics.push_back(kGemmTactics[i]);
   }
@@ -202,8 +211,8 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
   const std::optional<cutlass_sm90::GemmTile> gemm = GemmTileOf(tactic);
   if (gemm && !GemmEligible(n))
     return Err(StatusCode::kInvalidArgument, "{}: tactic '{}' needs a compute capability 9.0 GPU, symmetric int8 x, "
-               "a float32 or symmetric int8 output, Relu / Clip / no activation, K a multiple of 16 and N of 16 "
-               "(int8 output) or 4", n.Where(), tactic);
+               "a float32 or symmetric int8 output, Relu / Clip / no activation (or GELU with an int8 output and no "
+               "residual), K a multiple of 16 and N of 16 (int8 output) or 4", n.Where(), tactic);
   const bool sm90 = gemm.has_value();
 #else
   const bool sm90 = false;
@@ -233,7 +242,7 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
     float lo = 0, hi = 0;
     ClampOf(p, &lo, &hi);
     return std::unique_ptr<Layer>(
-        std::make_unique<QMatMulSm90Layer>(q, base, *gemm, std::move(sd), lo, hi, n.Where()));
+        std::make_unique<QMatMulSm90Layer>(q, base, *gemm, std::move(sd), lo, hi, GemmGelu(n, p), n.Where()));
   }
 #endif
   if (lt_algo) {

@@ -1,7 +1,7 @@
 // The quantized layers' epilogue as a CUTLASS sm90 epilogue visitor tree, shared by the convolution
 // (qconv_sm90_impl.cuh) and the GEMM (qgemm_sm90_impl.cuh). Along N (output channels / columns):
 //   v = acc * scale[n];  v = v + bias[n];  [v = v + C]  (C: the residual, float32 or int8 read as c * r_scale);
-//   v = clamp(v, lo, hi)
+//   v = clamp(v, lo, hi)  or  v = 0.5 * v * (1 + erf(v * 0.7071067811865476)) (GELU, kAct 1)
 //   D = v (float32)  or  saturate(round_half_even(v * (1 / y_scale))) (int8; a division here costs 5x the GEMM)
 // each step its own rounded float operation (the stage compiles without FMA contraction), as the CPU computes it.
 #pragma once
@@ -14,8 +14,24 @@
 
 namespace kiln::cuda::cutlass_sm90::detail {
 
-// kResidual: 0 none, 1 float32, 2 int8 (times r_scale).
-template <class TileShape, bool kInt8Out, int kResidual>
+// GELU in its erf form, each operation rounded as the CPU's Activate<kGelu> rounds it (float32, no contraction).
+template <class T>
+struct GeluErf {
+  CUTLASS_HOST_DEVICE T operator()(T x) const { return 0.5f * x * (1.f + erff(x * 0.7071067811865476f)); }
+};
+template <class T, int N>
+struct GeluErf<cutlass::Array<T, N>> {
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& x) const {
+    cutlass::Array<T, N> y;
+    GeluErf<T> f;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = f(x[i]);
+    return y;
+  }
+};
+
+// kResidual: 0 none, 1 float32, 2 int8 (times r_scale). kAct: 0 the clamp (no activation, Relu, Clip), 1 GELU.
+template <class TileShape, bool kInt8Out, int kResidual, int kAct = 0>
 struct QEpilogueTree {
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
   using ElementD = std::conditional_t<kInt8Out, int8_t, float>;
@@ -35,8 +51,9 @@ struct QEpilogueTree {
       std::conditional_t<kResidual == 1,
                          EVT<Compute<cutlass::plus>, Biased, cutlass::epilogue::fusion::Sm90SrcFetch<float>>,
                          EVT<Compute<cutlass::plus>, Biased, Int8Residual>>>;
-  using Activated = EVT<Compute<cutlass::epilogue::thread::Clamp, std::conditional_t<kInt8Out, float, ElementD>>,
-                        Summed>;
+  using Activated = std::conditional_t<
+      kAct == 0, EVT<Compute<cutlass::epilogue::thread::Clamp, std::conditional_t<kInt8Out, float, ElementD>>, Summed>,
+      EVT<Compute<GeluErf, std::conditional_t<kInt8Out, float, ElementD>>, Summed>>;
   using Tree = std::conditional_t<
       kInt8Out,
       EVT<Compute<cutlass::multiplies, ElementD>, Activated, Scalar>,
@@ -59,7 +76,11 @@ struct QEpilogueTree {
         return typename Summed::Arguments{biased, typename Int8Residual::Arguments{{}, ScalarArgs(r_scale), {}}, {}};
       else return biased;
     }();
-    typename Activated::Arguments activated{summed, typename cutlass::epilogue::thread::Clamp<float>::Arguments{lo, hi}};
+    typename Activated::Arguments activated = [&] {
+      if constexpr (kAct == 0)
+        return typename Activated::Arguments{summed, typename cutlass::epilogue::thread::Clamp<float>::Arguments{lo, hi}};
+      else return typename Activated::Arguments{summed, {}};
+    }();
     if constexpr (kInt8Out) {
       return typename Tree::Arguments{activated, ScalarArgs(1.f / y_scale), {}};  // the CPU's float reciprocal
     } else {

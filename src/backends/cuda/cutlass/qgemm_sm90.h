@@ -3,7 +3,8 @@
 // tile's epilogue) and the epilogue visitor tree of qepilogue_sm90.cuh. It runs kiln.QMatMul and the 1x1, stride-1,
 // unpadded NHWC kiln.QConv (a GEMM over the N*H*W positions). Plain C++ here, like qconv_sm90.h.
 //   Y[m][n] = epilogue(sum over k of X[m][k] * W[n][k]),   X [m, k] int8 row-major, W [n, k] int8 (a row per
-//   output column), Y and the residual [m, n] row-major, float32 or int8; the arithmetic of qconv_sm90.h.
+//   output column), Y and the residual [m, n] row-major, float32 or int8; the arithmetic of qconv_sm90.h, the
+//   activation a clamp (none, Relu, Clip) or, for an int8 output without residual, GELU (BERT's FFN).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,6 +21,7 @@ struct QGemmProblem {
   bool int8_output = false;
   bool residual = false;
   bool residual_int8 = false;  // the residual is int8 (times r_scale), not float32
+  bool gelu = false;           // GELU (erf form) in place of the clamp: int8 output and no residual only
 };
 
 struct QGemmOperands {

@@ -22,7 +22,7 @@ namespace detail {
 
 using namespace cute;
 
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct>
 struct GemmKernel {
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, _128>;
   using ClusterShape = Shape<_1, _1, _1>;
@@ -35,7 +35,7 @@ struct GemmKernel {
   using ElementC = std::conditional_t<kResidual == 0, void, std::conditional_t<kResidual == 1, float, int8_t>>;
   static constexpr int kAlignD = 16 / sizeof(ElementD);
   static constexpr int kAlignC = kResidual == 2 ? 16 : 4;
-  using Tree = typename QEpilogueTree<TileShape, kInt8Out, kResidual>::Tree;
+  using Tree = typename QEpilogueTree<TileShape, kInt8Out, kResidual, kAct>::Tree;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -60,7 +60,7 @@ struct GemmKernel {
     auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(m, p.n, 1));
     auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(m, p.n, 1));
     typename Epilogue::Arguments epi{
-        QEpilogueTree<TileShape, kInt8Out, kResidual>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale, o.r_scale),
+        QEpilogueTree<TileShape, kInt8Out, kResidual, kAct>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale, o.r_scale),
         static_cast<const typename Epilogue::ElementC*>(kResidual != 0 ? o.residual : nullptr),
         stride_c, static_cast<ElementD*>(o.y), stride_d};
     const cutlass::KernelHardwareInfo hw = HardwareInfo();
@@ -71,9 +71,9 @@ struct GemmKernel {
 
 }  // namespace detail
 
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
-const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Unsupported(const QGemmProblem& p) {
-  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct>
+const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN, kAct>::Unsupported(const QGemmProblem& p) {
+  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN, kAct>;
   if (p.m <= 0 || p.n <= 0 || p.k <= 0) return "an empty problem";
   if (p.m > 0x7fffffff) return "more than 2^31 rows";
   if (p.k % 16 != 0) return "K is not a multiple of 16";
@@ -85,17 +85,17 @@ const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Unsupported(const QG
   return nullptr;
 }
 
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
-size_t QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::WorkspaceBytes(const QGemmProblem& p) {
-  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct>
+size_t QGemmImpl<kInt8Out, kResidual, kTileM, kTileN, kAct>::WorkspaceBytes(const QGemmProblem& p) {
+  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN, kAct>;
   QGemmOperands probe;
   return K::Gemm::get_workspace_size(K::MakeArguments(p, probe));
 }
 
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN>
-const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN>::Run(const QGemmProblem& p, const QGemmOperands& o,
+template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct>
+const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN, kAct>::Run(const QGemmProblem& p, const QGemmOperands& o,
                                                                  void* workspace, cudaStream_t stream) {
-  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN>;
+  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN, kAct>;
   typename K::Gemm gemm;
   const typename K::Arguments args = K::MakeArguments(p, o);
   if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return "CUTLASS initialize failed";
