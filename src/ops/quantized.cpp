@@ -25,9 +25,10 @@ Result<DataType> CheckQuantized(const InferContext& ctx) {
     return Err(StatusCode::kInvalidModel, "{}: the bias (input 2) must be float32, not {}", n.Where(),
                DataTypeName(ctx.in(2).dtype));
   const DataType rt = p.r_scale > 0 ? DataType::kInt8 : DataType::kFloat32;
-  if (ctx.has_input(3) && ctx.in(3).dtype != rt)
+  const bool half_residual = rt == DataType::kFloat32 && ctx.has_input(3) && ctx.in(3).dtype == DataType::kFloat16;
+  if (ctx.has_input(3) && ctx.in(3).dtype != rt && !half_residual)
     return Err(StatusCode::kInvalidModel, "{}: the residual (input 3) must be {}, not {}{}", n.Where(),
-               DataTypeName(rt), DataTypeName(ctx.in(3).dtype),
+               rt == DataType::kInt8 ? "int8" : "float32 or float16", DataTypeName(ctx.in(3).dtype),
                rt == DataType::kInt8 ? " (kiln_r_scale is set)" : " (an int8 residual needs kiln_r_scale)");
   if (ctx.in(0).dtype == DataType::kUInt8 ? (p.x_zero_point < 0 || p.x_zero_point > 255)
                                           : (p.x_zero_point < -128 || p.x_zero_point > 127))
@@ -184,9 +185,10 @@ Result<Params> Read(const Node& n) {
   if (n.has_attr(kRScale) && !positive(p.r_scale))
     return Err(StatusCode::kInvalidModel, "{}: kiln_r_scale must be a positive finite number, not {}", n.Where(),
                p.r_scale);
-  if (p.y_type == DataType::kFloat32) return p;
+  if (p.y_type == DataType::kFloat32 || p.y_type == DataType::kFloat16) return p;
   if (p.y_type != DataType::kInt8 && p.y_type != DataType::kUInt8)
-    return Err(StatusCode::kInvalidModel, "{}: kiln_y_type must be float32, int8 or uint8, not {}", n.Where(), yt);
+    return Err(StatusCode::kInvalidModel, "{}: kiln_y_type must be float32, float16, int8 or uint8, not {}", n.Where(),
+               yt);
   if (!positive(p.y_scale))
     return Err(StatusCode::kInvalidModel, "{}: kiln_y_scale must be a positive finite number, not {}", n.Where(),
                p.y_scale);

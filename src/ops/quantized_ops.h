@@ -5,12 +5,13 @@
 //   QMatMul(X, W, [B], [R])   X [..., K] times W [K, N]
 //
 // X is int8 or uint8 with one scale and zero point; W is int8, symmetric (zero point 0), with one scale or one per
-// output channel (Conv's M, MatMul's N); B (float32, [M] / [N]) and R (the output's shape: a residual, float32, or
-// int8 with the scale kiln_r_scale and zero point 0, read as r_q * r_scale) are optional. The arithmetic, which every
-// backend follows:
+// output channel (Conv's M, MatMul's N); B (float32, [M] / [N]) and R (the output's shape: a residual, float32 or
+// float16 read exactly, or int8 with the scale kiln_r_scale and zero point 0, read as r_q * r_scale) are optional.
+// The arithmetic, which every backend follows:
 //   acc[m]  = sum over the window of (x_q - x_zero_point) * w_q          exact, in int32
 //   y       = act(acc[m] * x_scale * w_scale[m] + B[m] + R)               float32 (activations as FusedConv's)
 //   output  = y                                                           when kiln_y_type is float32
+//           = y rounded to float16 (a Cast's rounding)                    when it is float16
 //           = saturate(round_half_even(y * (1 / y_scale)) + y_zero_point) when it is int8 / uint8
 // which is DequantizeLinear -> Conv/MatMul (+ bias, residual, activation) -> QuantizeLinear with the products summed
 // exactly (the optimizer fuses only layers whose sums fit int32), except that the output is scaled by the float
@@ -19,8 +20,8 @@
 // and requantization with the CPU's float operations in its order, so requantized outputs are equal for the
 // piecewise-linear activations (None, Relu, LeakyRelu, Clip); the others (exp, tanh, erf, HardSigmoid's multiply-add)
 // may round one step apart. Attributes (besides the base op's and kiln_activation/_alpha/_beta):
-//   kiln_x_scale (float), kiln_x_zero_point (int), kiln_w_scales (floats), kiln_y_type (int: a DataType code,
-//   default float32), kiln_y_scale (float), kiln_y_zero_point (int), kiln_r_scale (float; an int8 residual's).
+//   kiln_x_scale (float), kiln_x_zero_point (int), kiln_w_scales (floats), kiln_y_type (int: a DataType code: float32
+//   (the default), float16, int8, uint8), kiln_y_scale (float), kiln_y_zero_point (int), kiln_r_scale (float; an int8 residual's).
 #pragma once
 
 #include <cmath>
@@ -38,6 +39,10 @@ inline constexpr const char* kYType = "kiln_y_type";
 inline constexpr const char* kYScale = "kiln_y_scale";
 inline constexpr const char* kYZeroPoint = "kiln_y_zero_point";
 inline constexpr const char* kRScale = "kiln_r_scale";
+// On an ONNX QuantizeLinear (set by plan/fold_quantized_casts.cpp in place of a Cast to float32 in front of it): X,
+// float16 or bfloat16, stands for its float32 widening, so x / scale is computed in float32 and not rounded to X's
+// type as ONNX computes it for a 16-bit X.
+inline constexpr const char* kXWidened = "kiln_x_widened";
 
 struct Params {
   float x_scale = 0;

@@ -1,9 +1,11 @@
 // The builder's precision and layout planning (see builder_plan.h).
 #include "runtime/builder_plan.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/error.h"
+#include "plan/fold_quantized_casts.h"
 #include "plan/layout.h"
 #include "plan/precision.h"
 
@@ -77,13 +79,22 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend,
   }
   po.io_types = cfg.ioTypes();
   KILN_ASSIGN_OR_RETURN(PrecisionReport pr, AssignPrecision(g, po));
+  const QuantizedCastFolds folds = FoldQuantizedCasts(
+      g, [&backend](const Node& n) { return backend.ComputesIn(n, DataType::kFloat16); });
   rep.layers_reduced_precision = pr.lowered;
   rep.layers_fp32 = pr.kept_fp32;
-  rep.casts_inserted = pr.casts_inserted;
+  rep.casts_inserted = std::max(0, pr.casts_inserted - folds.casts_removed);  // the model's own Casts may fold too
+  if (folds.casts_removed > 0)
+    logger.log(Severity::kVerbose, fmt::format("precision: {} INT8 layer(s) write float16, {} read a float16 "
+                                               "residual and {} QuantizeLinear(s) a 16-bit input, in place of {} "
+                                               "cast(s)",
+                                               folds.outputs, folds.residuals, folds.quantize_inputs,
+                                               folds.casts_removed)
+                                       .c_str());
   if (po.low != DataType::kFloat32)
     logger.log(Severity::kInfo, fmt::format("precision: {} layer(s) in {}, {} in fp32, {} cast(s) inserted, {} "
                                             "constant(s) converted",
-                                            pr.lowered, DataTypeName(po.low), pr.kept_fp32, pr.casts_inserted,
+                                            pr.lowered, DataTypeName(po.low), pr.kept_fp32, rep.casts_inserted,
                                             pr.constants_converted)
                                     .c_str());
   for (const auto& d : pr.details) logger.log(Severity::kVerbose, ("precision: " + d).c_str());

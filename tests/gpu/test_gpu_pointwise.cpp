@@ -266,6 +266,26 @@ TEST(GpuPointwise, CastAllPairs) {
                   .MatchesCpu(0, 0));
 }
 
+// A 16-bit X marked kiln_x_widened (the optimizer's folded Cast) quantizes as its float32 value: the fast per-tensor
+// kernel (float16, an int8 output, 16-byte aligned) and the generic one (bfloat16, per axis), against the CPU. The
+// scale makes x / scale land near ties, where rounding it to X's type first would move the result.
+TEST(GpuPointwise, QuantizeLinearOfAWidenedSixteenBitInput) {
+  for (DataType t : {kF16, kBF16}) {
+    EXPECT_TRUE(OneNode("QuantizeLinear")
+                    .Input(Random(t, {4, 1000}, 31, -2, 2))
+                    .Const(FromValues(kF32, {}, {0.0157}))
+                    .Const(FromValues(DataType::kInt8, {}, {-3}))
+                    .Attr("kiln_x_widened", Attribute::Int(1))
+                    .MatchesCpu(0, 0));
+    EXPECT_TRUE(OneNode("QuantizeLinear")
+                    .Input(Random(t, {4, 10, 3}, 32, -2, 2))
+                    .Const(Random(kF32, {10}, 33, 0.005, 0.02))
+                    .Const(Random(DataType::kUInt8, {10}, 34, 100, 150))
+                    .Attr("kiln_x_widened", Attribute::Int(1))
+                    .MatchesCpu(0, 0));
+  }
+}
+
 TEST(GpuPointwise, QuantizeLinear) {
   const Shape s = {2, 5, 7};
   for (DataType t : {kF32, kF16, kBF16}) {

@@ -42,6 +42,7 @@ struct QCase {
   bool symmetric_y = false;  // int8 output with zero point 0
   bool residual_int8 = false;  // the residual is int8 with kiln_r_scale
   double one_off = 0;          // the fraction of integer outputs that may be one step off (OneNode::IntegersOneOff)
+  bool residual_f16 = false;   // a float16 residual (read exactly)
 };
 
 ::testing::AssertionResult RunCase(const QCase& c, double atol = 0, double rtol = 0) {
@@ -53,7 +54,7 @@ struct QCase {
   if (c.bias) node.Const(Random(DataType::kFloat32, {channels}, c.seed + 2, -1, 1));
   else if (c.residual) node.Omitted();
   if (c.residual && c.residual_int8) node.Input(Random(DataType::kInt8, c.y, c.seed + 3, -128, 127));
-  else if (c.residual) node.Input(Random(DataType::kFloat32, c.y, c.seed + 3, -2, 2));
+  else if (c.residual) node.Input(Random(c.residual_f16 ? DataType::kFloat16 : DataType::kFloat32, c.y, c.seed + 3, -2, 2));
   if (c.residual_int8) node.Attr("kiln_r_scale", Attribute::Float(0.017f));
   for (const auto& [k, v] : c.attrs) node.Attr(k, v);
   node.Attr("kiln_x_scale", Attribute::Float(0.013f));
@@ -63,7 +64,7 @@ struct QCase {
   node.Attr("kiln_activation_alpha", Attribute::Float(c.act == "Clip" ? -0.5f : 0.1f));
   node.Attr("kiln_activation_beta", Attribute::Float(c.act == "Clip" ? 3.f : 0.f));
   node.Attr("kiln_y_type", Attribute::Int(static_cast<int64_t>(c.y_type)));
-  if (c.y_type != DataType::kFloat32) {
+  if (!IsFloatType(c.y_type)) {
     node.Attr("kiln_y_scale", Attribute::Float(0.05f));
     const int64_t zp = c.symmetric_y ? 0 : c.y_zero_point != 0 ? c.y_zero_point : c.y_type == DataType::kUInt8 ? 17 : -3;
     node.Attr("kiln_y_zero_point", Attribute::Int(zp));
@@ -290,6 +291,37 @@ TEST(GpuQuantized, ConvNhwcOnInt8TensorCores) {
       c.seed = 33;
       EXPECT_TRUE(RunCase(c));
     }
+  }
+}
+
+// A float16 output (the precision planner's Cast folded into the layer) with no residual or a float16 one, on every
+// tactic: the Hopper GEMM's tiles where the device has them, cuBLASLt (the first tactic elsewhere) and the tiled
+// kernel. The float32 value is the CPU's to the bit; its float16 rounding is then the same.
+TEST(GpuQuantized, MatMulFloat16OutputAndResidualOnEveryTactic) {
+  std::vector<std::string> tactics = {"", "int8-tiled"};
+#if defined(KILN_HAVE_CUTLASS_SM90)
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major == 9)
+    tactics.insert(tactics.end(), {"int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64", "int8-sm90-gemm-256x128"});
+#endif
+  for (const std::string& tactic : tactics) {
+    SCOPED_TRACE(tactic.empty() ? "first tactic" : tactic);
+    QCase c;
+    c.conv = false;
+    c.tactic = tactic;
+    c.y_type = DataType::kFloat16;
+    c.x = {3, 67, 768};  // BERT's QKV shape: no residual
+    c.w = {768, 2304};
+    EXPECT_TRUE(RunCase(c, 0, 0));
+    c.x = {200, 3072};  // BERT's FFN output: float16 residual, Relu
+    c.w = {3072, 768};
+    c.residual = true;
+    c.residual_f16 = true;
+    c.y = {200, 768};
+    c.act = "Relu";
+    c.seed = 51;
+    EXPECT_TRUE(RunCase(c, 0, 0));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backends/cpu/elementwise_internal.h"
+#include "ops/quantized_ops.h"
 
 namespace kiln::cpu::elem {
 
@@ -302,13 +303,15 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
   EnsureOutput(ctx, 0, out, x.shape());
   Tensor& y = ctx.out(0);
   const bool saturate = ctx.node.geti("saturate", 1) != 0;
-  std::vector<float> q(static_cast<size_t>(x.numel()));  // x / scale, rounded to x's precision
+  // x / scale, rounded to x's precision (unless the optimizer marked a 16-bit x as standing for its float32 value)
+  const bool widened = ctx.node.geti(quant_attrs::kXWidened, 0) != 0;
+  std::vector<float> q(static_cast<size_t>(x.numel()));
   KILN_RETURN_IF_ERROR(DispatchAll(x.dtype(), ctx.node, [&]<typename T>() {
     const T* px = x.data<T>();
     ForQuant(ls, [&](int64_t i, int64_t s) {
       float v = static_cast<float>(Load(px, i)) / static_cast<float>(ElementAsDouble(scale, s));
-      if constexpr (std::is_same_v<T, Half>) v = HalfToFloat(FloatToHalf(v));
-      if constexpr (std::is_same_v<T, BFloat16>) v = BFloat16ToFloat(FloatToBFloat16(v));
+      if constexpr (std::is_same_v<T, Half>) v = widened ? v : HalfToFloat(FloatToHalf(v));
+      if constexpr (std::is_same_v<T, BFloat16>) v = widened ? v : BFloat16ToFloat(FloatToBFloat16(v));
       q[i] = v;
     });
   }));

@@ -40,6 +40,11 @@ void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float b
     for (int64_t i = 0; i < n; ++i) out[i] = value(i);
     return;
   }
+  if (p.y_type == DataType::kFloat16) {
+    uint16_t* out = y.data<uint16_t>() + offset;
+    for (int64_t i = 0; i < n; ++i) out[i] = FloatToHalf(value(i));
+    return;
+  }
   const float lo = p.y_type == DataType::kUInt8 ? 0.f : -128.f, hi = p.y_type == DataType::kUInt8 ? 255.f : 127.f;
   const float zp = static_cast<float>(p.y_zero_point);
   const float inv_scale = 1.f / p.y_scale;
@@ -96,6 +101,10 @@ Status CheckOperands(const KernelContext& ctx, const Params& p, int64_t channels
                channels);
   const Tensor& y = ctx.outputs[0];
   const DataType rt = p.r_scale > 0 ? DataType::kInt8 : DataType::kFloat32;
+  if (res && rt == DataType::kFloat32 && res->dtype() == DataType::kFloat16 && res->shape() == y.shape()) {
+    res_float = CastTensor(*res, DataType::kFloat32);  // exact
+    res = &res_float;
+  }
   if (res && (res->dtype() != rt || res->shape() != y.shape()))
     return Err(StatusCode::kInvalidArgument, "{}: the residual {} must be {} of the output's shape {}{}", n.Where(),
                res->Describe(), DataTypeName(rt), ShapeToString(y.shape()),

@@ -142,13 +142,13 @@ __device__ __forceinline__ U SaturateRound(double v, double lo = static_cast<dou
   return static_cast<U>(v < lo ? lo : (v > hi ? hi : v));
 }
 
-__global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool saturate, const void* __restrict__ x,
-                               const void* __restrict__ scale, const QuantLayout sl, const void* __restrict__ zp,
-                               const QuantLayout zl, void* __restrict__ y, int64_t n) {
+__global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool saturate, bool widened,
+                               const void* __restrict__ x, const void* __restrict__ scale, const QuantLayout sl,
+                               const void* __restrict__ zp, const QuantLayout zl, void* __restrict__ y, int64_t n) {
   KILN_PW_GRID_LOOP(i, n) {
     float v = ScalarAsFloat(LoadScalar(x_code, x, i)) / ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i)));
-    if (x_code == kF16) v = __half2float(__float2half_rn(v));  // x / scale in x's precision
-    if (x_code == kBF16) v = __bfloat162float(__float2bfloat16_rn(v));
+    if (x_code == kF16 && !widened) v = __half2float(__float2half_rn(v));  // x / scale in x's precision
+    if (x_code == kBF16 && !widened) v = __bfloat162float(__float2bfloat16_rn(v));
     if (IsFloat8(out_code)) {
       const float zv = zp ? Float8ToFloat(out_code, static_cast<const uint8_t*>(zp)[ParamIndex(zl, i)]) : 0.0f;
       static_cast<uint8_t*>(y)[i] = FloatToFloat8(out_code, v + zv, saturate);
@@ -168,11 +168,30 @@ __global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool satura
   }
 }
 
-// The common case of QuantizeLinear: float32 to int8/uint8 with one scale and zero point, four elements per thread,
-// in float (x / scale as the generic kernel computes it; rint is exact on float, and past 2^24 saturation decides).
-template <typename U>
-__global__ void QuantizeF32PerTensorKernel(const float* __restrict__ x, const float* __restrict__ scale,
-                                           const U* __restrict__ zp, U* __restrict__ y, int64_t n) {
+// The common case of QuantizeLinear: float32 (or a widened float16) to int8/uint8 with one scale and zero point,
+// four elements per thread, in float (x / scale as the generic kernel computes it; rint is exact on float, and past
+// 2^24 saturation decides).
+template <typename X>
+struct Four;
+template <>
+struct Four<float> {
+  using Vec = float4;
+  __device__ static float4 Get(Vec v) { return v; }
+};
+template <>
+struct Four<__half> {
+  struct alignas(8) Vec {
+    __half2 a, b;
+  };
+  __device__ static float4 Get(Vec v) {
+    const float2 a = __half22float2(v.a), b = __half22float2(v.b);
+    return make_float4(a.x, a.y, b.x, b.y);
+  }
+};
+
+template <typename X, typename U>
+__global__ void QuantizePerTensorKernel(const X* __restrict__ x, const float* __restrict__ scale,
+                                        const U* __restrict__ zp, U* __restrict__ y, int64_t n) {
   const float s = *scale;
   const float z = zp ? static_cast<float>(*zp) : 0.f;
   const float lo = static_cast<float>(std::numeric_limits<U>::lowest()), hi = static_cast<float>(std::numeric_limits<U>::max());
@@ -184,13 +203,14 @@ __global__ void QuantizeF32PerTensorKernel(const float* __restrict__ x, const fl
   const int64_t n4 = n / 4;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4; i += stride) {
-    const float4 v = reinterpret_cast<const float4*>(x)[i];
+    const float4 v = Four<X>::Get(reinterpret_cast<const typename Four<X>::Vec*>(x)[i]);
     U out[4] = {q(v.x), q(v.y), q(v.z), q(v.w)};
     *reinterpret_cast<uint32_t*>(y + 4 * i) =
         static_cast<uint32_t>(static_cast<uint8_t>(out[0])) | static_cast<uint32_t>(static_cast<uint8_t>(out[1])) << 8 |
         static_cast<uint32_t>(static_cast<uint8_t>(out[2])) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(out[3])) << 24;
   }
-  for (int64_t i = 4 * n4 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) y[i] = q(x[i]);
+  for (int64_t i = 4 * n4 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    y[i] = q(static_cast<float>(x[i]));
 }
 
 __global__ void DequantizeKernel(int x_code, int s_code, const void* __restrict__ x, const void* __restrict__ scale,
@@ -235,7 +255,7 @@ cudaError_t LaunchCast(int from, int to, bool saturate, const void* x, void* y, 
 
 cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool saturate, const void* x,
                            const void* scale, const QuantLayout& scale_layout, const void* zero_point,
-                           const QuantLayout& zp_layout, void* y, int64_t n, cudaStream_t stream) {
+                           const QuantLayout& zp_layout, void* y, int64_t n, cudaStream_t stream, bool x_widened) {
   if (n <= 0) return cudaSuccess;
   const bool x_ok = x_dtype == kF32 || x_dtype == kF16 || x_dtype == kBF16 || x_dtype == kF64 || x_dtype == kI32;
   const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;
@@ -244,20 +264,27 @@ cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool sat
   if (!x_ok || !s_ok || !o_ok) return cudaErrorInvalidValue;
   const auto per_tensor = [](const QuantLayout& l) { return l.outer_step == 0 && l.axis_step == 0 && l.inner_step == 0; };
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 4 == 0;
-  if (x_dtype == kF32 && scale_dtype == kF32 && (out_dtype == kI8 || out_dtype == kU8) && per_tensor(scale_layout) &&
-      (!zero_point || per_tensor(zp_layout)) && aligned) {
+  if ((x_dtype == kF32 || (x_dtype == kF16 && x_widened)) && scale_dtype == kF32 &&
+      (out_dtype == kI8 || out_dtype == kU8) && per_tensor(scale_layout) && (!zero_point || per_tensor(zp_layout)) &&
+      aligned) {
     const int64_t threads = std::max<int64_t>(1, (n + 3) / 4);
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((threads + 255) / 256, 65536));
-    if (out_dtype == kI8)
-      QuantizeF32PerTensorKernel<int8_t><<<blocks, 256, 0, stream>>>(static_cast<const float*>(x),
-          static_cast<const float*>(scale), static_cast<const int8_t*>(zero_point), static_cast<int8_t*>(y), n);
-    else
-      QuantizeF32PerTensorKernel<uint8_t><<<blocks, 256, 0, stream>>>(static_cast<const float*>(x),
-          static_cast<const float*>(scale), static_cast<const uint8_t*>(zero_point), static_cast<uint8_t*>(y), n);
+    auto launch = [&](auto xt) {
+      using X = decltype(xt);
+      if (out_dtype == kI8)
+        QuantizePerTensorKernel<X, int8_t><<<blocks, 256, 0, stream>>>(static_cast<const X*>(x),
+            static_cast<const float*>(scale), static_cast<const int8_t*>(zero_point), static_cast<int8_t*>(y), n);
+      else
+        QuantizePerTensorKernel<X, uint8_t><<<blocks, 256, 0, stream>>>(static_cast<const X*>(x),
+            static_cast<const float*>(scale), static_cast<const uint8_t*>(zero_point), static_cast<uint8_t*>(y), n);
+    };
+    if (x_dtype == kF32) launch(float{});
+    else launch(__half{});
     return cudaGetLastError();
   }
-  QuantizeKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(x_dtype, scale_dtype, out_dtype, saturate, x,
-                                                                   scale, scale_layout, zero_point, zp_layout, y, n);
+  QuantizeKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(x_dtype, scale_dtype, out_dtype, saturate,
+                                                                   x_widened, x, scale, scale_layout, zero_point,
+                                                                   zp_layout, y, n);
   return cudaGetLastError();
 }
 

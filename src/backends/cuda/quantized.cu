@@ -51,9 +51,14 @@ __device__ __forceinline__ void Store(const QGemmArgs& a, int64_t off, int64_t c
   v = __fadd_rn(v, a.bias ? a.bias[ch] : 0.f);
   if (a.residual) v = __fadd_rn(v, a.residual[off]);
   else if (a.residual_i8) v = __fadd_rn(v, __fmul_rn(static_cast<float>(a.residual_i8[off]), a.r_scale));
+  else if (a.residual_f16) v = __fadd_rn(v, __half2float(__ushort_as_half(a.residual_f16[off])));
   v = epilogue::ActAt<GemmAct, float>(a.act.act, v, a.act.alpha, a.act.beta);
   if (a.y_dtype == kF32) {
     static_cast<float*>(a.y)[off] = v;
+    return;
+  }
+  if (a.y_dtype == kF16) {
+    static_cast<__half*>(a.y)[off] = __float2half_rn(v);
     return;
   }
   const float lo = a.y_dtype == kU8 ? 0.f : -128.f, hi = a.y_dtype == kU8 ? 255.f : 127.f;

@@ -232,7 +232,9 @@ class QConvSm90Layer : public Layer {
     KILN_ASSIGN_OR_RETURN(const QGemmArgs a, RunArgs(c_, in, out));
     if (a.batch == 0 || a.o == 0 || a.out_channels == 0) return Status::Ok();
     const bool residual = a.residual != nullptr || a.residual_i8 != nullptr;
-    if (!TensorCoreAligned(a) || Unsupported(a, residual) || ctx.workspace_bytes < Workspace(a, residual))
+    // A float16 residual (a crafted model: the optimizer gives convolutions none) runs on the tiled kernel.
+    if (a.residual_f16 || !TensorCoreAligned(a) || Unsupported(a, residual) ||
+        ctx.workspace_bytes < Workspace(a, residual))
       return RunTiled(c_, a, ctx.stream);
     const char* e = nullptr;
     if (gemm_) {

@@ -38,9 +38,10 @@ struct QGemmArgs {
   const float* bias = nullptr;      // device, per output channel; may be null
   const float* residual = nullptr;  // device, the output's shape; may be null
   const int8_t* residual_i8 = nullptr;  // or an int8 residual, read as r * r_scale
+  const uint16_t* residual_f16 = nullptr;  // or a float16 residual, read exactly
   float r_scale = 0;
   GemmPostOp act;
-  int y_dtype = 1;                  // kF32, kI8 or kU8
+  int y_dtype = 1;                  // kF32, kF16, kI8 or kU8
   float y_scale = 1;
   int y_zero_point = 0;
   void* y = nullptr;

@@ -51,7 +51,7 @@ inline Result<QGemmArgs> BaseArgs(const Node& n, const quant_attrs::Params& p, c
   a.act.alpha = p.act_alpha;
   a.act.beta = p.act_beta;
   a.y_dtype = DTypeOf(p.y_type);
-  a.y_scale = p.y_type == DataType::kFloat32 ? 1.f : p.y_scale;
+  a.y_scale = p.y_type == DataType::kFloat32 || p.y_type == DataType::kFloat16 ? 1.f : p.y_scale;
   a.y_zero_point = static_cast<int>(p.y_zero_point);
   a.r_scale = p.r_scale;
   return a;
@@ -61,15 +61,17 @@ inline Result<QGemmArgs> BaseArgs(const Node& n, const quant_attrs::Params& p, c
 // are; a graph input or output bound by the user (setTensorAddress) may not be, and then the tiled kernel runs.
 inline bool TensorCoreAligned(const QGemmArgs& a) {
   auto ok = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return ok(a.x) && ok(a.y) && ok(a.residual) && ok(a.residual_i8) && ok(a.bias);
+  return ok(a.x) && ok(a.y) && ok(a.residual) && ok(a.residual_i8) && ok(a.residual_f16) && ok(a.bias);
 }
 
-// Input 3, the residual: float32, or int8 (kiln_r_scale), or absent.
+// Input 3, the residual: float32 or float16, or int8 (kiln_r_scale), or absent.
 inline void SetResidual(QGemmArgs& a, const std::vector<DeviceTensor>& in) {
   a.residual = nullptr;
   a.residual_i8 = nullptr;
+  a.residual_f16 = nullptr;
   if (in.size() <= 3 || !in[3].present()) return;
   if (in[3].dtype == DataType::kInt8) a.residual_i8 = static_cast<const int8_t*>(in[3].data);
+  else if (in[3].dtype == DataType::kFloat16) a.residual_f16 = static_cast<const uint16_t*>(in[3].data);
   else a.residual = static_cast<const float*>(in[3].data);
 }
 
@@ -125,7 +127,9 @@ Operands TensorCoreOperands(const QGemmArgs& a, const void* w, const void* scale
   o.w = static_cast<const int8_t*>(w);
   o.scale = static_cast<const float*>(scale);
   o.bias = a.bias;
-  o.residual = a.residual ? static_cast<const void*>(a.residual) : a.residual_i8;
+  o.residual = a.residual       ? static_cast<const void*>(a.residual)
+               : a.residual_f16 ? static_cast<const void*>(a.residual_f16)
+                                : static_cast<const void*>(a.residual_i8);
   o.r_scale = a.r_scale;
   o.lo = lo;
   o.hi = hi;

@@ -88,9 +88,9 @@ bool GemmGelu(const Node& n, const quant_attrs::Params& p) {
   return p.activation == fused::Act::kGelu && p.y_type == DataType::kInt8 && n.input(3) == nullptr;
 }
 
-// QMatMul on the Hopper int8 GEMM with the epilogue fused (cutlass/qgemm_sm90.h): symmetric int8 x, float32 or
-// symmetric int8 output, activation None / Relu / Clip (or GELU with an int8 output and no residual), K a multiple
-// of 16 and N of 16 (int8 out) or 4.
+// QMatMul on the Hopper int8 GEMM with the epilogue fused (cutlass/qgemm_sm90.h): symmetric int8 x, float32,
+// float16 or symmetric int8 output, activation None / Relu / Clip (or GELU with an int8 output and no residual), K a
+// multiple of 16 and N of 16 (int8 out), 8 (float16) or 4.
 bool GemmEligible(const Node& n) {
   if (!Sm90Device()) return false;
   const Value* x = n.input(0);
@@ -99,8 +99,11 @@ bool GemmEligible(const Node& n) {
   auto p = quant_attrs::Read(n);
   float lo, hi;
   if (!p.ok() || p->x_zero_point != 0 || !(ClampOf(*p, &lo, &hi) || GemmGelu(n, *p))) return false;
-  if (p->y_type != DataType::kFloat32 && !(p->y_type == DataType::kInt8 && p->y_zero_point == 0)) return false;
-  return w->dim(0) % 16 == 0 && w->dim(1) % (p->y_type == DataType::kInt8 ? 16 : 4) == 0 && w->dim(1) > 0;
+  if (p->y_type != DataType::kFloat32 && p->y_type != DataType::kFloat16 &&
+      !(p->y_type == DataType::kInt8 && p->y_zero_point == 0))
+    return false;
+  const int64_t align = p->y_type == DataType::kInt8 ? 16 : p->y_type == DataType::kFloat16 ? 8 : 4;
+  return w->dim(0) % 16 == 0 && w->dim(1) % align == 0 && w->dim(1) > 0;
 }
 
 class QMatMulSm90Layer : public Layer {
@@ -110,7 +113,9 @@ class QMatMulSm90Layer : public Layer {
       : w_(std::move(w)), base_(base), tile_(tile), scale_(std::move(scale)), lo_(lo), hi_(hi), gelu_(gelu),
         where_(std::move(where)) {}
   size_t WorkspaceBytes(const std::vector<DeviceTensor>& in, const std::vector<DeviceTensor>&) const override {
-    const cutlass_sm90::QGemmProblem p = Problem(RowsOf(in[0].shape), in.size() > 3 && in[3].present());
+    const bool residual = in.size() > 3 && in[3].present();
+    const cutlass_sm90::QGemmProblem p =
+        Problem(RowsOf(in[0].shape), residual, residual && in[3].dtype == DataType::kFloat16);
     return cutlass_sm90::Unsupported(p, tile_) ? 0 : cutlass_sm90::WorkspaceBytes(p, tile_);
   }
   Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
@@ -122,7 +127,9 @@ class QMatMulSm90Layer : public Layer {
     SetResidual(a, in);
     a.y = out[0].data;
     if (a.o == 0 || a.m == 0) return Status::Ok();
-    const cutlass_sm90::QGemmProblem p = Problem(a.o, a.residual != nullptr || a.residual_i8 != nullptr);
+    const cutlass_sm90::QGemmProblem p =
+        Problem(a.o, a.residual != nullptr || a.residual_i8 != nullptr || a.residual_f16 != nullptr,
+                a.residual_f16 != nullptr);
     if (!TensorCoreAligned(a) || cutlass_sm90::Unsupported(p, tile_) ||
         ctx.workspace_bytes < cutlass_sm90::WorkspaceBytes(p, tile_)) {
       Status st = KILN_CUDA_STATUS(LaunchQGemm(a, ctx.stream));  // the tiled kernel takes any shape
@@ -135,14 +142,16 @@ class QMatMulSm90Layer : public Layer {
   }
 
  private:
-  cutlass_sm90::QGemmProblem Problem(int64_t rows, bool residual) const {
+  cutlass_sm90::QGemmProblem Problem(int64_t rows, bool residual, bool residual_half) const {
     cutlass_sm90::QGemmProblem p;
     p.m = rows;
     p.n = static_cast<int>(base_.m);
     p.k = static_cast<int>(base_.k);
     p.int8_output = base_.y_dtype == static_cast<int>(DataType::kInt8);
+    p.half_output = base_.y_dtype == static_cast<int>(DataType::kFloat16);
     p.residual = residual;
     p.residual_int8 = residual && base_.r_scale > 0;
+    p.residual_half = residual_half;
     p.gelu = gelu_;
     return p;
   }
@@ -193,8 +202,10 @@ Result<std::vector<std::string>> QMatMulTactics(const LayerSpec& spec) {
     gp.n = static_cast<int>(w.dim(1));
     gp.k = static_cast<int>(w.dim(0));
     gp.int8_output = p.y_type == DataType::kInt8;
+    gp.half_output = p.y_type == DataType::kFloat16;
     gp.residual = n.input(3) != nullptr;
     gp.residual_int8 = gp.residual && p.r_scale > 0;
+    gp.residual_half = gp.residual && n.input(3)->dtype == DataType::kFloat16;
     gp.gelu = GemmGelu(n, p);
     for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
       if (!cutlass_sm90::Unsupported(gp, kGemmTiles[i])) tactics.push_back(kGemmTactics[i]);
@@ -211,8 +222,8 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
   const std::optional<cutlass_sm90::GemmTile> gemm = GemmTileOf(tactic);
   if (gemm && !GemmEligible(n))
     return Err(StatusCode::kInvalidArgument, "{}: tactic '{}' needs a compute capability 9.0 GPU, symmetric int8 x, "
-               "a float32 or symmetric int8 output, Relu / Clip / no activation (or GELU with an int8 output and no "
-               "residual), K a multiple of 16 and N of 16 (int8 output) or 4", n.Where(), tactic);
+               "a float32, float16 or symmetric int8 output, Relu / Clip / no activation (or GELU with an int8 output "
+               "and no residual), K a multiple of 16 and N of 16 (int8 output), 8 (float16) or 4", n.Where(), tactic);
   const bool sm90 = gemm.has_value();
 #else
   const bool sm90 = false;
@@ -291,6 +302,9 @@ void RegisterQuantizedLayers(LayerRegistry& r) {
   r.Add("kiln.QConv", QConvFactory());
   LayerFactory qmm = QFactory(CreateQMatMul, QMatMulTactics);
   qmm.preferred_for = LtEligible;  // on cuBLASLt's int8 tensor cores (and Hopper's fused GEMM where it fits)
+  // Its epilogue writes float16 and reads a float16 residual (plan/fold_quantized_casts.cpp asks; the precision
+  // planner never lowers it: the op keeps float32).
+  qmm.compute_types = {DataType::kFloat32, DataType::kFloat16};
   r.Add("kiln.QMatMul", std::move(qmm));
 }
 

@@ -1,8 +1,9 @@
 // The quantized layers' epilogue as a CUTLASS sm90 epilogue visitor tree, shared by the convolution
 // (qconv_sm90_impl.cuh) and the GEMM (qgemm_sm90_impl.cuh). Along N (output channels / columns):
-//   v = acc * scale[n];  v = v + bias[n];  [v = v + C]  (C: the residual, float32 or int8 read as c * r_scale);
+//   v = acc * scale[n];  v = v + bias[n];  [v = v + C]  (C: the residual, float32, float16, or int8 read as c * r_scale);
 //   v = clamp(v, lo, hi)  or  v = 0.5 * v * (1 + erf(v * 0.7071067811865476)) (GELU, kAct 1)
-//   D = v (float32)  or  saturate(round_half_even(v * (1 / y_scale))) (int8; a division here costs 5x the GEMM)
+//   D = v (float32), v rounded to float16,  or  saturate(round_half_even(v * (1 / y_scale))) (int8; a division here
+//   costs 5x the GEMM)
 // each step its own rounded float operation (the stage compiles without FMA contraction), as the CPU computes it.
 #pragma once
 
@@ -30,11 +31,13 @@ struct GeluErf<cutlass::Array<T, N>> {
   }
 };
 
-// kResidual: 0 none, 1 float32, 2 int8 (times r_scale). kAct: 0 the clamp (no activation, Relu, Clip), 1 GELU.
-template <class TileShape, bool kInt8Out, int kResidual, int kAct = 0>
+// kOut: 0 float32, 1 int8, 2 float16. kResidual: 0 none, 1 float32, 2 int8 (times r_scale), 3 float16. kAct: 0 the
+// clamp (no activation, Relu, Clip), 1 GELU.
+template <class TileShape, int kOut, int kResidual, int kAct = 0>
 struct QEpilogueTree {
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
-  using ElementD = std::conditional_t<kInt8Out, int8_t, float>;
+  static constexpr bool kInt8Out = kOut == 1;
+  using ElementD = std::conditional_t<kOut == 1, int8_t, std::conditional_t<kOut == 2, cutlass::half_t, float>>;
   template <template <class> class Fn, class Out = float>
   using Compute = cutlass::epilogue::fusion::Sm90Compute<Fn, Out, float, kRound>;
   template <class... T>
@@ -48,9 +51,11 @@ struct QEpilogueTree {
   using Int8Residual = EVT<Compute<cutlass::multiplies>, cutlass::epilogue::fusion::Sm90SrcFetch<int8_t>, Scalar>;
   using Summed = std::conditional_t<
       kResidual == 0, Biased,
-      std::conditional_t<kResidual == 1,
-                         EVT<Compute<cutlass::plus>, Biased, cutlass::epilogue::fusion::Sm90SrcFetch<float>>,
-                         EVT<Compute<cutlass::plus>, Biased, Int8Residual>>>;
+      std::conditional_t<
+          kResidual == 1, EVT<Compute<cutlass::plus>, Biased, cutlass::epilogue::fusion::Sm90SrcFetch<float>>,
+          std::conditional_t<kResidual == 3,
+                             EVT<Compute<cutlass::plus>, Biased, cutlass::epilogue::fusion::Sm90SrcFetch<cutlass::half_t>>,
+                             EVT<Compute<cutlass::plus>, Biased, Int8Residual>>>>;
   using Activated = std::conditional_t<
       kAct == 0, EVT<Compute<cutlass::epilogue::thread::Clamp, std::conditional_t<kInt8Out, float, ElementD>>, Summed>,
       EVT<Compute<GeluErf, std::conditional_t<kInt8Out, float, ElementD>>, Summed>>;
@@ -71,7 +76,7 @@ struct QEpilogueTree {
     typename Scaled::Arguments scaled{{}, {scale, 0.f, {}}, {}};
     typename Biased::Arguments biased{scaled, {bias, 0.f, {}}, {}};
     typename Summed::Arguments summed = [&] {
-      if constexpr (kResidual == 1) return typename Summed::Arguments{biased, {}, {}};
+      if constexpr (kResidual == 1 || kResidual == 3) return typename Summed::Arguments{biased, {}, {}};
       else if constexpr (kResidual == 2)
         return typename Summed::Arguments{biased, typename Int8Residual::Arguments{{}, ScalarArgs(r_scale), {}}, {}};
       else return biased;

@@ -3,7 +3,8 @@
 // tile's epilogue) and the epilogue visitor tree of qepilogue_sm90.cuh. It runs kiln.QMatMul and the 1x1, stride-1,
 // unpadded NHWC kiln.QConv (a GEMM over the N*H*W positions). Plain C++ here, like qconv_sm90.h.
 //   Y[m][n] = epilogue(sum over k of X[m][k] * W[n][k]),   X [m, k] int8 row-major, W [n, k] int8 (a row per
-//   output column), Y and the residual [m, n] row-major, float32 or int8; the arithmetic of qconv_sm90.h, the
+//   output column), Y and the residual [m, n] row-major, float32, float16 or int8 (a float16 residual with a float16
+//   output only); the arithmetic of qconv_sm90.h, the
 //   activation a clamp (none, Relu, Clip) or, for an int8 output without residual, GELU (BERT's FFN).
 #pragma once
 
@@ -21,6 +22,8 @@ struct QGemmProblem {
   bool int8_output = false;
   bool residual = false;
   bool residual_int8 = false;  // the residual is int8 (times r_scale), not float32
+  bool half_output = false;    // float16 output (int8_output false)
+  bool residual_half = false;  // the residual is float16: with a float16 output only
   bool gelu = false;           // GELU (erf form) in place of the clamp: int8 output and no residual only
 };
 
@@ -29,7 +32,7 @@ struct QGemmOperands {
   const int8_t* w = nullptr;        // [n, k]
   const float* scale = nullptr;     // [n]
   const float* bias = nullptr;      // [n] or null
-  const void* residual = nullptr;   // the output's shape, float32 or int8 (residual_int8), when there is one
+  const void* residual = nullptr;   // the output's shape, float32, float16 or int8 (residual_*), when there is one
   float r_scale = 1.f;              // an int8 residual's scale
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   float y_scale = 1.f;

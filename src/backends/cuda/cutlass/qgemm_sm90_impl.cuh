@@ -22,7 +22,7 @@ namespace detail {
 
 using namespace cute;
 
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct>
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct>
 struct GemmKernel {
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, _128>;
   using ClusterShape = Shape<_1, _1, _1>;
@@ -31,11 +31,13 @@ struct GemmKernel {
                                               cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
   using EpilogueSchedule = std::conditional_t<kCooperative, cutlass::epilogue::TmaWarpSpecializedCooperative,
                                               cutlass::epilogue::TmaWarpSpecialized>;
-  using ElementD = std::conditional_t<kInt8Out, int8_t, float>;
-  using ElementC = std::conditional_t<kResidual == 0, void, std::conditional_t<kResidual == 1, float, int8_t>>;
+  using ElementD = typename QEpilogueTree<TileShape, kOut, kResidual, kAct>::ElementD;
+  using ElementC = std::conditional_t<
+      kResidual == 0, void,
+      std::conditional_t<kResidual == 1, float, std::conditional_t<kResidual == 3, cutlass::half_t, int8_t>>>;
   static constexpr int kAlignD = 16 / sizeof(ElementD);
-  static constexpr int kAlignC = kResidual == 2 ? 16 : 4;
-  using Tree = typename QEpilogueTree<TileShape, kInt8Out, kResidual, kAct>::Tree;
+  static constexpr int kAlignC = kResidual == 2 ? 16 : kResidual == 3 ? 8 : 4;
+  using Tree = typename QEpilogueTree<TileShape, kOut, kResidual, kAct>::Tree;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -60,7 +62,7 @@ struct GemmKernel {
     auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{}, cute::make_shape(m, p.n, 1));
     auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(m, p.n, 1));
     typename Epilogue::Arguments epi{
-        QEpilogueTree<TileShape, kInt8Out, kResidual, kAct>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale, o.r_scale),
+        QEpilogueTree<TileShape, kOut, kResidual, kAct>::Arguments(o.scale, o.bias, o.lo, o.hi, o.y_scale, o.r_scale),
         static_cast<const typename Epilogue::ElementC*>(kResidual != 0 ? o.residual : nullptr),
         stride_c, static_cast<ElementD*>(o.y), stride_d};
     const cutlass::KernelHardwareInfo hw = HardwareInfo();
@@ -71,13 +73,15 @@ struct GemmKernel {
 
 }  // namespace detail
 
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct>
-const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN, kAct>::Unsupported(const QGemmProblem& p) {
-  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN, kAct>;
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct>
+const char* QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct>::Unsupported(const QGemmProblem& p) {
+  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct>;
   if (p.m <= 0 || p.n <= 0 || p.k <= 0) return "an empty problem";
   if (p.m > 0x7fffffff) return "more than 2^31 rows";
   if (p.k % 16 != 0) return "K is not a multiple of 16";
-  if (p.n % K::kAlignD != 0) return kInt8Out ? "N is not a multiple of 16" : "N is not a multiple of 4";
+  if (p.n % K::kAlignD != 0)
+    return kOut == 1 ? "N is not a multiple of 16" : kOut == 2 ? "N is not a multiple of 8" : "N is not a multiple of 4";
+  if (kResidual == 3 && p.n % K::kAlignC != 0) return "N is not a multiple of 8 (a float16 residual)";
   if (kResidual == 2 && p.n % K::kAlignC != 0) return "N is not a multiple of 16 (an int8 residual)";
   QGemmOperands probe;
   if (K::Gemm::can_implement(K::MakeArguments(p, probe)) != cutlass::Status::kSuccess)
@@ -85,17 +89,17 @@ const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN, kAct>::Unsupported(co
   return nullptr;
 }
 
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct>
-size_t QGemmImpl<kInt8Out, kResidual, kTileM, kTileN, kAct>::WorkspaceBytes(const QGemmProblem& p) {
-  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN, kAct>;
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct>
+size_t QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct>::WorkspaceBytes(const QGemmProblem& p) {
+  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct>;
   QGemmOperands probe;
   return K::Gemm::get_workspace_size(K::MakeArguments(p, probe));
 }
 
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct>
-const char* QGemmImpl<kInt8Out, kResidual, kTileM, kTileN, kAct>::Run(const QGemmProblem& p, const QGemmOperands& o,
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct>
+const char* QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct>::Run(const QGemmProblem& p, const QGemmOperands& o,
                                                                  void* workspace, cudaStream_t stream) {
-  using K = detail::GemmKernel<kInt8Out, kResidual, kTileM, kTileN, kAct>;
+  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct>;
   typename K::Gemm gemm;
   const typename K::Arguments args = K::MakeArguments(p, o);
   if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return "CUTLASS initialize failed";

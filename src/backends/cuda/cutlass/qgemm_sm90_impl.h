@@ -6,9 +6,9 @@
 
 namespace kiln::cuda::cutlass_sm90 {
 
-// kTileM 256: the cooperative schedule (both consumer warpgroups on one tile); 128: ping-pong. kAct: 0 the clamp,
-// 1 GELU (qepilogue_sm90.cuh).
-template <bool kInt8Out, int kResidual, int kTileM, int kTileN, int kAct = 0>
+// kOut, kResidual, kAct: qepilogue_sm90.cuh's (kOut 0 float32, 1 int8, 2 float16). kTileM 256: the cooperative
+// schedule (both consumer warpgroups on one tile); 128: ping-pong.
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct = 0>
 struct QGemmImpl {
   static const char* Unsupported(const QGemmProblem& p);
   static size_t WorkspaceBytes(const QGemmProblem& p);

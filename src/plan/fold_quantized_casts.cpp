@@ -1,0 +1,107 @@
+// FoldQuantizedCasts (see fold_quantized_casts.h).
+#include "plan/fold_quantized_casts.h"
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "ops/op_def.h"
+#include "ops/quantized_ops.h"
+
+namespace kiln {
+namespace {
+
+bool IsCastTo(const Node* n, DataType to) {
+  return n && n->domain.empty() && n->op_type == "Cast" && n->geti("to", 0) == static_cast<int64_t>(to);
+}
+
+}  // namespace
+
+QuantizedCastFolds FoldQuantizedCasts(Graph& g, const std::function<bool(const Node&)>& takes_float16) {
+  QuantizedCastFolds r;
+  std::map<const Value*, std::vector<Node*>> readers;
+  for (const auto& n : g.nodes())
+    for (Value* v : n->inputs)
+      if (v) readers[v].push_back(n.get());
+  std::set<const Node*> dead;
+  for (const auto& np : g.nodes()) {
+    Node& n = *np;
+    if (n.domain != kKilnDomain || n.op_type != "QMatMul" || !takes_float16(n)) continue;
+    Value* y = n.output(0);
+    if (!y || y->dtype != DataType::kFloat32 || y->is_graph_output) continue;
+    // The output folds with the residual only (a float16 output with a float32 or int8 residual has no fused
+    // kernel on the GPU): none, or a float32 Cast of a 16-bit value.
+    Value* res = n.input(3);
+    Value* res16 = nullptr;
+    if (res) {
+      if (res->dtype != DataType::kFloat32 || n.has_attr(quant_attrs::kRScale) ||
+          !IsCastTo(res->producer, DataType::kFloat32))
+        continue;
+      res16 = res->producer->input(0);
+      if (!res16 || res16->dtype != DataType::kFloat16) continue;
+    }
+    const auto& rs = readers[y];
+    bool all_casts = !rs.empty();
+    for (const Node* c : rs) all_casts &= IsCastTo(c, DataType::kFloat16) && c->inputs.size() == 1;
+    if (!all_casts) continue;
+    // The first Cast's output becomes the layer's; the other Casts' readers read it too.
+    Value* y16 = rs[0]->output(0);
+    if (!y16) continue;
+    for (size_t i = 1; i < rs.size(); ++i) {
+      Value* other = rs[i]->output(0);
+      if (!other || other->is_graph_output) {
+        y16 = nullptr;
+        break;
+      }
+    }
+    if (!y16) continue;
+    for (size_t i = 1; i < rs.size(); ++i) {
+      Value* other = rs[i]->output(0);
+      for (Node* m : readers[other])
+        for (Value*& in : m->inputs)
+          if (in == other) in = y16;
+      other->producer = nullptr;  // its Cast goes
+      dead.insert(rs[i]);
+    }
+    dead.insert(rs[0]);
+    n.outputs[0] = y16;
+    y16->producer = &n;
+    y->producer = nullptr;  // read by nothing now
+    n.attrs[quant_attrs::kYType] = Attribute::Int(static_cast<int64_t>(DataType::kFloat16));
+    ++r.outputs;
+    if (res16) {  // the residual: the float16 value the Cast widened
+      n.inputs[3] = res16;
+      ++r.residuals;
+    }
+  }
+  // A QuantizeLinear of a float32 Cast of a 16-bit float value quantizes that value, read as its float32 widening.
+  for (const auto& np : g.nodes()) {
+    Node& n = *np;
+    if (!n.domain.empty() || n.op_type != "QuantizeLinear" || !takes_float16(n)) continue;
+    Value* x = n.input(0);
+    if (!x || x->dtype != DataType::kFloat32 || !IsCastTo(x->producer, DataType::kFloat32)) continue;
+    Value* src = x->producer->input(0);
+    if (!src || (src->dtype != DataType::kFloat16 && src->dtype != DataType::kBFloat16)) continue;
+    n.inputs[0] = src;
+    n.attrs[quant_attrs::kXWidened] = Attribute::Int(1);
+    ++r.quantize_inputs;
+  }
+  if (dead.empty() && r.residuals == 0 && r.quantize_inputs == 0) return r;
+  auto casts = [&g] {
+    int c = 0;
+    for (const auto& n : g.nodes()) c += n->domain.empty() && n->op_type == "Cast";
+    return c;
+  };
+  const int before = casts();
+  auto& nodes = g.mutable_nodes();
+  std::vector<std::unique_ptr<Node>> kept;
+  kept.reserve(nodes.size());
+  for (auto& n : nodes)
+    if (!dead.count(n.get())) kept.push_back(std::move(n));
+  nodes.swap(kept);
+  g.RemoveDeadNodes();  // residual Casts no one reads now
+  r.casts_removed = before - casts();
+  return r;
+}
+
+}  // namespace kiln
