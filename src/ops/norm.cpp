@@ -2,6 +2,7 @@
 // opset 14), InstanceNormalization, LayerNormalization (optional Mean/InvStdDev), GroupNormalization.
 #include "core/error.h"
 #include "ops/families.h"
+#include "ops/quantized_ops.h"
 
 namespace kiln {
 
@@ -89,8 +90,22 @@ Status LayerNormShape(InferContext& ctx) {
       stash_t != DataType::kFloat16)
     return Err(StatusCode::kInvalidModel, "{}: stash_type {} is not a floating-point type", n.Where(), stash);
   const TensorInfo& x = ctx.in(0);
+  // Output 3 (kiln's): Y quantized per tensor (ops/quantized_ops.h: kQScale).
+  DataType q_type = DataType::kUndefined;
+  if (n.output(3)) {
+    KILN_ASSIGN_OR_RETURN(const int64_t qt, n.attr_int(quant_attrs::kQType, 0));
+    KILN_ASSIGN_OR_RETURN(const float qs, n.attr_float(quant_attrs::kQScale, 0.f));
+    KILN_ASSIGN_OR_RETURN(const int64_t qz, n.attr_int(quant_attrs::kQZeroPoint, 0));
+    q_type = static_cast<DataType>(qt);
+    const bool u8 = q_type == DataType::kUInt8;
+    if ((q_type != DataType::kInt8 && !u8) || !(qs > 0 && std::isfinite(qs)) || qz < (u8 ? 0 : -128) ||
+        qz > (u8 ? 255 : 127))
+      return Err(StatusCode::kInvalidModel, "{}: output 3 needs kiln_q_type int8/uint8, a positive finite "
+                 "kiln_q_scale and a kiln_q_zero_point in the type's range", n.Where());
+  }
   if (!x.has_shape) {
     for (size_t i = 0; i < 3; ++i) ctx.set_output_rank_unknown(i, i == 0 ? x.dtype : stash_t);
+    if (n.output(3)) ctx.set_output_rank_unknown(3, q_type);
     return Status::Ok();
   }
   const int64_t rank = x.rank();
@@ -112,6 +127,7 @@ Status LayerNormShape(InferContext& ctx) {
                  n.Where(), i == 1 ? "Scale" : "B", ShapeToString(s), ShapeToString(x.shape), axis);
   }
   ctx.set_output(0, x.dtype, x.shape);
+  if (n.output(3)) ctx.set_output(3, q_type, x.shape);
   Shape stat = x.shape;
   for (int64_t d = *na; d < rank; ++d) stat[d] = Dim(1);
   // Mean/InvStdDev only where the model asks for them (no allocation for omitted outputs).

@@ -43,6 +43,13 @@ inline constexpr const char* kRScale = "kiln_r_scale";
 // float16 or bfloat16, stands for its float32 widening, so x / scale is computed in float32 and not rounded to X's
 // type as ONNX computes it for a 16-bit X.
 inline constexpr const char* kXWidened = "kiln_x_widened";
+// A LayerNormalization's output 3 (plan/fold_quantized_casts.cpp puts a following per-tensor QuantizeLinear there):
+// Y as written, in X's type, quantized as a widened QuantizeLinear does it,
+//   q = saturate(round_half_even(float(Y) / kiln_q_scale) + kiln_q_zero_point)   (NaN gives 0)
+// to kiln_q_type (int8 or uint8).
+inline constexpr const char* kQScale = "kiln_q_scale";
+inline constexpr const char* kQZeroPoint = "kiln_q_zero_point";
+inline constexpr const char* kQType = "kiln_q_type";
 
 struct Params {
   float x_scale = 0;

@@ -1,6 +1,7 @@
 // FoldQuantizedCasts (see fold_quantized_casts.h).
 #include "plan/fold_quantized_casts.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <vector>
@@ -85,6 +86,35 @@ QuantizedCastFolds FoldQuantizedCasts(Graph& g, const std::function<bool(const N
     n.inputs[0] = src;
     n.attrs[quant_attrs::kXWidened] = Attribute::Int(1);
     ++r.quantize_inputs;
+  }
+  // A per-tensor QuantizeLinear of a LayerNormalization's Y (widened, or X float32) becomes the LayerNormalization's
+  // output 3: the kernel quantizes each value as it writes it.
+  for (const auto& np : g.nodes()) {
+    Node& q = *np;
+    if (!q.domain.empty() || q.op_type != "QuantizeLinear" || dead.count(&q)) continue;
+    Value* x = q.input(0);
+    Node* ln = x ? x->producer : nullptr;
+    if (!ln || !ln->domain.empty() || ln->op_type != "LayerNormalization" || ln->output(0) != x || ln->output(3) ||
+        !takes_float16(*ln))
+      continue;
+    if (x->dtype != DataType::kFloat32 && q.geti(quant_attrs::kXWidened, 0) == 0) continue;  // ONNX's 16-bit rounding
+    const Value* s = q.input(1);
+    const Value* z = q.input(2);
+    Value* y = q.output(0);
+    if (!s || !s->is_const() || s->const_value->numel() != 1 || s->dtype != DataType::kFloat32 || !y) continue;
+    if (z && (!z->is_const() || z->const_value->numel() != 1)) continue;
+    if (y->dtype != DataType::kInt8 && y->dtype != DataType::kUInt8) continue;
+    if (q.geti("block_size", 0) != 0) continue;
+    const float scale = static_cast<float>(s->const_value->GetAsDouble(0));
+    if (!(scale > 0) || !std::isfinite(scale)) continue;
+    ln->outputs.resize(4, nullptr);
+    ln->outputs[3] = y;
+    y->producer = ln;
+    ln->attrs[quant_attrs::kQScale] = Attribute::Float(scale);
+    ln->attrs[quant_attrs::kQZeroPoint] = Attribute::Int(z ? z->const_value->GetAsInt(0) : 0);
+    ln->attrs[quant_attrs::kQType] = Attribute::Int(static_cast<int64_t>(y->dtype));
+    dead.insert(&q);
+    ++r.norm_quantizes;
   }
   if (dead.empty() && r.residuals == 0 && r.quantize_inputs == 0) return r;
   auto casts = [&g] {

@@ -87,9 +87,9 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend,
   if (folds.casts_removed > 0)
     logger.log(Severity::kVerbose, fmt::format("precision: {} INT8 layer(s) write float16, {} read a float16 "
                                                "residual and {} QuantizeLinear(s) a 16-bit input, in place of {} "
-                                               "cast(s)",
+                                               "cast(s); {} LayerNormalization(s) quantize their output",
                                                folds.outputs, folds.residuals, folds.quantize_inputs,
-                                               folds.casts_removed)
+                                               folds.casts_removed, folds.norm_quantizes)
                                        .c_str());
   if (po.low != DataType::kFloat32)
     logger.log(Severity::kInfo, fmt::format("precision: {} layer(s) in {}, {} in fp32, {} cast(s) inserted, {} "

@@ -90,6 +90,31 @@ TEST(GpuNorm, LayerNormRowsInRegisters) {
   }
 }
 
+// Output 3 (kiln's, from plan/fold_quantized_casts.cpp): Y quantized per tensor as it is written, on the register
+// kernel, the vectorized block-per-row kernel and the scalar one, int8 and uint8. The GPU's Y may differ from the
+// CPU's by a rounding step, and then its quantized value by one step: a few percent of them at most.
+TEST(GpuNorm, LayerNormQuantizedOutput) {
+  const std::vector<Shape> cases = {{33, 768}, {3, 20000}, {5, 37}};
+  for (DataType t : {DataType::kFloat16, DataType::kFloat32}) {
+    for (const Shape& shape : cases) {
+      for (DataType q : {DataType::kInt8, DataType::kUInt8}) {
+        SCOPED_TRACE(std::string(DataTypeName(t)) + ShapeToString(shape) + " to " + DataTypeName(q));
+        const Shape norm{shape.back()};
+        EXPECT_TRUE(OneNode("LayerNormalization")
+                        .Input(Random(t, shape, 41, -2, 3))
+                        .Const(Random(t, norm, 42, 0.5, 1.5))
+                        .Const(Random(t, norm, 43))
+                        .Outputs(4)
+                        .Attr("kiln_q_scale", Attribute::Float(0.0119f))
+                        .Attr("kiln_q_zero_point", Attribute::Int(q == DataType::kUInt8 ? 120 : -5))
+                        .Attr("kiln_q_type", Attribute::Int(static_cast<int64_t>(q)))
+                        .IntegersOneOff(0.03)
+                        .MatchesCpu(1e-2, 1e-2));
+      }
+    }
+  }
+}
+
 TEST(GpuNorm, LayerNormNoBiasEpsilonAndStatsOutputs) {
   for (DataType t : kFloatTypes) {
     SCOPED_TRACE(DataTypeName(t));

@@ -32,7 +32,8 @@ struct Net {
 // xq int8 [6, 32], h float16 [6, 16]:  y = QMatMul(xq, W, B, R = Cast<f32>(h));  out = Relu(Cast<f16>(y));
 // hq = QuantizeLinear(Cast<f32>(h)) (the same Cast); a second QMatMul whose float32 output a Sigmoid reads (no
 // Cast: it stays float32); a third whose residual is a float32 input (out3 = Cast<f16>: no fused float16 kernel
-// reads a float32 residual, so it stays float32 too).
+// reads a float32 residual, so it stays float32 too); and a LayerNormalization of h (float16) whose Y a Relu reads and
+// QuantizeLinear(Cast<f32>(Y)) quantizes (lnq).
 Net Make() {
   Net net;
   net.g = std::make_unique<Graph>();
@@ -83,7 +84,17 @@ Net Make() {
   zp.SetFromDouble(0, 3);
   add("QuantizeLinear", "", "quantize", {g.FindValue("h32"), g.AddConstant("s", Tensor::Scalar(DataType::kFloat32, 0.0173)),
                                          g.AddConstant("zp", zp)}, "hq");
-  for (const char* o : {"out", "out2", "hq", "out3"}) {
+  Value* gamma = g.AddConstant("gamma", RandomTensor(DataType::kFloat16, {16}, 6, 0.5, 1.5));
+  Value* beta = g.AddConstant("beta", RandomTensor(DataType::kFloat16, {16}, 7, -0.5, 0.5));
+  add("LayerNormalization", "", "ln", {h, gamma, beta}, "ln_y");
+  add("Relu", "", "ln_relu", {g.FindValue("ln_y")}, "ln_out");
+  add("Cast", "", "ln_to_f32", {g.FindValue("ln_y")}, "ln_y32")->attrs["to"] =
+      Attribute::Int(static_cast<int64_t>(DataType::kFloat32));
+  Tensor zp2(DataType::kUInt8, {});
+  zp2.SetFromDouble(0, 120);
+  add("QuantizeLinear", "", "ln_quantize", {g.FindValue("ln_y32"), g.AddConstant("s2", Tensor::Scalar(DataType::kFloat32, 0.0119)),
+                                            g.AddConstant("zp2", zp2)}, "lnq");
+  for (const char* o : {"out", "out2", "hq", "out3", "ln_out", "lnq"}) {
     g.FindValue(o)->is_graph_output = true;
     g.outputs.push_back(g.FindValue(o));
   }
@@ -102,8 +113,13 @@ TEST(FoldQuantizedCasts, OutputAndResidualCastsFoldAndResultsAreEqual) {
   const QuantizedCastFolds f = FoldQuantizedCasts(*after.g, [](const Node&) { return true; });
   EXPECT_EQ(f.outputs, 1);
   EXPECT_EQ(f.residuals, 1);
-  EXPECT_EQ(f.quantize_inputs, 1);
-  EXPECT_EQ(f.casts_removed, 2);
+  EXPECT_EQ(f.quantize_inputs, 2);
+  EXPECT_EQ(f.norm_quantizes, 1);
+  EXPECT_EQ(f.casts_removed, 3);
+  EXPECT_EQ(Find(*after.g, "ln_quantize"), nullptr);
+  ASSERT_NE(Find(*after.g, "ln"), nullptr);
+  ASSERT_NE(Find(*after.g, "ln")->output(3), nullptr);
+  EXPECT_EQ(Find(*after.g, "ln")->output(3)->name, "lnq");
   EXPECT_EQ(Find(*after.g, "quantize")->input(0)->name, "h");
   ASSERT_TRUE(InferGraph(*after.g, InferOptions{}).ok());
   const Node* q = Find(*after.g, "qmm");
@@ -121,7 +137,7 @@ TEST(FoldQuantizedCasts, OutputAndResidualCastsFoldAndResultsAreEqual) {
   auto got = cpu::RunGraph(*after.g, after.feeds);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  for (const char* o : {"out", "out2", "hq", "out3"}) {
+  for (const char* o : {"out", "out2", "hq", "out3", "ln_out", "lnq"}) {
     const Tensor &a = want->at(o), &b = got->at(o);
     ASSERT_EQ(a.dtype(), b.dtype());
     ASSERT_EQ(a.nbytes(), b.nbytes());

@@ -1,11 +1,12 @@
 // CPU kernels of the normalizations: BatchNormalization (inference; training_mode=1 computes batch
 // statistics and the running-mean/var outputs), InstanceNormalization, LayerNormalization (with optional
-// Mean/InvStdDev outputs), GroupNormalization (scale/bias per channel, or per group with
+// Mean/InvStdDev outputs, and kiln's per-tensor quantized Y as output 3), GroupNormalization (scale/bias per channel, or per group with
 // kiln_scale_per_group = 1). Statistics accumulate in double; work is split over planes/rows.
 #include <cmath>
 
 #include "backends/cpu/families.h"
 #include "backends/cpu/reduce_util.h"
+#include "ops/quantized_ops.h"
 
 namespace kiln::cpu {
 
@@ -206,6 +207,22 @@ Status LayerNormKernel(KernelContext& ctx) {
     Tensor& out = EnsureOutput(ctx, o, stash, stat_shape);
     const auto& v = o == 1 ? means : invs;
     for (int64_t r = 0; r < rows; ++r) out.SetFromDouble(r, v[r]);
+  }
+  if (Present(ctx, 3)) {  // Y quantized per tensor, as a widened QuantizeLinear of Y (ops/quantized_ops.h: kQScale)
+    const DataType qt = static_cast<DataType>(n.geti(quant_attrs::kQType, 0));
+    const float qs = n.getf(quant_attrs::kQScale, 1.f);
+    const double qz = static_cast<double>(n.geti(quant_attrs::kQZeroPoint, 0));
+    if (qt != DataType::kInt8 && qt != DataType::kUInt8)
+      return Err(StatusCode::kInvalidArgument, "{}: output 3's kiln_q_type must be int8 or uint8", n.Where());
+    Tensor& q = EnsureOutput(ctx, 3, qt, x.shape());
+    const double lo = qt == DataType::kUInt8 ? 0 : -128, hi = qt == DataType::kUInt8 ? 255 : 127;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      double v = std::nearbyint(static_cast<double>(static_cast<float>(y.GetAsDouble(i)) / qs)) + qz;
+      if (std::isnan(v)) v = 0;
+      v = v < lo ? lo : (v > hi ? hi : v);
+      if (qt == DataType::kUInt8) q.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      else q.data<int8_t>()[i] = static_cast<int8_t>(v);
+    }
   }
   return Status::Ok();
 }

@@ -23,6 +23,31 @@ struct SquaredDeviation {
 
 // ---- LayerNormalization ----
 
+// Output 3: y[i] as written (v), quantized per tensor as the CUDA QuantizeLinear's per-tensor kernel does it; the
+// byte's bits (int8 or uint8).
+__device__ __forceinline__ uint32_t QuantizedByte(const LayerNormArgs& a, float v) {
+  float r = rintf(__fdiv_rn(v, a.q_scale)) + static_cast<float>(a.q_zero_point);
+  const float lo = a.q_unsigned ? 0.f : -128.f, hi = a.q_unsigned ? 255.f : 127.f;
+  r = isnan(r) ? 0.f : fminf(hi, fmaxf(lo, r));
+  return static_cast<uint32_t>(static_cast<int32_t>(r)) & 0xffu;
+}
+__device__ __forceinline__ void StoreQuantized(const LayerNormArgs& a, int64_t i, float v) {
+  static_cast<uint8_t*>(a.yq)[i] = static_cast<uint8_t>(QuantizedByte(a, v));
+}
+// A pack's V values (T's 16 bytes) at element i, a multiple of V: 8 bytes (V = 8) or 4 (V = 4) in one store.
+template <typename T, int V>
+__device__ __forceinline__ void StoreQuantizedPack(const LayerNormArgs& a, int64_t i, const Pack16<T>& p) {
+  uint32_t w[2] = {0u, 0u};
+#pragma unroll
+  for (int j = 0; j < V; ++j) w[j / 4] |= QuantizedByte(a, ToF32(p.v[j])) << (8 * (j % 4));
+  if constexpr (V == 8) *reinterpret_cast<uint2*>(static_cast<uint8_t*>(a.yq) + i) = make_uint2(w[0], w[1]);
+  else if constexpr (V == 4) *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(a.yq) + i) = w[0];
+  else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) StoreQuantized(a, i + j, ToF32(p.v[j]));
+  }
+}
+
 // One block per row. kVec: cols % Pack16 size == 0 and x/y 16-byte aligned. kCache: the row is kept in shared
 // memory (as float) after the first read.
 template <typename T, bool kVec, bool kCache>
@@ -69,12 +94,15 @@ __global__ void LayerNormKernel(LayerNormArgs a) {
           out.v[i] = FromF32<T>((f[i] - mean) * inv * a.gamma[j] + b);
         }
         yv[k] = out;
+        if (a.yq) StoreQuantizedPack<T, V>(a, r * cols + k * V, out);
       }
     } else {
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
         const float f = kCache ? row_cache[j] : ToF32(xr[j]);
         const float b = a.beta ? a.beta[j] : 0.f;
-        yr[j] = FromF32<T>((f - mean) * inv * a.gamma[j] + b);
+        const T yj = FromF32<T>((f - mean) * inv * a.gamma[j] + b);
+        yr[j] = yj;
+        if (a.yq) StoreQuantized(a, r * cols + j, ToF32(yj));
       }
     }
     if (threadIdx.x == 0) {
@@ -171,6 +199,7 @@ __global__ void __launch_bounds__(512) LayerNormRegKernel(LayerNormArgs a) {
 #pragma unroll
       for (int j = 0; j < V; ++j) out.v[j] = FromF32<T>((f[i][j] - mean) * inv * g[j] + b[j]);
       yv[k] = out;
+      if (a.yq) StoreQuantizedPack<T, V>(a, row * a.cols + k * V, out);
     }
     if (tx == 0) {
       if (a.mean) StoreFromF32(a.mean, a.stash_dtype, row, mean);
@@ -194,7 +223,8 @@ void LaunchLayerNormReg(int packs_per_thread, unsigned grid, dim3 block, const L
 template <typename T>
 bool LayerNormInRegisters(const LayerNormArgs& a, cudaStream_t stream) {
   constexpr int V = Pack16<T>::kN, kMaxPacks = kRegFloats / V;
-  if (a.cols <= 0 || a.cols % V != 0 || !Aligned16(a.x) || !Aligned16(a.y) || !Aligned16(a.gamma) ||
+  if (a.cols <= 0 || a.cols % V != 0 || !Aligned16(a.x) || !Aligned16(a.y) || (a.yq && !Aligned16(a.yq)) ||
+      !Aligned16(a.gamma) ||
       (a.beta && !Aligned16(a.beta)))
     return false;
   const int64_t packs = a.cols / V;
@@ -213,7 +243,7 @@ template <typename T>
 cudaError_t LayerNormTyped(const LayerNormArgs& a, cudaStream_t stream) {
   if (LayerNormInRegisters<T>(a, stream)) return cudaGetLastError();
   constexpr int V = Pack16<T>::kN;
-  const bool vec = a.cols % V == 0 && Aligned16(a.x) && Aligned16(a.y);
+  const bool vec = a.cols % V == 0 && Aligned16(a.x) && Aligned16(a.y) && (!a.yq || Aligned16(a.yq));
   const bool cache = a.cols <= kRowCacheFloats;
   const int threads = BlockThreadsFor(vec ? a.cols / V : a.cols, 512);
   const unsigned grid = static_cast<unsigned>(a.rows < kMaxGrid ? a.rows : kMaxGrid);

@@ -21,6 +21,12 @@ struct LayerNormArgs {
   void* mean = nullptr;     // optional: rows values of stash_dtype
   void* inv_std = nullptr;  // optional: rows values of stash_dtype
   int stash_dtype = 1;
+  // Optional: y as written, quantized per tensor (LayerNormalization's output 3, ops/quantized_ops.h: kQScale),
+  // int8 or uint8 (q_unsigned): saturate(round_half_even(float(y) / q_scale) + q_zero_point), NaN giving 0.
+  void* yq = nullptr;
+  float q_scale = 1.f;
+  int q_zero_point = 0;
+  bool q_unsigned = false;
 };
 cudaError_t LaunchLayerNorm(const LayerNormArgs& a, cudaStream_t stream);
 

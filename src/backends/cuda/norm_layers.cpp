@@ -12,6 +12,7 @@
 #include "backends/cuda/families.h"
 #include "backends/cuda/norm_kernels.h"
 #include "core/error.h"
+#include "ops/quantized_ops.h"
 
 namespace kiln::cuda {
 
@@ -141,6 +142,9 @@ class LayerNormLayer : public Layer {
   int64_t axis = -1;
   float eps = 1e-5f;
   bool has_bias = false;
+  float q_scale = 1.f;  // output 3 (Y quantized per tensor), when the node has it
+  int q_zero_point = 0;
+  bool q_unsigned = false;
   std::vector<int64_t> folded_norm;  // non-empty: `folded` holds [gamma | beta] for these normalized dims
   DeviceBuffer folded;
 
@@ -172,6 +176,12 @@ class LayerNormLayer : public Layer {
       if (!IsParamType(outputs[o].dtype))
         return Err(StatusCode::kUnsupported, "{}: stash_type {} is not supported on the GPU", where,
                    DataTypeName(outputs[o].dtype));
+    }
+    if (outputs.size() > 3 && outputs[3].present() && outputs[3].data) {
+      a.yq = outputs[3].data;
+      a.q_scale = q_scale;
+      a.q_zero_point = q_zero_point;
+      a.q_unsigned = q_unsigned;
     }
     if (a.rows == 0) return Status::Ok();
     if (g.cols > 0 && Folded(g)) {
@@ -221,6 +231,14 @@ Result<std::unique_ptr<Layer>> CreateLayerNorm(const LayerSpec& spec) {
   l->axis = n.geti("axis", -1);
   l->eps = n.getf("epsilon", 1e-5f);
   l->has_bias = n.input(2) != nullptr;
+  if (n.output(3)) {
+    const auto qt = static_cast<DataType>(n.geti(quant_attrs::kQType, 0));
+    if (qt != DataType::kInt8 && qt != DataType::kUInt8)
+      return Err(StatusCode::kInvalidModel, "{}: output 3's kiln_q_type must be int8 or uint8", l->where);
+    l->q_scale = n.getf(quant_attrs::kQScale, 1.f);
+    l->q_zero_point = static_cast<int>(n.geti(quant_attrs::kQZeroPoint, 0));
+    l->q_unsigned = qt == DataType::kUInt8;
+  }
   // Fold constant Scale/B into one float32 table when the normalized dims are known now.
   const Value* scale = n.input(1);
   const Value* bias = n.input(2);
