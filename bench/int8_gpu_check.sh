@@ -16,6 +16,7 @@ cd w
 if [ "${KILN_INT8_MODELS:-all}" != bert ]; then
 $PY - <<'PY' > $R/export.log 2>&1
 import torch, torchvision, numpy as np, os
+torch.manual_seed(0)  # the random weights, the same every run
 m = torchvision.models.resnet50(weights=None).eval()
 x = torch.randn(64, 3, 224, 224)
 torch.onnx.export(m, x, "r50.onnx", opset_version=17, input_names=["x"], output_names=["y"], dynamo=False)
@@ -47,6 +48,7 @@ class W(torch.nn.Module):
     def __init__(s):
         super().__init__(); s.m = transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False).eval()
     def forward(s, ids): return s.m(input_ids=ids).last_hidden_state
+torch.manual_seed(0)  # the random weights, the same every run
 ids = torch.randint(0, 30522, (32, 128))
 torch.onnx.export(W().eval(), (ids,), "bert.onnx", opset_version=17, input_names=["input_ids"], output_names=["y"], dynamo=False)
 os.makedirs("calib_b", exist_ok=True)
