@@ -84,7 +84,7 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend,
   rep.layers_reduced_precision = pr.lowered;
   rep.layers_fp32 = pr.kept_fp32;
   rep.casts_inserted = std::max(0, pr.casts_inserted - folds.casts_removed);  // the model's own Casts may fold too
-  if (folds.casts_removed > 0)
+  if (folds.casts_removed > 0 || folds.norm_quantizes > 0)
     logger.log(Severity::kVerbose, fmt::format("precision: {} INT8 layer(s) write float16, {} read a float16 "
                                                "residual and {} QuantizeLinear(s) a 16-bit input, in place of {} "
                                                "cast(s); {} LayerNormalization(s) quantize their output",

@@ -100,7 +100,7 @@ std::optional<nlohmann::json> QuantizationOf(const Node& n) {
     auto p = quant_attrs::Read(n);
     if (!p.ok()) return std::nullopt;
     nlohmann::json j = {{"x_scale", p->x_scale}, {"x_zero_point", p->x_zero_point}, {"w_scales", p->w_scales}};
-    if (p->y_type != DataType::kFloat32) {
+    if (p->y_type == DataType::kInt8 || p->y_type == DataType::kUInt8) {
       j["y_scale"] = p->y_scale;
       j["y_zero_point"] = p->y_zero_point;
     }
@@ -116,6 +116,9 @@ std::optional<nlohmann::json> QuantizationOf(const Node& n) {
                           {"scale_type", s ? DataTypeName(s->dtype) : ""},
                           {"zero_points", n.input(3) != nullptr}};
   }
+  if (n.domain.empty() && n.op_type == "LayerNormalization" && n.output(3))  // its quantized output (kQScale)
+    return nlohmann::json{{"y_scale", n.getf(quant_attrs::kQScale, 0.f)},
+                          {"y_zero_point", n.geti(quant_attrs::kQZeroPoint, 0)}};
   if (!n.domain.empty() || (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear")) return std::nullopt;
   const Value* s = n.input(1);
   const Value* z = n.input(2);

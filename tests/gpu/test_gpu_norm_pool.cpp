@@ -4,11 +4,15 @@
 // reference, int8/uint8 MaxPool exact.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/executor.h"
+#include "backends/cuda/graph_runner.h"
 #include "gpu_test_util.h"
+#include "ops/infer.h"
 
 namespace kiln::gputest {
 namespace {
@@ -113,6 +117,51 @@ TEST(GpuNorm, LayerNormQuantizedOutput) {
       }
     }
   }
+}
+
+// Output 3 with Mean and InvStdDev omitted (as plan/fold_quantized_casts.cpp leaves a LayerNormalization), run node
+// by node as `kiln compare --markAll` runs an engine: the omitted outputs get no buffer, Y and its quantized copy
+// agree with the CPU.
+TEST(GpuNorm, LayerNormQuantizedOutputWithoutStats) {
+  Graph g;
+  g.opsets[""] = 21;
+  Value* x = g.GetOrAddValue("x");
+  x->dtype = DataType::kFloat16;
+  x->shape = FromStatic({16, 768});
+  x->has_shape = true;
+  x->is_graph_input = true;
+  g.inputs.push_back(x);
+  Node* n = g.AddNode("LayerNormalization", "ln");
+  n->opset = 21;
+  n->inputs = {x, g.AddConstant("gamma", Random(DataType::kFloat16, {768}, 52, 0.5, 1.5)),
+               g.AddConstant("beta", Random(DataType::kFloat16, {768}, 53))};
+  Value* y = g.GetOrAddValue("y");
+  Value* q = g.GetOrAddValue("q");
+  n->outputs = {y, nullptr, nullptr, q};
+  y->producer = q->producer = n;
+  n->attrs["kiln_q_scale"] = Attribute::Float(0.0119f);
+  n->attrs["kiln_q_zero_point"] = Attribute::Int(-5);
+  n->attrs["kiln_q_type"] = Attribute::Int(static_cast<int64_t>(DataType::kInt8));
+  for (Value* o : {y, q}) {
+    o->is_graph_output = true;
+    g.outputs.push_back(o);
+  }
+  ASSERT_TRUE(InferGraph(g, InferOptions{}).ok());
+  const std::map<std::string, Tensor> feeds = {{"x", Random(DataType::kFloat16, {16, 768}, 51, -2, 3)}};
+  auto cpu = cpu::RunGraph(g, feeds);
+  auto gpu = cuda::RunGraph(g, feeds);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  const Tensor &cq = cpu->at("q"), &gq = gpu->at("q");
+  ASSERT_EQ(gq.dtype(), DataType::kInt8);
+  ASSERT_EQ(gq.numel(), cq.numel());
+  int64_t off = 0;
+  for (int64_t i = 0; i < cq.numel(); ++i) {
+    const double d = std::fabs(cq.GetAsDouble(i) - gq.GetAsDouble(i));
+    EXPECT_LE(d, 1) << "element " << i;
+    off += d != 0;
+  }
+  EXPECT_LE(off, cq.numel() / 30);  // one step off where the GPU's Y is a rounding step from the CPU's
 }
 
 TEST(GpuNorm, LayerNormNoBiasEpsilonAndStatsOutputs) {

@@ -111,6 +111,7 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
     std::vector<DeviceTensor> out_t(n.outputs.size());
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       outs[i] = std::make_unique<Slot>();
+      if (!n.outputs[i]) continue;  // an omitted optional output: not present (dtype undefined), no buffer
       const TensorInfo& o = ictx.outputs[i];
       out_t[i].dtype = o.dtype;
       int64_t elems = 0;
