@@ -32,7 +32,9 @@
 namespace kiln {
 
 inline constexpr char kEngineMagic[9] = "KILNENG1";
-inline constexpr uint32_t kEngineFormatVersion = 1;
+// 2: the INT8 layers' float16 output and residual, QuantizeLinear's kiln_x_widened and LayerNormalization's quantized
+// output 3 (ops/quantized_ops.h), which a version-1 reader would run as something else.
+inline constexpr uint32_t kEngineFormatVersion = 2;
 inline constexpr size_t kEngineHeaderSize = 256;
 inline constexpr size_t kEngineWeightsAlignment = 4096;  // the weights section's offset in the file
 inline constexpr size_t kEngineTensorAlignment = 64;     // each tensor inside the weights section
