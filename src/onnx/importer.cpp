@@ -134,6 +134,26 @@ Result<Tensor> ConstantValue(const onnx::NodeProto& np, const DataDirs& base_dir
   return Err(StatusCode::kInvalidModel, "{}: Constant node has no value attribute", where);
 }
 
+// The default domain's operator versions after kImplementedOpset that change more than their types.
+struct VersionChange {
+  const char* op;
+  int64_t version;
+  const char* what;
+};
+constexpr VersionChange kVersionChanges[] = {
+#include "onnx/onnx_version_changes.inc"
+};
+
+// Why a default-domain node at its opset is not what kiln implements ("Cast-24: its attributes, ... changed"), or
+// "": the first version of its op after kImplementedOpset, up to the node's opset, that changes more than types.
+std::string ChangedSinceImplemented(const Node& n) {
+  if (!n.domain.empty() || n.opset <= kImplementedOpset) return "";
+  for (const VersionChange& c : kVersionChanges)  // sorted by op, then version
+    if (n.op_type == c.op && c.version > kImplementedOpset && c.version <= n.opset)
+      return fmt::format("{}-{}: {}", c.op, c.version, c.what);
+  return "";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std::string& base_dir,
@@ -281,6 +301,12 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
       else
         unsupported.push_back(fmt::format("{} opset {}: kiln does not implement this op (a plugin can: kiln plugin "
                                           "new {})", where, opset, n->op_type));
+      continue;
+    }
+    if (const std::string change = ChangedSinceImplemented(*n); !change.empty()) {
+      unsupported.push_back(fmt::format("{} opset {}: {}; kiln implements {} as of opset {}: convert the model to "
+                                        "opset {} with onnx.version_converter", where, n->opset, change, n->op_type,
+                                        kImplementedOpset, kImplementedOpset));
       continue;
     }
     if (def->convert) {

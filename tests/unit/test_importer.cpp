@@ -232,6 +232,42 @@ TEST(Importer, UnsupportedNodesAreListedInOneReport) {
   ExpectErrorMentions(st, {"2 unsupported nodes", "'relu' (NotAnOp)", "'softmax' (AlsoNotAnOp)", "opset 17"});
 }
 
+// Past opset 21 (kImplementedOpset) a model imports where each of its ops changed only its types since then, as
+// the same model at its first opset computes it; a node whose op changed more is refused with the version and what
+// changed; past the newest opset (kMaxOpset) the model is refused.
+TEST(Importer, NewerOpsetsImportWhereTheirOpsChangedOnlyTypes) {
+  auto at = [](int64_t opset) {
+    onnx::ModelProto m = MakeModel();
+    m.mutable_opset_import(0)->set_version(opset);
+    return m;
+  };
+  const Tensor x = RandomInput(2);
+  auto base = ImportOnnxBytes(at(17).SerializeAsString(), ".", "small.onnx", Opts());
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  auto want = cpu::RunGraph(**base, {{"X", x}});
+  ASSERT_TRUE(want.ok());
+  for (int64_t opset : {22, 25, 28}) {
+    SCOPED_TRACE(opset);
+    auto g = ImportOnnxBytes(at(opset).SerializeAsString(), ".", "small.onnx", Opts());
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    auto got = cpu::RunGraph(**g, {{"X", x}});
+    ASSERT_TRUE(got.ok());
+    const Tensor &a = want->at("Y"), &b = got->at("Y");
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
+  }
+  onnx::ModelProto m = at(24);  // a Cast after the Softmax: Cast-24 added round_mode
+  m.mutable_graph()->mutable_node(7)->set_output(0, "Y32");
+  testing::IntAttr(AddNode(m.mutable_graph(), "Cast", "cast", {"Y32"}, {"Y"}), "to", onnx::TensorProto::FLOAT);
+  auto refused = ImportOnnxBytes(m.SerializeAsString(), ".", "cast24.onnx", Opts());
+  ASSERT_FALSE(refused.ok());
+  ExpectErrorMentions(refused.status(), {"'cast' (Cast)", "opset 24", "Cast-24", "opset 21", "version_converter"});
+  m.mutable_opset_import(0)->set_version(23);  // Cast-23 changed only types: the same model imports
+  EXPECT_TRUE(ImportOnnxBytes(m.SerializeAsString(), ".", "cast23.onnx", Opts()).ok());
+  ExpectErrorMentions(ImportModified([](onnx::ModelProto& mm) { mm.mutable_opset_import(0)->set_version(29); }),
+                      {"opset 29", "7 to 28"});
+}
+
 TEST(Importer, FileErrorsNameTheFile) {
   auto missing = ImportOnnxFile("/nonexistent/model.onnx", Opts());
   ExpectErrorMentions(missing.status(), {"/nonexistent/model.onnx"});
