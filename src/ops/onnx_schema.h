@@ -1,5 +1,6 @@
-// What the ONNX operator schemas say about the default domain's ops, from the pinned onnx package (generated into
-// onnx_attributes.inc by tools/gen/onnx_attributes.py): the attributes each op takes at an opset.
+// What the ONNX operator schemas say about the default domain's ops, from onnx 1.23.2 (the newest opset the importer
+// takes; generated into onnx_attributes.inc by tools/gen/onnx_attributes.py): the attributes each op takes at an
+// opset.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes src/ops/onnx_attributes.inc: for every operator of the default ONNX domain, the attribute names each
-version of its schema takes (from the pinned onnx package's schemas; rows only where the set changes). The importer
-refuses a node with an attribute its schema does not have, as onnxruntime does.
+version of its schema takes (rows only where the set changes), from the schemas of the onnx whose newest opset the
+importer takes (importer.h: kMaxOpset; 1.23.2, opset 28), not the older one pinned for the tests. The importer refuses
+a node with an attribute its schema does not have, as onnxruntime does.
 
-Usage: tools/gen/onnx_attributes.py > src/ops/onnx_attributes.inc
+Usage: PYTHONPATH=<onnx 1.23.2> tools/gen/onnx_attributes.py > src/ops/onnx_attributes.inc
 """
 import onnx
 from onnx import defs
