@@ -145,8 +145,10 @@ constexpr VersionChange kVersionChanges[] = {
 };
 
 // The versions of that table kiln implements all the same. Cast-24 / CastLike-24: round_mode applies only to
-// float8e8m0, and the changed Inf rows only to the fnuz float8 types, none of which kiln has.
-constexpr std::pair<const char*, int64_t> kImplementedChanges[] = {{"Cast", 24}, {"CastLike", 24}};
+// float8e8m0, and the changed Inf rows only to the fnuz float8 types, none of which kiln has. SpaceToDepth-28: its
+// CRD mode.
+constexpr std::pair<const char*, int64_t> kImplementedChanges[] = {
+    {"Cast", 24}, {"CastLike", 24}, {"SpaceToDepth", 28}};
 
 // Why a default-domain node at its opset is not what kiln implements ("Mod-28: its documentation changed ..."), or
 // "": the first version of its op after kImplementedOpset, up to the node's opset, that changes more than types and

@@ -202,7 +202,7 @@ Status BlockShape(InferContext& c, bool to_space) {
   KILN_ASSIGN_OR_RETURN(int64_t b, c.node.attr_int("blocksize", 0));
   if (b <= 0) return Err(StatusCode::kInvalidModel, "{}: blocksize must be positive, got {}", c.node.Where(), b);
   KILN_ASSIGN_OR_RETURN(std::string mode, c.node.attr_string("mode", "DCR"));
-  if (to_space && mode != "DCR" && mode != "CRD")
+  if (mode != "DCR" && mode != "CRD")  // SpaceToDepth has it from opset 28
     return Err(StatusCode::kInvalidModel, "{}: mode must be DCR or CRD, got '{}'", c.node.Where(), mode);
   const TensorInfo& x = c.in(0);
   if (!x.has_shape) {

@@ -364,6 +364,8 @@ TEST(GpuTensor, DepthToSpaceAndSpaceToDepth) {
                     .MatchesCpu(0, 0));
     EXPECT_TRUE(OneNode("SpaceToDepth").Input(Data(t, {1, 16, 64, 64}, 6)).Attr("blocksize", Attribute::Int(4))
                     .MatchesCpu(0, 0));
+    EXPECT_TRUE(OneNode("SpaceToDepth").Input(Data(t, {1, 5, 33, 21}, 7)).Attr("blocksize", Attribute::Int(3))
+                    .Attr("mode", Attribute::String("CRD")).MatchesCpu(0, 0));  // opset 28's mode
   }
 }
 

@@ -165,8 +165,15 @@ Status BlockKernel(KernelContext& c, bool to_space) {
       return Err(StatusCode::kInvalidArgument, "{}: spatial size {}x{} not divisible by {}", c.node.Where(), H, W, b);
     const int64_t Ho = H / b, Wo = W / b;
     oshape = {N, C * b * b, Ho, Wo};
-    vshape = {N, b, b, C, Ho, Wo};  // input viewed as [N, C, Ho, b1, Wo, b2]
-    vsrc = {C * H * W, W, 1, H * W, b * W, b};
+    // Output order: DCR, channel (b1 * b + b2) * C + c; CRD (SpaceToDepth-28), c * b * b + b1 * b + b2. The input
+    // is viewed as [N, C, Ho, b1, Wo, b2].
+    if (c.node.gets("mode", "DCR") == "CRD") {
+      vshape = {N, C, b, b, Ho, Wo};
+      vsrc = {C * H * W, H * W, W, 1, b * W, b};
+    } else {
+      vshape = {N, b, b, C, Ho, Wo};
+      vsrc = {C * H * W, W, 1, H * W, b * W, b};
+    }
   }
   Tensor& o = AllocOutput(c, 0, x.dtype(), oshape);
   StridedCopy(x.raw(), o.raw(), vshape, vsrc, Strides(vshape), es);

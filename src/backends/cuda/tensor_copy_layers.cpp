@@ -247,8 +247,15 @@ Status Block(const NodeInfo& ni, cudaStream_t stream, int es, const std::vector<
                  b);
     const int64_t Ho = H / b, Wo = W / b;
     oshape = {N, C * b * b, Ho, Wo};
-    vshape = {N, b, b, C, Ho, Wo};  // input viewed as [N, C, Ho, b1, Wo, b2]
-    vsrc = {C * H * W, W, 1, H * W, b * W, b};
+    // Output order: DCR, channel (b1 * b + b2) * C + c; CRD (SpaceToDepth-28), c * b * b + b1 * b + b2. The input
+    // is viewed as [N, C, Ho, b1, Wo, b2].
+    if (ni.node().gets("mode", "DCR") == "CRD") {
+      vshape = {N, C, b, b, Ho, Wo};
+      vsrc = {C * H * W, H * W, W, 1, b * W, b};
+    } else {
+      vshape = {N, b, b, C, Ho, Wo};
+      vsrc = {C * H * W, W, 1, H * W, b * W, b};
+    }
   }
   KILN_RETURN_IF_ERROR(CheckOutputShape(ni, outs[0], oshape));
   return StridedCopy(ni, stream, x.data, outs[0].data, vshape, vsrc, ContiguousStrides(vshape), es);
