@@ -180,11 +180,12 @@ struct TestGraph {
       if (n->op_type == op) return n.get();
     return nullptr;
   }
-  bool Has(const std::string& node_name) const {
+  const Node* Named(const std::string& node_name) const {
     for (const auto& n : g.nodes())
-      if (n->name == node_name) return true;
-    return false;
+      if (n->name == node_name) return n.get();
+    return nullptr;
   }
+  bool Has(const std::string& node_name) const { return Named(node_name) != nullptr; }
 };
 
 // Same output names, shapes and dtypes; values within rtol * |a| + atol.
