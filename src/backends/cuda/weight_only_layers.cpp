@@ -101,6 +101,16 @@ class WoqLayer : public Layer {
   std::string where_;
 };
 
+// log2(group / unit) where the group size is `unit` times a power of two, else -1 (the kernels' group_shift).
+int Log2OfMultiple(int64_t group, int64_t unit) {
+  if (group <= 0 || group % unit != 0) return -1;
+  const int64_t m = group / unit;
+  if ((m & (m - 1)) != 0) return -1;
+  int shift = 0;
+  while ((int64_t{1} << shift) != m) ++shift;
+  return shift;
+}
+
 const Tensor* Const(const Node& n, size_t i) {
   const Value* v = n.input(i);
   return v && v->is_const() ? &*v->const_value : nullptr;
@@ -174,11 +184,7 @@ Status UploadMma(const Node& n, const woq_attrs::Params& p, const std::vector<ui
   m.ktiles = ktiles;
   m.npad = npad;
   m.group = p.group_size;
-  const int64_t steps = p.group_size / 16;
-  if ((steps & (steps - 1)) == 0) {
-    m.group_shift = 0;
-    while ((int64_t{1} << m.group_shift) != steps) ++m.group_shift;
-  }
+  m.group_shift = Log2OfMultiple(p.group_size, 16);
   return Status::Ok();
 }
 
@@ -234,10 +240,7 @@ Result<std::unique_ptr<Layer>> CreateWoq(const LayerSpec& spec, const std::strin
   b.w = static_cast<const uint8_t*>(ww->w.get());
   b.scales = static_cast<const float*>(ww->scales.get());
   b.zeros = z ? static_cast<const int8_t*>(ww->zeros.get()) : nullptr;
-  if (p.group_size % 32 == 0 && ((p.group_size / 32) & (p.group_size / 32 - 1)) == 0) {
-    b.group_shift = 0;
-    while ((int64_t{32} << b.group_shift) != p.group_size) ++b.group_shift;
-  }
+  b.group_shift = Log2OfMultiple(p.group_size, 32);
   return std::unique_ptr<Layer>(std::make_unique<WoqLayer>(std::move(ww), mode, n.Where()));
 }
 
