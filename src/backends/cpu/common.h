@@ -1,6 +1,7 @@
 // Small helpers shared by the CPU reference kernels: type dispatch, strides, broadcasting.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -8,6 +9,15 @@
 #include "core/error.h"
 
 namespace kiln::cpu {
+
+// QuantizeLinear's rounding of x / scale (already divided, in x's precision) to an integer in [lo, hi]: half to even
+// (the default rounding mode), plus the zero point, saturated; NaN gives 0. Shared by QuantizeLinear and the
+// LayerNorm's quantized output (ops/quantized_ops.h: kQScale), which must give the same integers.
+inline double QuantizeRounded(double x_over_scale, double zero_point, double lo, double hi) {
+  double v = std::nearbyint(x_over_scale) + zero_point;
+  if (std::isnan(v)) v = 0;
+  return v < lo ? lo : (v > hi ? hi : v);
+}
 
 // Calls fn.template operator()<T>() with the C++ storage type of `t`:
 // float, double, int8_t, uint8_t, int16_t, uint16_t, int32_t, uint32_t, int64_t, uint64_t, bool (uint8_t

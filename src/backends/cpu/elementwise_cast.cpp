@@ -328,10 +328,8 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
     const auto [ilo, ihi] = IntegerRange(out);  // int4/uint4 saturate to [-8, 7] / [0, 15] in int8/uint8 storage
     const double lo = static_cast<double>(ilo), hi = static_cast<double>(ihi);
     ForQuant(lz, [&](int64_t i, int64_t z) {
-      double v = std::nearbyint(static_cast<double>(q[i]));
-      if (zp) v += static_cast<double>(zp->GetAsInt(z));
-      if (std::isnan(v)) v = 0;
-      py[i] = static_cast<U>(v < lo ? lo : (v > hi ? hi : v));
+      const double zv = zp ? static_cast<double>(zp->GetAsInt(z)) : 0.0;
+      py[i] = static_cast<U>(QuantizeRounded(static_cast<double>(q[i]), zv, lo, hi));
     });
   };
   switch (out) {

@@ -217,9 +217,7 @@ Status LayerNormKernel(KernelContext& ctx) {
     Tensor& q = EnsureOutput(ctx, 3, qt, x.shape());
     const double lo = qt == DataType::kUInt8 ? 0 : -128, hi = qt == DataType::kUInt8 ? 255 : 127;
     for (int64_t i = 0; i < y.numel(); ++i) {
-      double v = std::nearbyint(static_cast<double>(static_cast<float>(y.GetAsDouble(i)) / qs)) + qz;
-      if (std::isnan(v)) v = 0;
-      v = v < lo ? lo : (v > hi ? hi : v);
+      const double v = QuantizeRounded(static_cast<float>(y.GetAsDouble(i)) / qs, qz, lo, hi);
       if (qt == DataType::kUInt8) q.data<uint8_t>()[i] = static_cast<uint8_t>(v);
       else q.data<int8_t>()[i] = static_cast<int8_t>(v);
     }

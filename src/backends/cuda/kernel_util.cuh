@@ -43,6 +43,14 @@ __host__ __device__ inline bool Aligned16(const T* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
+// QuantizeLinear's per-tensor rounding of a float value to an 8-bit integer's range [lo, hi]: x / scale divided as
+// IEEE does, rounded half to even, plus the zero point, saturated; NaN gives 0. Shared by the QuantizeLinear kernel
+// and the LayerNorm's quantized output, which must give the same bytes.
+__device__ __forceinline__ float QuantizeRounded(float x, float scale, float zero_point, float lo, float hi) {
+  const float r = rintf(__fdiv_rn(x, scale)) + zero_point;
+  return isnan(r) ? 0.f : fminf(hi, fmaxf(lo, r));
+}
+
 // Blocks for a grid-stride loop over n elements.
 inline unsigned GridFor(int64_t n, int block = 256) {
   int64_t g = (n + block - 1) / block;

@@ -26,9 +26,8 @@ struct SquaredDeviation {
 // Output 3: y[i] as written (v), quantized per tensor as the CUDA QuantizeLinear's per-tensor kernel does it; the
 // byte's bits (int8 or uint8).
 __device__ __forceinline__ uint32_t QuantizedByte(const LayerNormArgs& a, float v) {
-  float r = rintf(__fdiv_rn(v, a.q_scale)) + static_cast<float>(a.q_zero_point);
-  const float lo = a.q_unsigned ? 0.f : -128.f, hi = a.q_unsigned ? 255.f : 127.f;
-  r = isnan(r) ? 0.f : fminf(hi, fmaxf(lo, r));
+  const float r = QuantizeRounded(v, a.q_scale, static_cast<float>(a.q_zero_point), a.q_unsigned ? 0.f : -128.f,
+                                  a.q_unsigned ? 255.f : 127.f);
   return static_cast<uint32_t>(static_cast<int32_t>(r)) & 0xffu;
 }
 __device__ __forceinline__ void StoreQuantized(const LayerNormArgs& a, int64_t i, float v) {

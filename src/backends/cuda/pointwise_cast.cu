@@ -195,11 +195,7 @@ __global__ void QuantizePerTensorKernel(const X* __restrict__ x, const float* __
   const float s = *scale;
   const float z = zp ? static_cast<float>(*zp) : 0.f;
   const float lo = static_cast<float>(std::numeric_limits<U>::lowest()), hi = static_cast<float>(std::numeric_limits<U>::max());
-  auto q = [&](float v) {
-    float r = rintf(__fdiv_rn(v, s)) + z;
-    r = isnan(r) ? 0.f : fminf(hi, fmaxf(lo, r));
-    return static_cast<U>(r);
-  };
+  auto q = [&](float v) { return static_cast<U>(QuantizeRounded(v, s, z, lo, hi)); };
   const int64_t n4 = n / 4;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4; i += stride) {
