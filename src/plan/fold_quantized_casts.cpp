@@ -1,6 +1,7 @@
 // FoldQuantizedCasts (see fold_quantized_casts.h).
 #include "plan/fold_quantized_casts.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -47,15 +48,10 @@ QuantizedCastFolds FoldQuantizedCasts(Graph& g, const std::function<bool(const N
     if (!all_casts) continue;
     // The first Cast's output becomes the layer's; the other Casts' readers read it too.
     Value* y16 = rs[0]->output(0);
-    if (!y16) continue;
-    for (size_t i = 1; i < rs.size(); ++i) {
-      Value* other = rs[i]->output(0);
-      if (!other || other->is_graph_output) {
-        y16 = nullptr;
-        break;
-      }
-    }
-    if (!y16) continue;
+    const bool others_rewirable = std::all_of(rs.begin() + 1, rs.end(), [](const Node* c) {
+      return c->output(0) && !c->output(0)->is_graph_output;
+    });
+    if (!y16 || !others_rewirable) continue;
     for (size_t i = 1; i < rs.size(); ++i) {
       Value* other = rs[i]->output(0);
       for (Node* m : readers[other])
@@ -116,7 +112,7 @@ QuantizedCastFolds FoldQuantizedCasts(Graph& g, const std::function<bool(const N
     dead.insert(&q);
     ++r.norm_quantizes;
   }
-  if (dead.empty() && r.residuals == 0 && r.quantize_inputs == 0) return r;
+  if (dead.empty() && r.quantize_inputs == 0) return r;  // (a folded residual comes with a folded output)
   auto casts = [&g] {
     int c = 0;
     for (const auto& n : g.nodes()) c += n->domain.empty() && n->op_type == "Cast";
