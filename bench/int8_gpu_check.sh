@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# INT8 against FP16 on a GPU machine, from a bundle (scripts/gpu-bundle build .bundle; carry .bundle.txz): the
+# INT8 and FP8 against FP16 on a GPU machine, from a bundle (scripts/gpu-bundle build .bundle; carry .bundle.txz): the
 # quantized gpu tests, then ResNet-50 (batch 64) and BERT-base (batch 32, sequence 128) exported with random
-# weights, calibrated on the GPU, built FP16 and INT8+FP16, timed with CUDA graphs and profiled, and their outputs
-# compared with the FP32 reference and (ResNet) the cpu backend's INT8 engine. Results: $OUT/r.tgz.
+# weights, calibrated on the GPU, built FP16 and INT8+FP16 (BERT also FP8+FP16, from a max calibration), timed with
+# CUDA graphs and profiled, and their outputs compared with the FP32 reference and (ResNet) the cpu backend's INT8
+# engine. Results: $OUT/r.tgz.
 # Usage there: bash bench/int8_gpu_check.sh  (needs $OUT; the torch venv of the GPU machine; KILN_INT8_MODELS=bert
 # runs BERT only, =resnet ResNet-50 only)
 set -x
@@ -60,12 +61,16 @@ PY
 timeout 300 $B/kiln calibrate --onnx=bert.onnx --data=calib_b --algo=entropy --calib=bert.cache --backend=cuda > $R/calibrate_bert.log 2>&1
 timeout 300 $B/kiln build --onnx=bert.onnx --fp16 --saveEngine=bfp16.engine > $R/build_bert_fp16.log 2>&1
 timeout 300 $B/kiln build --onnx=bert.onnx --int8 --fp16 --calib=bert.cache --saveEngine=bint8.engine --verbose > $R/build_bert_int8.log 2>&1
-for e in bfp16 bint8; do
+# FP8 (E4M3) from max calibration: each range spread over E4M3's largest value, 448
+timeout 300 $B/kiln calibrate --onnx=bert.onnx --data=calib_b --algo=minmax --calib=bert_mm.cache --backend=cuda > $R/calibrate_bert_minmax.log 2>&1
+timeout 300 $B/kiln build --onnx=bert.onnx --fp8 --fp16 --calib=bert_mm.cache --saveEngine=bfp8.engine --verbose > $R/build_bert_fp8.log 2>&1
+for e in bfp16 bint8 bfp8; do
   timeout 120 $B/kiln bench --loadEngine=$e.engine --useCudaGraph --noDataTransfers --duration=5 > $R/bench_$e.log 2>&1
   timeout 120 $B/kiln run --loadEngine=$e.engine --loadInputs=input_ids:ids.npy --exportOutput=out_$e > $R/run_$e.log 2>&1
 done
 timeout 120 $B/kiln bench --loadEngine=bint8.engine --separateProfileRun --dumpProfile --duration=2 > $R/profile_bint8.log 2>&1
 timeout 120 $B/kiln bench --loadEngine=bfp16.engine --separateProfileRun --dumpProfile --duration=2 > $R/profile_bfp16.log 2>&1
+timeout 120 $B/kiln bench --loadEngine=bfp8.engine --separateProfileRun --dumpProfile --duration=2 > $R/profile_bfp8.log 2>&1
 timeout 300 $B/kiln run --onnx=bert.onnx --loadInputs=input_ids:ids.npy --exportOutput=out_bref > $R/run_bref.log 2>&1
 fi
 $PY - <<'PY' > $R/accuracy.txt 2>&1
@@ -85,7 +90,7 @@ try:
 except Exception as ex: print("cmp failed", ex)
 try:
     ref = load("out_bref")
-    for e in ["bfp16", "bint8"]:
+    for e in ["bfp16", "bint8", "bfp8"]:
         y = load("out_" + e)
         print(f"bert {e}: rel-L2 vs fp32 reference {np.linalg.norm(y-ref)/np.linalg.norm(ref):.4g}")
 except Exception as ex: print("bert cmp failed", ex)

@@ -192,21 +192,19 @@ float Float8E4M3ToFloat(uint8_t v) {
 
 uint8_t FloatToFloat8E4M3(float f, bool saturate) {
   if (std::isnan(f)) return 0x7f;
-  uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  float a = std::fabs(f);
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
   if (a > 448.0f) return saturate ? (sign | 0x7e) : (sign | 0x7f);  // E4M3FN has no inf: nan
-  // Find nearest representable value by scanning (256 codes; exact and simple).
-  uint8_t best = 0;
-  float best_err = a;
-  for (uint8_t code = 0; code < 0x7f; ++code) {
-    float v = Float8E4M3ToFloat(code);
-    float err = std::fabs(v - a);
-    if (err < best_err || (err == best_err && (code & 1) == 0 && (best & 1) == 1)) {
-      best = code;
-      best_err = err;
-    }
-  }
-  return sign | best;
+  // Round to nearest even on the grid of a's binade: below 2^-6 the subnormals (steps of 2^-9), else 8 steps of
+  // 2^(e-3) in [2^e, 2^(e+1)). Scaling by a power of two is exact, so nearbyint (the default rounding mode: half to
+  // even) rounds as the format does; a step count of 16 carries into the next binade, which the code's layout
+  // (exponent above mantissa) absorbs.
+  if (a < 0.015625f) return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
+  int e = 0;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): the binade is [2^(e-1), 2^e)
+  const int binade = e - 1;
+  const int steps = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - binade)));  // 8 .. 16
+  return sign | static_cast<uint8_t>(((binade + 7) << 3) + (steps - 8));
 }
 
 }  // namespace kiln

@@ -97,11 +97,11 @@ Status LayerNormShape(InferContext& ctx) {
     KILN_ASSIGN_OR_RETURN(const float qs, n.attr_float(quant_attrs::kQScale, 0.f));
     KILN_ASSIGN_OR_RETURN(const int64_t qz, n.attr_int(quant_attrs::kQZeroPoint, 0));
     q_type = static_cast<DataType>(qt);
-    const bool u8 = q_type == DataType::kUInt8;
-    if ((q_type != DataType::kInt8 && !u8) || !(qs > 0 && std::isfinite(qs)) || qz < (u8 ? 0 : -128) ||
-        qz > (u8 ? 255 : 127))
-      return Err(StatusCode::kInvalidModel, "{}: output 3 needs kiln_q_type int8/uint8, a positive finite "
-                 "kiln_q_scale and a kiln_q_zero_point in the type's range", n.Where());
+    const bool u8 = q_type == DataType::kUInt8, f8 = q_type == DataType::kFloat8E4M3FN;
+    if ((q_type != DataType::kInt8 && !u8 && !f8) || !(qs > 0 && std::isfinite(qs)) || qz < (u8 || f8 ? 0 : -128) ||
+        qz > (u8 ? 255 : f8 ? 0 : 127))
+      return Err(StatusCode::kInvalidModel, "{}: output 3 needs kiln_q_type int8/uint8/float8e4m3fn, a positive "
+                 "finite kiln_q_scale and a kiln_q_zero_point in the type's range (0 for float8)", n.Where());
   }
   if (!x.has_shape) {
     for (size_t i = 0; i < 3; ++i) ctx.set_output_rank_unknown(i, i == 0 ? x.dtype : stash_t);

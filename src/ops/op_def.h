@@ -146,8 +146,8 @@ const OpDef* FindOp(const Node& n);
 // The definition (any version) of an op of a node, or nullptr; traits are read through this.
 const OpTraits& TraitsOf(const Node& n);
 
-// A DequantizeLinear (OpTraits::keeps_quantized_constant) of an 8-bit or 4-bit constant: not folded into a float
-// constant.
+// A DequantizeLinear (OpTraits::keeps_quantized_constant) of an 8-bit (int8, uint8, float8e4m3fn) or 4-bit
+// constant: not folded into a float constant.
 bool KeepsQuantizedConstant(const Node& n);
 
 // Adds an op defined outside the library (a plugin). Refused, with a sentence, when it has no shape function

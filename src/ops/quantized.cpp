@@ -8,19 +8,27 @@
 namespace kiln {
 namespace {
 
-bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
-
 // Checks the quantization attributes and the types of X, W, B and R; returns the output type.
 Result<DataType> CheckQuantized(const InferContext& ctx) {
   const Node& n = ctx.node;
   KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
   if (ctx.num_inputs() < 2 || !ctx.has_input(0) || !ctx.has_input(1))
     return Err(StatusCode::kInvalidModel, "{}: needs X and W", n.Where());
-  if (!Is8Bit(ctx.in(0).dtype))
-    return Err(StatusCode::kInvalidModel, "{}: X must be int8 or uint8, not {}", n.Where(),
+  const bool fp8 = ctx.in(0).dtype == DataType::kFloat8E4M3FN;
+  if (fp8 && n.op_type != "QMatMul")
+    return Err(StatusCode::kInvalidModel, "{}: float8 X is for QMatMul only", n.Where());
+  if (!quant_attrs::IsQuantizedInput(ctx.in(0).dtype))
+    return Err(StatusCode::kInvalidModel, "{}: X must be int8, uint8 or float8e4m3fn, not {}", n.Where(),
                DataTypeName(ctx.in(0).dtype));
-  if (ctx.in(1).dtype != DataType::kInt8)
-    return Err(StatusCode::kInvalidModel, "{}: W must be int8, not {}", n.Where(), DataTypeName(ctx.in(1).dtype));
+  const DataType wt = fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8;
+  if (ctx.in(1).dtype != wt)
+    return Err(StatusCode::kInvalidModel, "{}: W must be {} for {} X, not {}", n.Where(), DataTypeName(wt),
+               DataTypeName(ctx.in(0).dtype), DataTypeName(ctx.in(1).dtype));
+  if (fp8 && (p.x_zero_point != 0 || p.r_scale > 0))
+    return Err(StatusCode::kInvalidModel, "{}: a float8 layer has zero points 0 and no int8 residual", n.Where());
+  if ((p.y_type == DataType::kFloat8E4M3FN) != fp8 && !(p.y_type == DataType::kFloat32 || p.y_type == DataType::kFloat16))
+    return Err(StatusCode::kInvalidModel, "{}: kiln_y_type {} does not go with {} X", n.Where(), DataTypeName(p.y_type),
+               DataTypeName(ctx.in(0).dtype));
   if (ctx.has_input(2) && ctx.in(2).dtype != DataType::kFloat32)
     return Err(StatusCode::kInvalidModel, "{}: the bias (input 2) must be float32, not {}", n.Where(),
                DataTypeName(ctx.in(2).dtype));
@@ -30,7 +38,7 @@ Result<DataType> CheckQuantized(const InferContext& ctx) {
     return Err(StatusCode::kInvalidModel, "{}: the residual (input 3) must be {}, not {}{}", n.Where(),
                rt == DataType::kInt8 ? "int8" : "float32 or float16", DataTypeName(ctx.in(3).dtype),
                rt == DataType::kInt8 ? " (kiln_r_scale is set)" : " (an int8 residual needs kiln_r_scale)");
-  if (ctx.in(0).dtype == DataType::kUInt8 ? (p.x_zero_point < 0 || p.x_zero_point > 255)
+  if (!fp8 && ctx.in(0).dtype == DataType::kUInt8 ? (p.x_zero_point < 0 || p.x_zero_point > 255)
                                           : (p.x_zero_point < -128 || p.x_zero_point > 127))
     return Err(StatusCode::kInvalidModel, "{}: kiln_x_zero_point {} does not fit X's type {}", n.Where(),
                p.x_zero_point, DataTypeName(ctx.in(0).dtype));
@@ -186,12 +194,18 @@ Result<Params> Read(const Node& n) {
     return Err(StatusCode::kInvalidModel, "{}: kiln_r_scale must be a positive finite number, not {}", n.Where(),
                p.r_scale);
   if (p.y_type == DataType::kFloat32 || p.y_type == DataType::kFloat16) return p;
-  if (p.y_type != DataType::kInt8 && p.y_type != DataType::kUInt8)
-    return Err(StatusCode::kInvalidModel, "{}: kiln_y_type must be float32, float16, int8 or uint8, not {}", n.Where(),
-               yt);
+  if (p.y_type != DataType::kInt8 && p.y_type != DataType::kUInt8 && p.y_type != DataType::kFloat8E4M3FN)
+    return Err(StatusCode::kInvalidModel,
+               "{}: kiln_y_type must be float32, float16, int8, uint8 or float8e4m3fn, not {}", n.Where(), yt);
   if (!positive(p.y_scale))
     return Err(StatusCode::kInvalidModel, "{}: kiln_y_scale must be a positive finite number, not {}", n.Where(),
                p.y_scale);
+  if (p.y_type == DataType::kFloat8E4M3FN) {
+    if (p.y_zero_point != 0)
+      return Err(StatusCode::kInvalidModel, "{}: kiln_y_zero_point must be 0 for a float8 output, not {}", n.Where(),
+                 p.y_zero_point);
+    return p;
+  }
   const int64_t lo = p.y_type == DataType::kUInt8 ? 0 : -128, hi = p.y_type == DataType::kUInt8 ? 255 : 127;
   if (p.y_zero_point < lo || p.y_zero_point > hi)
     return Err(StatusCode::kInvalidModel, "{}: kiln_y_zero_point {} does not fit {}", n.Where(), p.y_zero_point,

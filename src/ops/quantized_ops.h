@@ -13,6 +13,9 @@
 //   output  = y                                                           when kiln_y_type is float32
 //           = y rounded to float16 (a Cast's rounding)                    when it is float16
 //           = saturate(round_half_even(y * (1 / y_scale)) + y_zero_point) when it is int8 / uint8
+// FP8 (QMatMul only): X and W are float8e4m3fn (zero points 0, no int8 residual); the sums are float32, in any order:
+//   acc[m]  = sum over k of float(x_q) * float(w_q)    each product exact in float32, the sum rounded
+//   output  = float8e4m3fn(y * (1 / y_scale)), rounded to nearest even and saturated to +-448   when kiln_y_type is it
 // which is DequantizeLinear -> Conv/MatMul (+ bias, residual, activation) -> QuantizeLinear with the products summed
 // exactly (the optimizer fuses only layers whose sums fit int32), except that the output is scaled by the float
 // reciprocal of y_scale where QuantizeLinear divides: a division in the tensor-core epilogues costs 5x the GEMM
@@ -21,7 +24,7 @@
 // piecewise-linear activations (None, Relu, LeakyRelu, Clip); the others (exp, tanh, erf, HardSigmoid's multiply-add)
 // may round one step apart. Attributes (besides the base op's and kiln_activation/_alpha/_beta):
 //   kiln_x_scale (float), kiln_x_zero_point (int), kiln_w_scales (floats), kiln_y_type (int: a DataType code: float32
-//   (the default), float16, int8, uint8), kiln_y_scale (float), kiln_y_zero_point (int), kiln_r_scale (float; an int8 residual's).
+//   (the default), float16, int8, uint8, float8e4m3fn), kiln_y_scale (float), kiln_y_zero_point (int), kiln_r_scale (float; an int8 residual's).
 #pragma once
 
 #include <cmath>
@@ -63,6 +66,11 @@ struct Params {
   float act_alpha = 0, act_beta = 0;
   float w_scale(int64_t channel) const { return w_scales.size() == 1 ? w_scales[0] : w_scales[channel]; }
 };
+
+// The 8-bit types a quantized layer's X may have: int8 and uint8 (integer sums), float8e4m3fn (float sums).
+inline bool IsQuantizedInput(DataType t) {
+  return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kFloat8E4M3FN;
+}
 
 // Reads and checks a QConv/QMatMul node's quantization attributes (errors name the node and the attribute).
 Result<Params> Read(const Node& n);

@@ -150,7 +150,7 @@ bool KeepsQuantizedConstant(const Node& n) {
   if (!TraitsOf(n).keeps_quantized_constant || n.inputs.empty() || !n.inputs[0] || !n.inputs[0]->is_const())
     return false;
   const DataType t = n.inputs[0]->dtype;
-  return t == DataType::kInt8 || t == DataType::kUInt8 || Is4BitType(t);
+  return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kFloat8E4M3FN || Is4BitType(t);
 }
 
 }  // namespace kiln

@@ -1,17 +1,18 @@
 // Pass fuse-quantized: turns a convolution or GEMM between quantize/dequantize nodes into one INT8 layer
-// (ops/quantized_ops.h), where the build's backend has its kernel.
+// (ops/quantized_ops.h), where the build's backend has its kernel; a GEMM's float8e4m3fn Q/DQ into one FP8 layer.
 //   DequantizeLinear(x_q, sx, zx) ─┐
 //   DequantizeLinear(W_q, sw) ─────┴► Conv / FusedConv (bias, residual, activation) ─► [QuantizeLinear(sy, zy)]
 //     =>  kiln.QConv(x_q, W_q, bias, residual; scales, activation)  ─► int8 (when the Quantize is fused) or float32
 //   the same with MatMul / FusedMatMul / Gemm / FusedGemm  =>  kiln.QMatMul(x_q, W_q [K, N], bias [N], residual)
 // Conditions: x_q is int8/uint8 with one scale and zero point (constants); W_q an int8 constant, symmetric (zero
-// point 0 or absent), with one scale or one per output channel (Conv's axis 0; MatMul's [K, N] axis 1; Gemm's B
-// transposed at build time when transB), a convolution has 1 to 3 spatial dims; a GEMM's weight is 2-D and a Gemm has alpha 1, beta 1, transA 0 and a
-// bias [N] or none; every float operand is float32. The output's Quantize is fused when it alone reads the layer's
-// output (which is no graph output) and has constant scalar scale and zero point. With
-// PassOptions::quantize_float_weights (implicit INT8), a float32 constant weight is quantized per output channel
-// here (max |w| / 127; a zero channel gets scale 1). Not fused: layers whose int32 sums could overflow (the input
-// type's largest |x - zero point| times a channel's sum of |w|, past 2^31; K over about 66,000). A Gemm's constant
+// point 0 or absent) — or, for a GEMM, x_q and W_q float8e4m3fn (zero points 0; a float8 output Quantize only) —,
+// with one scale or one per output channel (Conv's axis 0; MatMul's [K, N] axis 1; Gemm's B transposed at build time
+// when transB); a convolution has 1 to 3 spatial dims; a GEMM's weight is 2-D and a Gemm has alpha 1, beta 1, transA
+// 0 and a bias [N] or none; every float operand is float32. The output's Quantize is fused when it alone reads the
+// layer's output (which is no graph output) and has constant scalar scale and zero point. With
+// PassOptions::quantize_float_weights (implicit INT8/FP8), a float32 constant weight is quantized per output channel
+// here (max |w| / 127, float8: / 448; a zero channel gets scale 1). Not fused: layers whose int32 sums could overflow
+// (the input type's largest |x - zero point| times a channel's sum of |w|, past 2^31; K over about 66,000). A Gemm's constant
 // [1, N] bias becomes [N]. A residual read through a per-tensor symmetric int8 DequantizeLinear becomes an int8
 // residual with its scale. The dequantize nodes stay while others read them.
 #include <climits>
@@ -48,7 +49,14 @@ bool PerTensorParams(const Node* n, float* scale, int64_t* zp, DataType* zp_type
     return true;
   }
   const Tensor* zt = OneConst(z);
-  if (!zt || !Is8Bit(zt->dtype())) return false;
+  if (!zt) return false;
+  if (zt->dtype() == DataType::kFloat8E4M3FN) {  // float8: the zero point must be 0 (as every float8 kernel has it)
+    if (zt->GetAsDouble(0) != 0) return false;
+    *zp = 0;
+    *zp_type = zt->dtype();
+    return true;
+  }
+  if (!Is8Bit(zt->dtype())) return false;
   *zp = zt->GetAsInt(0);
   *zp_type = zt->dtype();
   return true;
@@ -58,12 +66,15 @@ bool IsDequantize(const Node* n) { return fusion::IsOp(n, "DequantizeLinear"); }
 bool IsQuantize(const Node* n) { return fusion::IsOp(n, "QuantizeLinear"); }
 
 struct Weight {
-  Tensor q;                   // int8 [M, ...] (conv) or [K, N] (GEMM)
+  Tensor q;                   // int8 or float8e4m3fn [M, ...] (conv) or [K, N] (GEMM)
   std::vector<float> scales;  // 1 or one per output channel
 };
 
-// Symmetric per-channel int8 of a float32 weight; `axis` is the output-channel axis.
-Weight QuantizeWeight(const Tensor& w, int64_t axis) {
+// Symmetric per-channel int8 (max |w| / 127) or float8e4m3fn (max |w| / 448) of a float32 weight; `axis` is the
+// output-channel axis.
+Weight QuantizeWeight(const Tensor& w, int64_t axis, DataType type) {
+  const bool fp8 = type == DataType::kFloat8E4M3FN;
+  const float levels = fp8 ? 448.f : 127.f;
   const int64_t channels = w.dim(axis);
   int64_t inner = 1;
   for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.dim(d);
@@ -74,33 +85,37 @@ Weight QuantizeWeight(const Tensor& w, int64_t axis) {
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t i = 0; i < inner; ++i)
         amax[c] = std::max(amax[c], std::fabs(src[(o * channels + c) * inner + i]));
-  Weight r{Tensor(DataType::kInt8, w.shape()), {}};
-  for (float a : amax) r.scales.push_back(a > 0 && std::isfinite(a) ? a / 127.f : 1.f);
-  int8_t* dst = r.q.data<int8_t>();
+  Weight r{Tensor(type, w.shape()), {}};
+  for (float a : amax) r.scales.push_back(a > 0 && std::isfinite(a) ? a / levels : 1.f);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t k = (o * channels + c) * inner + i;
+        if (fp8) {
+          const float v = src[k] / r.scales[c];
+          r.q.data<uint8_t>()[k] = FloatToFloat8E4M3(std::isnan(v) ? 0.f : v, /*saturate=*/true);
+          continue;
+        }
         const float v = std::nearbyint(src[k] / r.scales[c]);
-        dst[k] = static_cast<int8_t>(std::isnan(v) ? 0.f : std::min(127.f, std::max(-127.f, v)));
+        r.q.data<int8_t>()[k] = static_cast<int8_t>(std::isnan(v) ? 0.f : std::min(127.f, std::max(-127.f, v)));
       }
   return r;
 }
 
-// The quantized weight of input 1: a DequantizeLinear of an int8 constant (symmetric; scales per tensor or along
-// `axis`), or — with quantize_float — a float32 constant quantized here. nullopt otherwise.
-std::optional<Weight> ReadWeight(const Uses& u, const Value* w, int64_t axis, bool quantize_float) {
+// The quantized weight of input 1: a DequantizeLinear of a `type` (int8 or float8e4m3fn) constant (symmetric; scales
+// per tensor or along `axis`), or — with quantize_float — a float32 constant quantized here. nullopt otherwise.
+std::optional<Weight> ReadWeight(const Uses& u, const Value* w, int64_t axis, bool quantize_float, DataType type) {
   if (!w || !w->has_shape) return std::nullopt;
   if (Node* dq = u.Producer(w); IsDequantize(dq)) {
     const Value* q = dq->input(0);
     const Value* s = dq->input(1);
-    if (!q || !q->is_const() || q->dtype != DataType::kInt8 || !s || !s->is_const() ||
+    if (!q || !q->is_const() || q->dtype != type || !s || !s->is_const() ||
         s->dtype != DataType::kFloat32 || w->dtype != DataType::kFloat32)
       return std::nullopt;
     if (const Value* z = dq->input(2)) {
       if (!z->is_const()) return std::nullopt;
       for (int64_t i = 0; i < z->const_value->numel(); ++i)
-        if (z->const_value->GetAsInt(i) != 0) return std::nullopt;
+        if (z->const_value->GetAsDouble(i) != 0) return std::nullopt;
     }
     const Tensor& st = *s->const_value;
     Weight r{*q->const_value, {}};
@@ -117,16 +132,16 @@ std::optional<Weight> ReadWeight(const Uses& u, const Value* w, int64_t axis, bo
     return r;
   }
   if (quantize_float && w->is_const() && w->dtype == DataType::kFloat32 && w->const_value->rank() > axis)
-    return QuantizeWeight(*w->const_value, axis);
+    return QuantizeWeight(*w->const_value, axis, type);
   return std::nullopt;
 }
 
-// [N, K] -> [K, N] (int8).
+// [N, K] -> [K, N] (a one-byte type).
 Tensor Transposed(const Tensor& t) {
   const int64_t r = t.dim(0), c = t.dim(1);
-  Tensor out(DataType::kInt8, {c, r});
-  const int8_t* s = t.data<int8_t>();
-  int8_t* d = out.data<int8_t>();
+  Tensor out(t.dtype(), {c, r});
+  const uint8_t* s = t.data<uint8_t>();
+  uint8_t* d = out.data<uint8_t>();
   for (int64_t i = 0; i < r; ++i)
     for (int64_t j = 0; j < c; ++j) d[j * r + i] = s[i * c + j];
   return out;
@@ -173,9 +188,13 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   float sx = 0;
   int64_t zx = 0;
   DataType zx_type = DataType::kUndefined;
-  if (!IsDequantize(dqx) || !dqx->input(0) || !Is8Bit(dqx->input(0)->dtype) || !PerTensorParams(dqx, &sx, &zx, &zx_type) ||
-      zx_type != dqx->input(0)->dtype)
+  if (!IsDequantize(dqx) || !dqx->input(0) || !quant_attrs::IsQuantizedInput(dqx->input(0)->dtype) ||
+      !PerTensorParams(dqx, &sx, &zx, &zx_type) || zx_type != dqx->input(0)->dtype)
     return false;
+  // FP8 (float8e4m3fn x and weight, float32 sums): GEMMs only.
+  const bool fp8 = zx_type == DataType::kFloat8E4M3FN;
+  if (fp8 && conv) return false;
+  const DataType w_type = fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8;
 
   // The GEMM's form: Gemm needs alpha 1, transA 0, and C a bias [N] with beta 1.
   bool trans_b = false;
@@ -188,10 +207,10 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   if (!conv && (!wv || !wv->has_shape || wv->shape.size() != 2)) return false;
   if (conv && (!wv || !wv->has_shape || wv->shape.size() < 3 || wv->shape.size() > 5)) return false;  // 1-3 spatial dims
   const int64_t axis = conv ? 0 : (trans_b ? 0 : 1);
-  std::optional<Weight> w = ReadWeight(u, wv, axis, o.quantize_float_weights);
+  std::optional<Weight> w = ReadWeight(u, wv, axis, o.quantize_float_weights, w_type);
   if (!w) return false;
   if (gemm && trans_b) w->q = Transposed(w->q);
-  if (!SumsFitInt32(w->q, conv, dqx->input(0)->dtype, zx)) return false;
+  if (!fp8 && !SumsFitInt32(w->q, conv, dqx->input(0)->dtype, zx)) return false;
 
   // Bias and residual: float32; a GEMM's bias is [N]. A residual that is a per-tensor symmetric DequantizeLinear of
   // an int8 tensor is read as that tensor (kiln_r_scale), so the tensors between residual blocks stay int8.
@@ -203,7 +222,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   float sr = 0;
   int64_t zr = 0;
   DataType zr_type = DataType::kUndefined;
-  const bool int8_residual = IsDequantize(dqr) && dqr->input(0) && dqr->input(0)->dtype == DataType::kInt8 &&
+  const bool int8_residual = !fp8 && IsDequantize(dqr) && dqr->input(0) && dqr->input(0)->dtype == DataType::kInt8 &&
                              PerTensorParams(dqr, &sr, &zr, &zr_type) && zr == 0 && zr_type == DataType::kInt8 &&
                              dqr->outputs.size() == 1;
   if (int8_residual) residual = dqr->input(0);
@@ -232,12 +251,14 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
   DataType zy_type = DataType::kUndefined;
   const bool fuse_q = IsQuantize(q) && q->input(0) == y && q->outputs.size() == 1 && q->outputs[0] &&
                       !u.IsOutput(y) && PerTensorParams(q, &sy, &zy, &zy_type) && q->geti("saturate", 1) == 1 &&
-                      !q->has_attr("output_dtype") && q->outputs[0]->dtype == zy_type;
+                      !q->has_attr("output_dtype") && q->outputs[0]->dtype == zy_type &&
+                      (zy_type == DataType::kFloat8E4M3FN) == fp8;
 
   // The new node replaces n in place (its name and position stay); the backend is asked first, about a candidate
   // that reads the weight from a stand-in value (the graph's constant is made once the node is accepted).
   const std::string name = n->name;
-  Value w_standin = fusion::ConstantStandIn(name + "/weight_int8", w->q);
+  const std::string w_name = name + (fp8 ? "/weight_fp8" : "/weight_int8");
+  Value w_standin = fusion::ConstantStandIn(w_name, w->q);
   Node* qn = n;
   std::map<std::string, Attribute> attrs;
   for (const auto& [k, a] : n->attrs)
@@ -264,7 +285,7 @@ bool TryFuse(Graph& g, const Uses& u, Node* n, const PassOptions& o, PassReport&
     cand.outputs = {fuse_q ? q->outputs[0] : y};
     if (!o.supports(cand)) return false;
   }
-  Value* wq = g.AddConstant(name + "/weight_int8", std::move(w->q));
+  Value* wq = g.AddConstant(w_name, std::move(w->q));
   if (flat_bias) bias = g.AddConstant(bias->name + "/flat", std::move(*flat_bias));
   qn->op_type = conv ? "QConv" : "QMatMul";
   qn->domain = "kiln";

@@ -99,7 +99,9 @@ QuantizedCastFolds FoldQuantizedCasts(Graph& g, const std::function<bool(const N
     Value* y = q.output(0);
     if (!s || !s->is_const() || s->const_value->numel() != 1 || s->dtype != DataType::kFloat32 || !y) continue;
     if (z && (!z->is_const() || z->const_value->numel() != 1)) continue;
-    if (y->dtype != DataType::kInt8 && y->dtype != DataType::kUInt8) continue;
+    if (y->dtype != DataType::kInt8 && y->dtype != DataType::kUInt8 && y->dtype != DataType::kFloat8E4M3FN) continue;
+    if (y->dtype == DataType::kFloat8E4M3FN && (q.geti("saturate", 1) != 1 || (z && z->const_value->GetAsDouble(0) != 0)))
+      continue;  // the norm writes float8 saturated, with zero point 0
     if (q.geti("block_size", 0) != 0) continue;
     const float scale = static_cast<float>(s->const_value->GetAsDouble(0));
     if (!(scale > 0) || !std::isfinite(scale)) continue;
@@ -107,7 +109,8 @@ QuantizedCastFolds FoldQuantizedCasts(Graph& g, const std::function<bool(const N
     ln->outputs[3] = y;
     y->producer = ln;
     ln->attrs[quant_attrs::kQScale] = Attribute::Float(scale);
-    ln->attrs[quant_attrs::kQZeroPoint] = Attribute::Int(z ? z->const_value->GetAsInt(0) : 0);
+    ln->attrs[quant_attrs::kQZeroPoint] =
+        Attribute::Int(z && y->dtype != DataType::kFloat8E4M3FN ? z->const_value->GetAsInt(0) : 0);
     ln->attrs[quant_attrs::kQType] = Attribute::Int(static_cast<int64_t>(y->dtype));
     dead.insert(&q);
     ++r.norm_quantizes;

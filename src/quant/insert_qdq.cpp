@@ -17,8 +17,10 @@ bool HasQdq(const Graph& g) {
 }
 
 QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scales,
-                              const std::set<std::string>& keep_float) {
+                              const std::set<std::string>& keep_float, DataType type) {
   QdqReport rep;
+  const bool fp8 = type == DataType::kFloat8E4M3FN;
+  const std::string tag = fp8 ? "fp8" : "int8";
   // The INT8 layers' activation inputs, with the position of their first reader.
   struct Site {
     size_t first_reader;
@@ -51,7 +53,7 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
   std::set<const Node*> int8_layers;
   for (const auto& [x, site] : sites)
     for (const auto& [r, i] : site.readers) int8_layers.insert(r);
-  for (size_t k = 0; k < nodes.size(); ++k) {
+  for (size_t k = 0; k < nodes.size() && !fp8; ++k) {
     Node* n = nodes[k].get();
     if (!n->domain.empty() || n->op_type != "Add" || n->inputs.size() != 2 || keep_float.count(n->name)) continue;
     for (size_t side = 0; side < 2; ++side) {
@@ -78,10 +80,10 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
   for (Value* x : order) {
     const Site& site = sites[x];
     const float scale = scales.at(x->name);
-    Value* s = g.AddConstant(x->name + "/int8_scale", Tensor::FromFloat({scale}, {}));
-    Value* zp = g.AddConstant(x->name + "/int8_zero_point", Tensor(DataType::kInt8, {}));
-    Value* xq = g.AddValue(x->name + "/int8");
-    xq->dtype = DataType::kInt8;
+    Value* s = g.AddConstant(x->name + "/" + tag + "_scale", Tensor::FromFloat({scale}, {}));
+    Value* zp = g.AddConstant(x->name + "/" + tag + "_zero_point", Tensor(type, {}));  // zeros
+    Value* xq = g.AddValue(x->name + "/" + tag);
+    xq->dtype = type;
     xq->shape = x->shape;
     xq->has_shape = x->has_shape;
     Value* xd = g.AddValue(x->name + "/dequantized");
@@ -90,7 +92,7 @@ QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scal
     xd->has_shape = x->has_shape;
     Node* dq = g.InsertNode(site.first_reader, "DequantizeLinear", x->name + "/dequantize");
     Node* q = g.InsertNode(site.first_reader, "QuantizeLinear", x->name + "/quantize");
-    q->opset = dq->opset = std::max<int64_t>(13, g.opsets.count("") ? g.opsets.at("") : 13);
+    q->opset = dq->opset = std::max<int64_t>(fp8 ? 19 : 13, g.opsets.count("") ? g.opsets.at("") : 13);
     q->attrs["kiln_implicit"] = dq->attrs["kiln_implicit"] = Attribute::Int(1);  // (passes/drop_implicit_qdq.cpp)
     q->inputs = {x, s, zp};
     q->outputs = {xq};

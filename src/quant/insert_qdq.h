@@ -31,11 +31,13 @@ struct QdqReport {
   std::vector<std::string> layers_without_range;  // INT8 layers whose input has no range (they stay float)
 };
 
-// `scales`: tensor name -> scale (dynamic range / 127, > 0). Shapes of the new values are set; the caller's
-// later inference keeps them.
+// `scales`: tensor name -> scale (dynamic range / 127 for int8, / 448 for float8e4m3fn; > 0). Shapes of the new
+// values are set; the caller's later inference keeps them.
 // `keep_float`: names of INT8 layers to leave in float (--layerPrecisions=name:fp32).
+// `type`: int8, or float8e4m3fn (implicit FP8: zero points are float8 zeros; no residual adds, which have no FP8
+// kernel).
 QdqReport InsertActivationQdq(Graph& g, const std::map<std::string, float>& scales,
-                              const std::set<std::string>& keep_float = {});
+                              const std::set<std::string>& keep_float = {}, DataType type = DataType::kInt8);
 
 // The graph holds QuantizeLinear or DequantizeLinear nodes (an explicitly quantized network).
 bool HasQdq(const Graph& g);

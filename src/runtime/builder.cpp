@@ -297,7 +297,7 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   rep.backend = std::string(backend->Name());
   rep.layers_before = GraphOf(network).nodes().size();  // as the network was given, before any specialization
   KILN_ASSIGN_OR_RETURN(const Int8Plan int8, PlanInt8(network, g, cfg, *backend, rep, logger_));
-  if (cfg.getFlag(BuilderFlag::kINT8)) lap("int8-calibration");
+  if (cfg.getFlag(BuilderFlag::kINT8) || cfg.getFlag(BuilderFlag::kFP8)) lap("int8-calibration");
   PassOptions po;
   po.evaluator = ConstantFolder();
   po.quantize_float_weights = int8.quantize_float_weights;
@@ -357,12 +357,16 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
             rep.int8_fallbacks.emplace_back(l.first, "--layerPrecisions keeps it in " + std::string(DataTypeName(l.second)));
     for (const auto& l : rep.int8_candidate_layers)
       if (!int8_names.count(l))
-        rep.int8_fallbacks.emplace_back(l, fmt::format("not made an INT8 layer: the {} backend has no INT8 kernel it "
-                                                       "prefers for it, or its int32 sums could overflow",
-                                                       backend->Name()));
+        rep.int8_fallbacks.emplace_back(
+            l, cfg.getFlag(BuilderFlag::kFP8)
+                   ? fmt::format("not made an FP8 layer: FP8 layers are matrix products (not convolutions) where the "
+                                 "{} backend has an FP8 kernel it prefers for them", backend->Name())
+                   : fmt::format("not made an INT8 layer: the {} backend has no INT8 kernel it prefers for it, or its "
+                                 "int32 sums could overflow", backend->Name()));
     for (const auto& [l, why] : rep.int8_fallbacks)
-      if (cfg.getFlag(BuilderFlag::kINT8))
-        logger_.log(Severity::kInfo, fmt::format("int8: layer '{}' runs in float: {}", l, why).c_str());
+      if (cfg.getFlag(BuilderFlag::kINT8) || cfg.getFlag(BuilderFlag::kFP8))
+        logger_.log(Severity::kInfo, fmt::format("{}: layer '{}' runs in float: {}",
+                                                 cfg.getFlag(BuilderFlag::kFP8) ? "fp8" : "int8", l, why).c_str());
   }
   {
     // INT4 weight-only: the layers made, and the 4-bit weights that were dequantized to float instead (their readers

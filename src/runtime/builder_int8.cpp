@@ -97,19 +97,28 @@ Result<Int8Plan> PlanInt8(const NetworkDefinition& network, Graph& g, const Buil
                                                "Q/DQ nodes", layer);
   }
   if (quant::HasQdq(g)) {
-    // Explicit quantization: the network's Q/DQ nodes say what is INT8; nothing to calibrate.
-    if (cfg.getFlag(BuilderFlag::kINT8))
+    // Explicit quantization: the network's Q/DQ nodes say what is INT8 or FP8; nothing to calibrate.
+    if (cfg.getFlag(BuilderFlag::kINT8) || cfg.getFlag(BuilderFlag::kFP8))
       logger.log(Severity::kInfo, "int8: the network has Q/DQ nodes: building what they quantize (explicit "
                                   "quantization; dynamic ranges and calibrators are not used)");
     return plan;
   }
-  if (!cfg.getFlag(BuilderFlag::kINT8)) return plan;
+  const bool fp8 = cfg.getFlag(BuilderFlag::kFP8);
+  if (fp8 && cfg.getFlag(BuilderFlag::kINT8))
+    return Err(StatusCode::kInvalidArgument,
+               "--int8 and --fp8 both ask to quantize this float network from its ranges: give one of them (a network "
+               "with Q/DQ nodes may mix the two types)");
+  if (!cfg.getFlag(BuilderFlag::kINT8) && !fp8) return plan;
+  const char* flag = fp8 ? "--fp8" : "--int8";
+  // The ranges arrive as int8 scales (range / 127: dynamic ranges, TensorRT's cache format); FP8 spreads the same
+  // range over E4M3's largest value, 448.
+  const float levels = fp8 ? 448.f : 127.f;
 
   std::map<std::string, float> scales;
   if (!network.dynamicRanges().empty()) {
     for (const auto& [name, r] : network.dynamicRanges()) {
       const float amax = std::max(std::fabs(r.first), std::fabs(r.second));
-      if (amax > 0) scales[name] = amax / 127.f;
+      if (amax > 0) scales[name] = amax / levels;
     }
     rep.calibration_source = "dynamic ranges";
   } else if (IInt8Calibrator* calib = cfg.getInt8Calibrator()) {
@@ -125,12 +134,12 @@ Result<Int8Plan> PlanInt8(const NetworkDefinition& network, Graph& g, const Buil
       rep.calibration_source = fmt::format("calibrated {} batch(es) ({})", batches, CalibrationAlgoName(table.algorithm));
     }
     for (const auto& [name, s] : table.scales)
-      if (s > 0) scales[name] = s;
+      if (s > 0) scales[name] = s * 127.f / levels;
   } else {
     return Err(StatusCode::kInvalidArgument,
-               "--int8 needs the ranges of the network's activations: a calibration cache (--calib=FILE, written by "
+               "{} needs the ranges of the network's activations: a calibration cache (--calib=FILE, written by "
                "kiln calibrate), a calibrator (BuilderConfig::setInt8Calibrator) or dynamic ranges "
-               "(NetworkDefinition::setDynamicRange); or a model quantized with Q/DQ nodes");
+               "(NetworkDefinition::setDynamicRange); or a model quantized with Q/DQ nodes", flag);
   }
   int unknown = 0;
   for (const auto& [name, s] : scales) unknown += g.FindValue(name) ? 0 : 1;
@@ -139,7 +148,8 @@ Result<Int8Plan> PlanInt8(const NetworkDefinition& network, Graph& g, const Buil
                                                "(a cache from another model?): ignored",
                                                unknown, scales.size())
                                        .c_str());
-  const quant::QdqReport q = quant::InsertActivationQdq(g, scales, plan.keep_float);
+  const quant::QdqReport q = quant::InsertActivationQdq(g, scales, plan.keep_float,
+                                                      fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8);
   rep.int8_candidate_layers = q.layers;
   for (const auto& name : q.layers_pinned)
     logger.log(Severity::kInfo, fmt::format("int8: layer '{}' stays in float (--layerPrecisions)", name).c_str());
@@ -158,11 +168,11 @@ Result<Int8Plan> PlanInt8(const NetworkDefinition& network, Graph& g, const Buil
                fmt::format("int8: layer '{}' has no range for its input: it stays in float", name).c_str());
   if (q.layers_quantized == 0)
     return Err(StatusCode::kInvalidArgument,
-               "--int8: none of the network's convolutions and matrix products has a range for its input ({} "
-               "range(s) given{}): check that the calibration cache was written for this model",
+               "{}: none of the network's convolutions and matrix products has a range for its input ({} "
+               "range(s) given{}): check that the calibration cache was written for this model", flag,
                scales.size(), unknown > 0 ? fmt::format(", {} naming tensors the network lacks", unknown) : "");
-  logger.log(Severity::kInfo, fmt::format("int8: {} layer input(s) quantized from {} ({} tensor(s))",
-                                          q.layers_quantized, rep.calibration_source, q.tensors_quantized)
+  logger.log(Severity::kInfo, fmt::format("{}: {} layer input(s) quantized from {} ({} tensor(s))",
+                                          fp8 ? "fp8" : "int8", q.layers_quantized, rep.calibration_source, q.tensors_quantized)
                                   .c_str());
   plan.quantize_float_weights = true;
   return plan;

@@ -100,7 +100,7 @@ std::optional<nlohmann::json> QuantizationOf(const Node& n) {
     auto p = quant_attrs::Read(n);
     if (!p.ok()) return std::nullopt;
     nlohmann::json j = {{"x_scale", p->x_scale}, {"x_zero_point", p->x_zero_point}, {"w_scales", p->w_scales}};
-    if (p->y_type == DataType::kInt8 || p->y_type == DataType::kUInt8) {
+    if (p->y_type == DataType::kInt8 || p->y_type == DataType::kUInt8 || p->y_type == DataType::kFloat8E4M3FN) {
       j["y_scale"] = p->y_scale;
       j["y_zero_point"] = p->y_zero_point;
     }
@@ -151,15 +151,17 @@ std::string Engine::getLayerInformationJson() const {
     for (const Value* v : n.outputs) {
       if (!v) continue;
       nlohmann::json o = {{"name", v->name}, {"type", v->TypeString()}};
-      if (q && q->contains("y_scale") && (v->dtype == DataType::kInt8 || v->dtype == DataType::kUInt8)) {
+      if (q && q->contains("y_scale") &&
+          (v->dtype == DataType::kInt8 || v->dtype == DataType::kUInt8 || v->dtype == DataType::kFloat8E4M3FN)) {
         o["scale"] = (*q)["y_scale"];
         o["zero_point"] = (*q)["y_zero_point"];
       }
       outs.push_back(std::move(o));
     }
-    // An INT8 layer computes in int8 whatever type it writes; other layers in their output's type.
+    // An INT8 (FP8) layer computes in int8 (float8e4m3fn) whatever type it writes; other layers in their output's type.
     std::string precision = n.outputs.empty() || !n.outputs[0] ? "" : DataTypeName(n.outputs[0]->dtype);
-    if (n.domain == kKilnDomain && (n.op_type == "QConv" || n.op_type == "QMatMul")) precision = "int8";
+    if (n.domain == kKilnDomain && (n.op_type == "QConv" || n.op_type == "QMatMul"))
+      precision = n.input(0) && n.input(0)->dtype == DataType::kFloat8E4M3FN ? "float8e4m3fn" : "int8";
     if (n.domain == kKilnDomain && n.op_type == "WeightOnlyMatMul")  // X's type computes; the weight stays 4-bit
       precision = fmt::format("{} ({} weights)", precision,
                               DataTypeName(static_cast<DataType>(n.geti(woq_attrs::kWType, 0))));

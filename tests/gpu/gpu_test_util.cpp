@@ -1,6 +1,7 @@
 #include "gpu_test_util.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "backends/cpu/executor.h"
@@ -101,6 +102,25 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
     return ::testing::AssertionFailure() << name << ": GPU shape " << ShapeToString(gpu.shape()) << " vs CPU "
                                          << ShapeToString(cpu.shape());
   const bool exact = !IsFloatType(cpu.dtype());
+  if (cpu.dtype() == DataType::kFloat8E4M3FN) {
+    // Float8 codes: equal, or (for up to `one_off_fraction`) the next code of the same sign; NaN is any NaN code.
+    int bad8 = 0;
+    int64_t apart = 0;
+    std::string first8;
+    for (int64_t i = 0; i < cpu.numel(); ++i) {
+      const int c = cpu.data<uint8_t>()[i], g = gpu.data<uint8_t>()[i];
+      const bool c_nan = (c & 0x7f) == 0x7f, g_nan = (g & 0x7f) == 0x7f;
+      bool ok = c_nan || g_nan ? c_nan && g_nan
+                               : c == g || ((c & 0x7f) == 0 && (g & 0x7f) == 0) ||
+                                     ((c & 0x80) == (g & 0x80) && std::abs(c - g) == 1 && apart++ < one_off_fraction * cpu.numel());
+      if (!ok && bad8++ == 0)
+        first8 = "index " + std::to_string(i) + ": gpu code " + std::to_string(g) + " cpu code " + std::to_string(c);
+    }
+    if (bad8)
+      return ::testing::AssertionFailure() << name << ": " << bad8 << " of " << cpu.numel()
+                                           << " float8 elements differ (first at " << first8 << ")";
+    return ::testing::AssertionSuccess();
+  }
   int bad = 0;
   int64_t one_off = 0;
   const auto one_off_allowed = static_cast<int64_t>(one_off_fraction * static_cast<double>(cpu.numel()));

@@ -47,9 +47,12 @@ struct QCase {
 
 ::testing::AssertionResult RunCase(const QCase& c, double atol = 0, double rtol = 0) {
   OneNode node(c.conv ? "QConv" : "QMatMul", "kiln");
-  const double lo = c.x_type == DataType::kUInt8 ? 0 : -128, hi = c.x_type == DataType::kUInt8 ? 255 : 127;
+  const bool fp8 = c.x_type == DataType::kFloat8E4M3FN;
+  const double lo = c.x_type == DataType::kUInt8 ? 0 : fp8 ? -12 : -128;
+  const double hi = c.x_type == DataType::kUInt8 ? 255 : fp8 ? 12 : 127;
   node.Input(Random(c.x_type, c.x, c.seed, lo, hi));
-  node.Const(Random(DataType::kInt8, c.w, c.seed + 1, -127, 127));
+  if (fp8) node.Const(Random(DataType::kFloat8E4M3FN, c.w, c.seed + 1, -3, 3));
+  else node.Const(Random(DataType::kInt8, c.w, c.seed + 1, -127, 127));
   const int64_t channels = c.conv ? c.w[0] : c.w[1];
   if (c.bias) node.Const(Random(DataType::kFloat32, {channels}, c.seed + 2, -1, 1));
   else if (c.residual) node.Omitted();
@@ -64,9 +67,11 @@ struct QCase {
   node.Attr("kiln_activation_alpha", Attribute::Float(c.act == "Clip" ? -0.5f : 0.1f));
   node.Attr("kiln_activation_beta", Attribute::Float(c.act == "Clip" ? 3.f : 0.f));
   node.Attr("kiln_y_type", Attribute::Int(static_cast<int64_t>(c.y_type)));
-  if (!IsFloatType(c.y_type)) {
+  if (!IsFloatType(c.y_type) || c.y_type == DataType::kFloat8E4M3FN) {
     node.Attr("kiln_y_scale", Attribute::Float(0.05f));
-    const int64_t zp = c.symmetric_y ? 0 : c.y_zero_point != 0 ? c.y_zero_point : c.y_type == DataType::kUInt8 ? 17 : -3;
+    const int64_t zp = c.symmetric_y || fp8                    ? 0
+                       : c.y_zero_point != 0                   ? c.y_zero_point
+                       : c.y_type == DataType::kUInt8 ? 17 : -3;
     node.Attr("kiln_y_zero_point", Attribute::Int(zp));
   }
   if (c.nhwc) node.Attr("kiln_layout", Attribute::String("NHWC"));
@@ -366,6 +371,65 @@ TEST(GpuQuantized, MatMulOnHopperFusedGemm) {
     c.seed = 42;
     EXPECT_TRUE(RunCase(c));
   }
+}
+
+// FP8 QMatMul (float8e4m3fn x and weight, float32 sums) on the Hopper GEMM's tiles where the device has them and on
+// the tiled kernel, against the CPU (OpenBLAS sums: another order). Float outputs within float rounding of the sums;
+// float16 within one float16 rounding; float8 outputs to the code, or one code apart for a few.
+TEST(GpuQuantized, Fp8MatMulOnEveryTactic) {
+  std::vector<std::string> tactics = {"fp8-tiled"};
+  if (ComputeCapability90())
+    tactics.insert(tactics.end(), {"fp8-sm90-gemm-128x128", "fp8-sm90-gemm-128x64", "fp8-sm90-gemm-256x128"});
+  for (const std::string& tactic : tactics) {
+    SCOPED_TRACE(tactic);
+    QCase c;
+    c.conv = false;
+    c.x_type = DataType::kFloat8E4M3FN;
+    c.tactic = tactic;
+    c.x = {3, 67, 768};  // BERT's QKV: float16 out, no residual
+    c.w = {768, 2304};
+    c.y_type = DataType::kFloat16;
+    EXPECT_TRUE(RunCase(c, 1e-3, 2e-3));
+    c.act = "Gelu";  // BERT's FFN1: GELU, float8 out
+    c.w = {768, 3072};
+    c.y_type = DataType::kFloat8E4M3FN;
+    c.one_off = 0.01;
+    c.seed = 61;
+    EXPECT_TRUE(RunCase(c));
+    c.act = "Relu";
+    EXPECT_TRUE(RunCase(c));
+    c.one_off = 0;
+    c.x = {200, 3072};  // BERT's FFN2: float16 out with a float16 residual
+    c.w = {3072, 768};
+    c.act = "None";
+    c.y_type = DataType::kFloat16;
+    c.residual = true;
+    c.residual_f16 = true;
+    c.y = {200, 768};
+    c.seed = 62;
+    EXPECT_TRUE(RunCase(c, 1e-3, 2e-3));
+    c.residual_f16 = false;  // float32 out and residual, Clip, per-tensor weight scale
+    c.y_type = DataType::kFloat32;
+    c.act = "Clip";
+    c.per_channel = false;
+    c.seed = 63;
+    EXPECT_TRUE(RunCase(c, 1e-4, 1e-4));
+  }
+  // Odd shapes (no tensor-core tile takes them): the tiled kernel, float8 and float32 outputs.
+  QCase c;
+  c.conv = false;
+  c.x_type = DataType::kFloat8E4M3FN;
+  c.tactic = "fp8-tiled";
+  c.x = {5, 37};
+  c.w = {37, 21};
+  c.y_type = DataType::kFloat8E4M3FN;
+  c.act = "Relu";
+  c.one_off = 0.02;
+  EXPECT_TRUE(RunCase(c));
+  c.y_type = DataType::kFloat32;
+  c.bias = false;
+  c.one_off = 0;
+  EXPECT_TRUE(RunCase(c, 1e-5, 1e-5));
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
+#include <vector>
 
 #include "core/dims.h"
 #include "core/dtype.h"
@@ -35,6 +37,42 @@ TEST(DType, BFloat16AndFp8) {
   EXPECT_EQ(Float8E4M3ToFloat(FloatToFloat8E4M3(1000.f, true)), 448.f);
   EXPECT_TRUE(std::isnan(Float8E4M3ToFloat(FloatToFloat8E4M3(1000.f, false))));
   EXPECT_EQ(Float8E4M3ToFloat(FloatToFloat8E4M3(0.0625f)), 0.0625f);
+}
+
+// FloatToFloat8E4M3 against the definition: the nearest of the 127 finite magnitudes, ties to the even code. At
+// every code, every midpoint between neighbours (the ties), one float either side of each, and random magnitudes.
+TEST(DType, Fp8RoundsToNearestEven) {
+  auto nearest = [](float f) -> uint8_t {
+    const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+    const float a = std::fabs(f);
+    uint8_t best = 0;
+    float best_err = a;
+    for (uint8_t code = 1; code < 0x7f; ++code) {
+      const float err = std::fabs(Float8E4M3ToFloat(code) - a);
+      if (err < best_err || (err == best_err && (code & 1) == 0 && (best & 1) == 1)) best = code, best_err = err;
+    }
+    return sign | best;
+  };
+  std::vector<float> probes;
+  for (int c = 0; c < 0x7e; ++c) {
+    const float lo = Float8E4M3ToFloat(static_cast<uint8_t>(c)), hi = Float8E4M3ToFloat(static_cast<uint8_t>(c + 1));
+    const float mid = (lo + hi) / 2;
+    for (float v : {lo, mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1000.f), hi}) probes.push_back(v);
+  }
+  uint32_t seed = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    probes.push_back(std::ldexp(static_cast<float>(seed >> 8) / 16777216.f, static_cast<int>(seed % 20) - 11));
+  }
+  probes.push_back(448.f);
+  for (float v : probes) {
+    if (v > 448.f) continue;
+    ASSERT_EQ(FloatToFloat8E4M3(v), nearest(v)) << v;
+    ASSERT_EQ(FloatToFloat8E4M3(-v), nearest(-v)) << -v;
+  }
+  EXPECT_EQ(FloatToFloat8E4M3(460.f), 0x7e);  // past 448: saturated (the next step, 480, is no E4M3FN value)
+  EXPECT_EQ(FloatToFloat8E4M3(std::numeric_limits<float>::infinity()), 0x7e);
+  EXPECT_EQ(FloatToFloat8E4M3(std::nanf("")), 0x7f);
 }
 
 TEST(Dims, SymbolicArithmetic) {

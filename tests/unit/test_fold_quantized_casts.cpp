@@ -20,7 +20,8 @@ using testing::TestGraph;
 // hq = QuantizeLinear(Cast<f32>(h)) (the same Cast); a second QMatMul whose float32 output a Sigmoid reads (no
 // Cast: it stays float32); a third whose residual is a float32 input (Cast<f16> of it: no fused float16 kernel
 // reads a float32 residual, so it stays float32 too); and a LayerNormalization of h (float16) whose Y a Relu reads and
-// QuantizeLinear(Cast<f32>(Y)) quantizes. Nodes are named as below; a node's output is "<name>_out".
+// QuantizeLinear(Cast<f32>(Y)) quantizes; a second one whose Y only a float8 QuantizeLinear(Cast<f32>(Y)) reads.
+// Nodes are named as below; a node's output is "<name>_out".
 std::unique_ptr<TestGraph> Make() {
   auto t = std::make_unique<TestGraph>();
   t->opset = 21;
@@ -52,6 +53,10 @@ std::unique_ptr<TestGraph> Make() {
   t->Output(t->Op("QuantizeLinear", "ln_quantize",
                   {t->Op("Cast", "ln_to_f32", {ln_y}, to_f32), scalar("s2", DataType::kFloat32, 0.0119),
                    scalar("zp2", DataType::kUInt8, 120)}));
+  Value* ln8_y = t->Op("LayerNormalization", "ln8", {h, t->g.FindValue("gamma"), t->g.FindValue("beta")});
+  t->Output(t->Op("QuantizeLinear", "ln8_quantize",
+                  {t->Op("Cast", "ln8_to_f32", {ln8_y}, to_f32), scalar("s3", DataType::kFloat32, 0.0071),
+                   t->g.AddConstant("zp3", Tensor(DataType::kFloat8E4M3FN, {}))}));
   t->Finish(false);
   return t;
 }
@@ -61,9 +66,12 @@ TEST(FoldQuantizedCasts, OutputAndResidualCastsFoldAndResultsAreEqual) {
   const QuantizedCastFolds f = FoldQuantizedCasts(after->g, [](const Node&) { return true; });
   EXPECT_EQ(f.outputs, 1);
   EXPECT_EQ(f.residuals, 1);
-  EXPECT_EQ(f.quantize_inputs, 2);
-  EXPECT_EQ(f.norm_quantizes, 1);
-  EXPECT_EQ(f.casts_removed, 3);
+  EXPECT_EQ(f.quantize_inputs, 3);
+  EXPECT_EQ(f.norm_quantizes, 2);
+  EXPECT_EQ(f.casts_removed, 4);
+  EXPECT_FALSE(after->Has("ln8_quantize"));
+  ASSERT_NE(after->Named("ln8")->output(3), nullptr);
+  EXPECT_EQ(after->Named("ln8")->output(3)->dtype, DataType::kFloat8E4M3FN);
   EXPECT_FALSE(after->Has("ln_quantize"));
   ASSERT_TRUE(after->Has("ln"));
   ASSERT_NE(after->Named("ln")->output(3), nullptr);
@@ -81,7 +89,7 @@ TEST(FoldQuantizedCasts, OutputAndResidualCastsFoldAndResultsAreEqual) {
   EXPECT_EQ(after->Named("qmm_res32")->output(0)->dtype, DataType::kFloat32);
   EXPECT_TRUE(after->Has("v_to_f16"));
   const auto want = before->Run(), got = after->Run();
-  ASSERT_EQ(want.size(), 6u);
+  ASSERT_EQ(want.size(), 7u);
   for (const auto& [name, a] : want) {
     const Tensor& b = got.at(name);
     ASSERT_EQ(a.dtype(), b.dtype()) << name;

@@ -77,8 +77,9 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   if (o.int8) cfg->setFlag(BuilderFlag::kINT8);  // (--best: FP16 and BF16 until the cuda backend has INT8 kernels)
   if (!o.calib.empty()) {
     // trtexec's --calib: the cache's scales are the activations' dynamic ranges.
-    if (!o.int8)
-      return Err(StatusCode::kInvalidArgument, "--calib={} is a calibration cache for INT8: add --int8", o.calib);
+    if (!o.int8 && !o.fp8)
+      return Err(StatusCode::kInvalidArgument,
+                 "--calib={} is a calibration cache for implicit quantization: add --int8 (or --fp8)", o.calib);
     KILN_ASSIGN_OR_RETURN(const CalibrationTable table, ReadCalibrationCacheFile(o.calib));
     int used = 0;
     for (const auto& [tensor, scale] : table.scales)

@@ -28,7 +28,9 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_flag("--fp16", o.fp16, "Allow FP16 kernels");
     app.add_flag("--bf16", o.bf16, "Allow BF16 kernels");
     app.add_flag("--int8", o.int8, "Allow INT8 kernels");
-    app.add_flag("--fp8", o.fp8, "Allow FP8 kernels");
+    app.add_flag("--fp8", o.fp8,
+                 "Allow FP8 (E4M3) kernels: a float network's matrix products quantized from its ranges (--calib, as "
+                 "--int8 takes them); models with float8 Q/DQ nodes build FP8 layers without it");
     app.add_flag("--noTF32", o.no_tf32, "Forbid TF32 for float32 math");
     app.add_flag("--best", o.best, "Allow every precision");
     app.add_flag("--stronglyTyped", o.strongly_typed, "Keep the network's types exactly");

@@ -48,10 +48,10 @@ class CpuBackendImpl final : public Backend {
   bool Prefers(const Node& n) const override { return Kernels().Find(n) != nullptr; }
 
   Status CheckConfig(const BuilderConfig& cfg) const override {
-    // INT8 runs here (QConv/QMatMul with exact int32 sums); FP16/BF16/FP8 kernels do not.
+    // INT8 runs here (QConv/QMatMul with exact int32 sums), and FP8 matrix products (QMatMul, float32 sums);
+    // FP16/BF16 kernels do not.
     const std::pair<BuilderFlag, const char*> flags[] = {{BuilderFlag::kFP16, "--fp16"},
-                                                         {BuilderFlag::kBF16, "--bf16"},
-                                                         {BuilderFlag::kFP8, "--fp8"}};
+                                                         {BuilderFlag::kBF16, "--bf16"}};
     for (const auto& [f, name] : flags)
       if (cfg.getFlag(f))
         return Err(StatusCode::kUnsupported,

@@ -4,6 +4,7 @@
 // kiln_scale_per_group = 1). Statistics accumulate in double; work is split over planes/rows.
 #include <cmath>
 
+#include "backends/cpu/elementwise_internal.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/reduce_util.h"
 #include "ops/quantized_ops.h"
@@ -212,9 +213,15 @@ Status LayerNormKernel(KernelContext& ctx) {
     const DataType qt = static_cast<DataType>(n.geti(quant_attrs::kQType, 0));
     const float qs = n.getf(quant_attrs::kQScale, 1.f);
     const double qz = static_cast<double>(n.geti(quant_attrs::kQZeroPoint, 0));
-    if (qt != DataType::kInt8 && qt != DataType::kUInt8)
-      return Err(StatusCode::kInvalidArgument, "{}: output 3's kiln_q_type must be int8 or uint8", n.Where());
+    if (qt != DataType::kInt8 && qt != DataType::kUInt8 && qt != DataType::kFloat8E4M3FN)
+      return Err(StatusCode::kInvalidArgument, "{}: output 3's kiln_q_type must be int8, uint8 or float8e4m3fn",
+                 n.Where());
     Tensor& q = EnsureOutput(ctx, 3, qt, x.shape());
+    if (qt == DataType::kFloat8E4M3FN) {  // as QuantizeLinear to float8 (zero point 0, saturated)
+      for (int64_t i = 0; i < y.numel(); ++i)
+        q.data<uint8_t>()[i] = elem::FloatToFloat8(qt, static_cast<float>(y.GetAsDouble(i)) / qs, /*saturate=*/true);
+      return Status::Ok();
+    }
     const double lo = qt == DataType::kUInt8 ? 0 : -128, hi = qt == DataType::kUInt8 ? 255 : 127;
     for (int64_t i = 0; i < y.numel(); ++i) {
       const double v = QuantizeRounded(static_cast<float>(y.GetAsDouble(i)) / qs, qz, lo, hi);

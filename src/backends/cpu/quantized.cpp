@@ -1,6 +1,6 @@
 // CPU kernels of the quantized layers (ops/quantized_ops.h has their arithmetic): QConv and QMatMul. The products
-// are summed exactly in int32 — the reference every backend's INT8 kernels are checked against —, the epilogue
-// (scales, bias, residual, activation, requantization) runs in float32.
+// are summed exactly in int32 — the reference every backend's INT8 kernels are checked against — (float8: in
+// float32, through OpenBLAS), the epilogue (scales, bias, residual, activation, requantization) runs in float32.
 //   QConv:    per image and group, im2col of (x - x_zero_point) as int16 (padding taps are 0, as the float
 //             convolution's zero padding of the dequantized input), then acc[M/g, out] += W_g x col, a chunk of
 //             input channels at a time (the float kernel's scratch limit).
@@ -26,8 +26,8 @@ using quant_attrs::Params;
 // Writes n outputs from their int32 sums: y = act(acc * scale + bias + r), then requantized when the output is 8-bit.
 // A convolution's row has one channel (`scale`, `bias`); a matrix product's row has a channel per element
 // (`scales`, `biases` when given: scales[i] = x_scale * w_scale[i], the same float product).
-template <fused::Act A>
-void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float bias, const float* scales,
+template <fused::Act A, class Acc>
+void Finish(const Params& p, const Acc* acc, int64_t n, float scale, float bias, const float* scales,
             const float* biases, const float* res, Tensor& y, int64_t offset) {
   const float a = p.act_alpha, b = p.act_beta;
   auto value = [&](int64_t i) {
@@ -45,9 +45,14 @@ void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float b
     for (int64_t i = 0; i < n; ++i) out[i] = FloatToHalf(value(i));
     return;
   }
+  const float inv_scale = 1.f / p.y_scale;
+  if (p.y_type == DataType::kFloat8E4M3FN) {
+    uint8_t* out = y.data<uint8_t>() + offset;
+    for (int64_t i = 0; i < n; ++i) out[i] = FloatToFloat8E4M3(value(i) * inv_scale, /*saturate=*/true);
+    return;
+  }
   const float lo = p.y_type == DataType::kUInt8 ? 0.f : -128.f, hi = p.y_type == DataType::kUInt8 ? 255.f : 127.f;
   const float zp = static_cast<float>(p.y_zero_point);
-  const float inv_scale = 1.f / p.y_scale;
   auto q = [&](int64_t i) {
     // Times the reciprocal (ops/quantized_ops.h); nearbyint rounds half to even in the default rounding mode.
     const float v = std::nearbyint(value(i) * inv_scale) + zp;
@@ -65,14 +70,15 @@ void Finish(const Params& p, const int32_t* acc, int64_t n, float scale, float b
 void FinishRow(const Params& p, const int32_t* acc, int64_t n, float scale, float bias, const float* res, Tensor& y,
                int64_t offset) {
   WithActivation(p.activation, [&](auto act) {
-    Finish<decltype(act)::value>(p, acc, n, scale, bias, nullptr, nullptr, res, y, offset);
+    Finish<decltype(act)::value, int32_t>(p, acc, n, scale, bias, nullptr, nullptr, res, y, offset);
   });
 }
 
-void FinishColumns(const Params& p, const int32_t* acc, int64_t n, const float* scales, const float* biases,
+template <class Acc>
+void FinishColumns(const Params& p, const Acc* acc, int64_t n, const float* scales, const float* biases,
                    const float* res, Tensor& y, int64_t offset) {
   WithActivation(p.activation, [&](auto act) {
-    Finish<decltype(act)::value>(p, acc, n, 0.f, 0.f, scales, biases, res, y, offset);
+    Finish<decltype(act)::value, Acc>(p, acc, n, 0.f, 0.f, scales, biases, res, y, offset);
   });
 }
 
@@ -194,9 +200,11 @@ Status QMatMulKernel(KernelContext& ctx) {
   KILN_ASSIGN_OR_RETURN(const Params p, quant_attrs::Read(node));
   const Tensor& x = ctx.in(0);
   const Tensor& w = ctx.in(1);
-  if (x.rank() < 1 || w.rank() != 2 || w.dtype() != DataType::kInt8 || x.dim(-1) != w.dim(0))
-    return Err(StatusCode::kInvalidArgument, "{}: X {} must be [..., K] and W {} int8 [K, N]", node.Where(),
-               x.Describe(), w.Describe());
+  const bool fp8 = x.dtype() == DataType::kFloat8E4M3FN;
+  const DataType wt = fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8;
+  if (x.rank() < 1 || w.rank() != 2 || w.dtype() != wt || x.dim(-1) != w.dim(0))
+    return Err(StatusCode::kInvalidArgument, "{}: X {} must be [..., K] and W {} {} [K, N]", node.Where(),
+               x.Describe(), w.Describe(), DataTypeName(wt));
   const int64_t k = w.dim(0), ncols = w.dim(1);
   int64_t rows = 1;  // from X's shape, so that K = 0 still writes the epilogue (bias) of every row
   for (int64_t d = 0; d + 1 < x.rank(); ++d) rows *= x.dim(d);
@@ -213,6 +221,17 @@ Status QMatMulKernel(KernelContext& ctx) {
   const float* bd = bias ? bias->data<float>() : nullptr;
   std::vector<float> col_scale(static_cast<size_t>(ncols));
   for (int64_t j = 0; j < ncols; ++j) col_scale[j] = p.x_scale * p.w_scale(j);
+  if (fp8) {
+    // The float8 values widened (exactly) to float32 and multiplied with OpenBLAS: float32 sums.
+    std::vector<float> xf = ToFloatBuffer(x), wf = ToFloatBuffer(w);
+    std::vector<float> acc(static_cast<size_t>(rows * ncols));
+    if (k > 0) GemmF32(false, false, rows, ncols, k, 1.f, xf.data(), k, wf.data(), ncols, 0.f, acc.data(), ncols);
+    ParallelFor(rows, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        FinishColumns(p, acc.data() + r * ncols, ncols, col_scale.data(), bd, rd, y, r * ncols);
+    }, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ncols)));
+    return Status::Ok();
+  }
   ParallelFor(rows, [&](int64_t b, int64_t e) {
     std::vector<int16_t> xr(static_cast<size_t>(k));
     std::vector<int32_t> acc(static_cast<size_t>(ncols));

@@ -107,8 +107,10 @@ class CudaBackendImpl final : public Backend {
                    "--fp16 or --bf16 for speed",
                    why);
     if (cfg.getFlag(BuilderFlag::kFP8))
-      return Err(StatusCode::kUnsupported, "--fp8 is not available yet: the cuda backend has no FP8 kernels; build "
-                                           "with --fp16 or --bf16");
+      if (const std::string why = quantized::Fp8GemmUnavailable(); !why.empty())
+        return Err(StatusCode::kUnsupported,
+                   "--fp8 is not available on the cuda backend here: {}. Build with --fp16 or --bf16, or build FP8 "
+                   "engines for the cpu backend (--backend=cpu)", why);
     if (!cfg.layerOutputTypes().empty())
       return Err(StatusCode::kUnsupported, "--layerOutputTypes is not supported yet; use --layerPrecisions");
     for (const auto& [layer, t] : cfg.layerPrecisions())

@@ -2,6 +2,8 @@
 // threads per row (several rows per block when the group is small); other rows: one block per row. Group/Instance
 // norm: one block per (n, group). Statistics are two-pass in float32 (mean, then the mean of squared deviations),
 // like the CPU reference.
+#include <cuda_fp8.h>
+
 #include "backends/cuda/norm_kernels.h"
 #include "backends/cuda/norm_pool_util.cuh"
 
@@ -24,8 +26,9 @@ struct SquaredDeviation {
 // ---- LayerNormalization ----
 
 // Output 3: y[i] as written (v), quantized per tensor as the CUDA QuantizeLinear's per-tensor kernel does it; the
-// byte's bits (int8 or uint8).
+// byte's bits (int8, uint8 or float8e4m3fn).
 __device__ __forceinline__ uint32_t QuantizedByte(const LayerNormArgs& a, float v) {
+  if (a.q_fp8) return static_cast<uint32_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v, a.q_scale), __NV_SATFINITE, __NV_E4M3));
   const float r = QuantizeRounded(v, a.q_scale, static_cast<float>(a.q_zero_point), a.q_unsigned ? 0.f : -128.f,
                                   a.q_unsigned ? 255.f : 127.f);
   return static_cast<uint32_t>(static_cast<int32_t>(r)) & 0xffu;

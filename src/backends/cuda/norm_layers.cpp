@@ -145,6 +145,7 @@ class LayerNormLayer : public Layer {
   float q_scale = 1.f;  // output 3 (Y quantized per tensor), when the node has it
   int q_zero_point = 0;
   bool q_unsigned = false;
+  bool q_fp8 = false;
   std::vector<int64_t> folded_norm;  // non-empty: `folded` holds [gamma | beta] for these normalized dims
   DeviceBuffer folded;
 
@@ -182,6 +183,7 @@ class LayerNormLayer : public Layer {
       a.q_scale = q_scale;
       a.q_zero_point = q_zero_point;
       a.q_unsigned = q_unsigned;
+      a.q_fp8 = q_fp8;
     }
     if (a.rows == 0) return Status::Ok();
     if (g.cols > 0 && Folded(g)) {
@@ -233,11 +235,12 @@ Result<std::unique_ptr<Layer>> CreateLayerNorm(const LayerSpec& spec) {
   l->has_bias = n.input(2) != nullptr;
   if (n.output(3)) {
     const auto qt = static_cast<DataType>(n.geti(quant_attrs::kQType, 0));
-    if (qt != DataType::kInt8 && qt != DataType::kUInt8)
-      return Err(StatusCode::kInvalidModel, "{}: output 3's kiln_q_type must be int8 or uint8", l->where);
+    if (qt != DataType::kInt8 && qt != DataType::kUInt8 && qt != DataType::kFloat8E4M3FN)
+      return Err(StatusCode::kInvalidModel, "{}: output 3's kiln_q_type must be int8, uint8 or float8e4m3fn", l->where);
     l->q_scale = n.getf(quant_attrs::kQScale, 1.f);
     l->q_zero_point = static_cast<int>(n.geti(quant_attrs::kQZeroPoint, 0));
     l->q_unsigned = qt == DataType::kUInt8;
+    l->q_fp8 = qt == DataType::kFloat8E4M3FN;
   }
   // Fold constant Scale/B into one float32 table when the normalized dims are known now.
   const Value* scale = n.input(1);

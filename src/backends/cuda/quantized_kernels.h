@@ -1,5 +1,6 @@
 // Device kernels of the quantized layers (ops/quantized_ops.h has their arithmetic; the CPU reference is
-// backends/cpu/quantized.cpp): one tiled int8 GEMM with exact int32 sums and the float epilogue fused, reading its
+// backends/cpu/quantized.cpp): one tiled int8 GEMM with exact int32 sums (float8: float32 sums) and the float
+// epilogue fused, reading its
 // second operand either as a matrix (QMatMul) or as the implicit im2col of a convolution's input (QConv, 1 to 3
 // spatial dims, groups, strides, dilations, pads). Launchers only; no IR here.
 #pragma once
@@ -22,9 +23,10 @@ namespace kiln::cuda {
 struct QGemmArgs {
   bool conv = false;
   bool nhwc = false;
-  const int8_t* w = nullptr;
+  const int8_t* w = nullptr;       // int8, or float8e4m3fn bytes (fp8)
   const void* x = nullptr;
   bool x_unsigned = false;
+  bool fp8 = false;                 // x and w float8e4m3fn (QMatMul only): sums in float32, zero point 0
   int x_zero_point = 0;
   int64_t m = 0, o = 0, k = 0;  // per batch item (conv: m = output channels per group)
   // conv geometry (spatial dims padded to 3 with size-1 dims)
@@ -41,7 +43,7 @@ struct QGemmArgs {
   const uint16_t* residual_f16 = nullptr;  // or a float16 residual, read exactly
   float r_scale = 0;
   GemmPostOp act;
-  int y_dtype = 1;                  // kF32, kF16, kI8 or kU8
+  int y_dtype = 1;                  // kF32, kF16, kI8, kU8 or kF8E4M3 (saturated)
   float y_scale = 1;
   int y_zero_point = 0;
   void* y = nullptr;

@@ -21,6 +21,7 @@
 namespace kiln::cuda::quantized {
 
 inline constexpr const char* kTactic = "int8-tiled";
+inline constexpr const char* kFp8Tactic = "fp8-tiled";  // the same kernel over float8 operands (float32 sums)
 
 struct QWeights {
   DeviceBuffer w, scales, zeros;
@@ -43,6 +44,7 @@ inline int64_t RowsOf(const std::vector<int64_t>& shape) {
 inline Result<QGemmArgs> BaseArgs(const Node& n, const quant_attrs::Params& p, const QWeights& w) {
   QGemmArgs a;
   a.w = static_cast<const int8_t*>(w.w.get());
+  a.fp8 = n.input(0) && n.input(0)->dtype == DataType::kFloat8E4M3FN;
   a.x_zero_point = static_cast<int>(p.x_zero_point);
   a.x_scale = p.x_scale;
   a.w_scales = static_cast<const float*>(w.scales.get());
@@ -51,7 +53,7 @@ inline Result<QGemmArgs> BaseArgs(const Node& n, const quant_attrs::Params& p, c
   a.act.alpha = p.act_alpha;
   a.act.beta = p.act_beta;
   a.y_dtype = DTypeOf(p.y_type);
-  a.y_scale = p.y_type == DataType::kFloat32 || p.y_type == DataType::kFloat16 ? 1.f : p.y_scale;
+  a.y_scale = p.y_type == DataType::kFloat32 || p.y_type == DataType::kFloat16 ? 1.f : p.y_scale;  // 8-bit outputs
   a.y_zero_point = static_cast<int>(p.y_zero_point);
   a.r_scale = p.r_scale;
   return a;
@@ -82,9 +84,12 @@ inline Result<std::shared_ptr<QWeights>> Upload(const Node& n, const Tensor& w, 
   return q;
 }
 
+// The constant weight: int8, or float8e4m3fn for a float8 X.
 inline const Tensor* ConstWeight(const Node& n) {
   const Value* w = n.input(1);
-  return w && w->is_const() && w->dtype == DataType::kInt8 ? &*w->const_value : nullptr;
+  const Value* x = n.input(0);
+  const DataType t = x && x->dtype == DataType::kFloat8E4M3FN ? DataType::kFloat8E4M3FN : DataType::kInt8;
+  return w && w->is_const() && w->dtype == t ? &*w->const_value : nullptr;
 }
 
 inline const float* OptionalFloat(const std::vector<DeviceTensor>& in, size_t i) {
@@ -109,12 +114,15 @@ inline LayerFactory QFactory(Result<std::unique_ptr<Layer>> (*create)(const Laye
 // The Hopper GEMM's tiles as tactics, shared by QMatMul and the 1x1 QConv.
 inline constexpr const char* kGemmTactics[cutlass_sm90::kNumGemmTiles] = {
     "int8-sm90-gemm-128x128", "int8-sm90-gemm-128x64", "int8-sm90-gemm-256x128"};
+inline constexpr const char* kFp8GemmTactics[cutlass_sm90::kNumGemmTiles] = {
+    "fp8-sm90-gemm-128x128", "fp8-sm90-gemm-128x64", "fp8-sm90-gemm-256x128"};
 inline constexpr cutlass_sm90::GemmTile kGemmTiles[cutlass_sm90::kNumGemmTiles] = {
     cutlass_sm90::GemmTile::k128x128x128, cutlass_sm90::GemmTile::k128x64x128, cutlass_sm90::GemmTile::k256x128x128};
 
-inline std::optional<cutlass_sm90::GemmTile> GemmTileOf(const std::string& tactic) {
+// The tile of an int8 (or, with `fp8`, a float8) GEMM tactic.
+inline std::optional<cutlass_sm90::GemmTile> GemmTileOf(const std::string& tactic, bool fp8 = false) {
   for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
-    if (tactic == kGemmTactics[i]) return kGemmTiles[i];
+    if (tactic == (fp8 ? kFp8GemmTactics : kGemmTactics)[i]) return kGemmTiles[i];
   return std::nullopt;
 }
 
@@ -123,7 +131,7 @@ inline std::optional<cutlass_sm90::GemmTile> GemmTileOf(const std::string& tacti
 template <class Operands>
 Operands TensorCoreOperands(const QGemmArgs& a, const void* w, const void* scale, float lo, float hi) {
   Operands o;
-  o.x = static_cast<const int8_t*>(a.x);
+  o.x = static_cast<const int8_t*>(a.x);  // int8, or float8 bytes for the FP8 GEMM
   o.w = static_cast<const int8_t*>(w);
   o.scale = static_cast<const float*>(scale);
   o.bias = a.bias;
@@ -146,5 +154,7 @@ bool Sm90Device();
 bool ClampOf(const quant_attrs::Params& p, float* lo, float* hi);
 // Why the optimizer creates no QConv on this device and build (empty: it does, where the tensor-core kernel fits).
 std::string QConvTensorCoresUnavailable();
+// Why --fp8 makes no FP8 layers on this device and build (empty: it does; quantized_layers.cpp).
+std::string Fp8GemmUnavailable();
 
 }  // namespace kiln::cuda::quantized

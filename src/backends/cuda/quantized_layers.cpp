@@ -1,7 +1,7 @@
 // CUDA layers of kiln.QMatMul (ops/quantized_ops.h): cuBLASLt's int8 tensor-core GEMM with the epilogue kernel, and
 // the tiled int8 GEMM of quantized.cu (tactic "int8-tiled": exact int32 sums, the epilogue fused), the GPU's
-// reference for INT8. The weight is uploaded once, transposed to [N, K] so both operands run along K, with its
-// scales. kiln.QConv's layers are in quantized_conv_layers.cpp.
+// reference for INT8; Hopper's CUTLASS GEMM for int8 and float8 (FP8: float32 sums; "fp8-tiled" its reference). The
+// weight is uploaded once, transposed to [N, K] so both operands run along K, with its scales. kiln.QConv's layers are in quantized_conv_layers.cpp.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -80,29 +80,36 @@ class QMatMulLtLayer : public Layer {
   std::string where_;
 };
 
+// A float8 QMatMul (ops/quantized_ops.h).
+bool IsFp8(const Node& n) { return n.input(0) && n.input(0)->dtype == DataType::kFloat8E4M3FN; }
 
 #if defined(KILN_HAVE_CUTLASS_SM90)
 
-// Whether the GEMM's epilogue applies GELU (its instances have an int8 output and no residual).
+// Whether the GEMM's epilogue applies GELU (its instances have an 8-bit output and no residual).
 bool GemmGelu(const Node& n, const quant_attrs::Params& p) {
-  return p.activation == fused::Act::kGelu && p.y_type == DataType::kInt8 && n.input(3) == nullptr;
+  return p.activation == fused::Act::kGelu &&
+         p.y_type == (IsFp8(n) ? DataType::kFloat8E4M3FN : DataType::kInt8) && n.input(3) == nullptr;
 }
 
-// QMatMul on the Hopper int8 GEMM with the epilogue fused (cutlass/qgemm_sm90.h): symmetric int8 x, float32,
-// float16 or symmetric int8 output, activation None / Relu / Clip (or GELU with an int8 output and no residual), K a
-// multiple of 16 and N of 16 (int8 out), 8 (float16) or 4.
+// QMatMul on the Hopper int8 or float8 GEMM with the epilogue fused (cutlass/qgemm_sm90.h): symmetric int8 x with a
+// float32, float16 or symmetric int8 output, or float8e4m3fn x with a float32, float16 or float8 output (which takes
+// no residual); activation None / Relu / Clip (or GELU with an 8-bit output and no residual), K a multiple of 16 and N
+// of 16 (8-bit out), 8 (float16) or 4.
 bool GemmEligible(const Node& n) {
   if (!Sm90Device()) return false;
   const Value* x = n.input(0);
   const Tensor* w = ConstWeight(n);
-  if (!x || x->dtype != DataType::kInt8 || !w || w->rank() != 2) return false;
+  const bool fp8 = IsFp8(n);
+  if (!x || (x->dtype != DataType::kInt8 && !fp8) || !w || w->rank() != 2) return false;
   auto p = quant_attrs::Read(n);
   float lo, hi;
   if (!p.ok() || p->x_zero_point != 0 || !(ClampOf(*p, &lo, &hi) || GemmGelu(n, *p))) return false;
+  const DataType q8 = fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8;
   if (p->y_type != DataType::kFloat32 && p->y_type != DataType::kFloat16 &&
-      !(p->y_type == DataType::kInt8 && p->y_zero_point == 0))
+      !(p->y_type == q8 && p->y_zero_point == 0))
     return false;
-  const int64_t align = p->y_type == DataType::kInt8 ? 16 : p->y_type == DataType::kFloat16 ? 8 : 4;
+  if (fp8 && p->y_type == q8 && n.input(3)) return false;  // a float8 output takes no residual
+  const int64_t align = p->y_type == q8 ? 16 : p->y_type == DataType::kFloat16 ? 8 : 4;
   return w->dim(0) % 16 == 0 && w->dim(1) % align == 0 && w->dim(1) > 0;
 }
 
@@ -149,6 +156,8 @@ class QMatMulSm90Layer : public Layer {
     p.k = static_cast<int>(base_.k);
     p.int8_output = base_.y_dtype == static_cast<int>(DataType::kInt8);
     p.half_output = base_.y_dtype == static_cast<int>(DataType::kFloat16);
+    p.fp8 = base_.fp8;
+    p.fp8_output = base_.y_dtype == static_cast<int>(DataType::kFloat8E4M3FN);
     p.residual = residual;
     p.residual_int8 = residual && base_.r_scale > 0;
     p.residual_half = residual_half;
@@ -203,43 +212,48 @@ Result<std::vector<std::string>> QMatMulTactics(const LayerSpec& spec) {
     gp.k = static_cast<int>(w.dim(0));
     gp.int8_output = p.y_type == DataType::kInt8;
     gp.half_output = p.y_type == DataType::kFloat16;
+    gp.fp8 = IsFp8(n);
+    gp.fp8_output = p.y_type == DataType::kFloat8E4M3FN;
     gp.residual = n.input(3) != nullptr;
     gp.residual_int8 = gp.residual && p.r_scale > 0;
     gp.residual_half = gp.residual && n.input(3)->dtype == DataType::kFloat16;
     gp.gelu = GemmGelu(n, p);
     for (int i = 0; i < cutlass_sm90::kNumGemmTiles; ++i)
-      if (!cutlass_sm90::Unsupported(gp, kGemmTiles[i])) tactics.push_back(kGemmTactics[i]);
+      if (!cutlass_sm90::Unsupported(gp, kGemmTiles[i])) tactics.push_back((gp.fp8 ? kFp8GemmTactics : kGemmTactics)[i]);
   }
 #endif
-  tactics.push_back(kTactic);
+  tactics.push_back(IsFp8(n) ? kFp8Tactic : kTactic);
   return tactics;
 }
 
 Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::string& tactic) {
   const Node& n = spec.node;
+  const bool fp8 = IsFp8(n);
   const std::optional<LtAlgo> lt_algo = LtAlgoFromTactic(tactic);
 #if defined(KILN_HAVE_CUTLASS_SM90)
-  const std::optional<cutlass_sm90::GemmTile> gemm = GemmTileOf(tactic);
+  const std::optional<cutlass_sm90::GemmTile> gemm = GemmTileOf(tactic, fp8);
   if (gemm && !GemmEligible(n))
-    return Err(StatusCode::kInvalidArgument, "{}: tactic '{}' needs a compute capability 9.0 GPU, symmetric int8 x, "
-               "a float32, float16 or symmetric int8 output, Relu / Clip / no activation (or GELU with an int8 output "
-               "and no residual), K a multiple of 16 and N of 16 (int8 output), 8 (float16) or 4", n.Where(), tactic);
+    return Err(StatusCode::kInvalidArgument, "{}: tactic '{}' needs a compute capability 9.0 GPU, symmetric int8 x "
+               "(or float8e4m3fn x), a float32, float16 or symmetric 8-bit output of x's kind, Relu / Clip / no "
+               "activation (or GELU with an 8-bit output and no residual), K a multiple of 16 and N of 16 (8-bit "
+               "output), 8 (float16) or 4", n.Where(), tactic);
   const bool sm90 = gemm.has_value();
 #else
   const bool sm90 = false;
 #endif
-  if (tactic != kTactic && !lt_algo && !sm90)
+  if (tactic != (fp8 ? kFp8Tactic : kTactic) && !lt_algo && !sm90)
     return Err(StatusCode::kInvalidArgument, "{}: unknown tactic '{}'", n.Where(), tactic);
   if (lt_algo && !LtEligible(n))
     return Err(StatusCode::kInvalidArgument, "{}: tactic '{}' needs int8 x and K, N multiples of 4", n.Where(),
                tactic);
   KILN_ASSIGN_OR_RETURN(const quant_attrs::Params p, quant_attrs::Read(n));
   const Tensor* w = ConstWeight(n);
-  if (!w || w->rank() != 2) return Unsupported(n, "a weight that is not a constant int8 [K, N] matrix");
+  if (!w || w->rank() != 2)
+    return Unsupported(n, "a weight that is not a constant [K, N] matrix of int8 (float8e4m3fn for float8 x)");
   const int64_t k = w->dim(0), cols = w->dim(1);
-  Tensor wt(DataType::kInt8, {cols, k});  // [N, K]
+  Tensor wt(w->dtype(), {cols, k});  // [N, K] (one-byte elements)
   for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j < cols; ++j) wt.data<int8_t>()[j * k + i] = w->data<int8_t>()[i * cols + j];
+    for (int64_t j = 0; j < cols; ++j) wt.data<uint8_t>()[j * k + i] = w->data<uint8_t>()[i * cols + j];
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<QWeights> q, Upload(n, wt, p.w_scales));
   KILN_ASSIGN_OR_RETURN(QGemmArgs base, BaseArgs(n, p, *q));
   base.m = cols;
@@ -298,10 +312,26 @@ Result<std::unique_ptr<Layer>> CreateQMatMul(const LayerSpec& spec, const std::s
 
 }  // namespace
 
+std::string quantized::Fp8GemmUnavailable() {
+#if defined(KILN_HAVE_CUTLASS_SM90)
+  return Sm90Device() ? std::string() : "its FP8 GEMM needs a compute capability 9.0 GPU (Hopper)";
+#else
+  return "this build has no FP8 GEMM (CUTLASS was not found when it was configured: scripts/deps installs it)";
+#endif
+}
+
 void RegisterQuantizedLayers(LayerRegistry& r) {
   r.Add("kiln.QConv", QConvFactory());
   LayerFactory qmm = QFactory(CreateQMatMul, QMatMulTactics);
-  qmm.preferred_for = LtEligible;  // on cuBLASLt's int8 tensor cores (and Hopper's fused GEMM where it fits)
+  // On cuBLASLt's int8 tensor cores (and Hopper's fused GEMM where it fits); float8 on Hopper's GEMM only.
+  qmm.preferred_for = [](const Node& n) {
+#if defined(KILN_HAVE_CUTLASS_SM90)
+    if (IsFp8(n)) return GemmEligible(n);
+#else
+    if (IsFp8(n)) return false;
+#endif
+    return LtEligible(n);
+  };
   // Its epilogue writes float16 and reads a float16 residual (plan/fold_quantized_casts.cpp asks; the precision
   // planner never lowers it: the op keeps float32).
   qmm.compute_types = {DataType::kFloat32, DataType::kFloat16};

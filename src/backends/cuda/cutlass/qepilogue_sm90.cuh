@@ -2,8 +2,8 @@
 // (qconv_sm90_impl.cuh) and the GEMM (qgemm_sm90_impl.cuh). Along N (output channels / columns):
 //   v = acc * scale[n];  v = v + bias[n];  [v = v + C]  (C: the residual, float32, float16, or int8 read as c * r_scale);
 //   v = clamp(v, lo, hi)  or  v = 0.5 * v * (1 + erf(v * 0.7071067811865476)) (GELU, kAct 1)
-//   D = v (float32), v rounded to float16,  or  saturate(round_half_even(v * (1 / y_scale))) (int8; a division here
-//   costs 5x the GEMM)
+//   D = v (float32), v rounded to float16,  or  saturate(round_half_even(v * (1 / y_scale))) (int8, or float8e4m3fn
+//   saturated to +-448 (cvt.rn.satfinite); a division here costs 5x the GEMM)
 // each step its own rounded float operation (the stage compiles without FMA contraction), as the CPU computes it.
 #pragma once
 
@@ -31,13 +31,15 @@ struct GeluErf<cutlass::Array<T, N>> {
   }
 };
 
-// kOut: 0 float32, 1 int8, 2 float16. kResidual: 0 none, 1 float32, 2 int8 (times r_scale), 3 float16. kAct: 0 the
+// kOut: 0 float32, 1 int8, 2 float16, 3 float8e4m3fn. kResidual: 0 none, 1 float32, 2 int8 (times r_scale), 3 float16. kAct: 0 the
 // clamp (no activation, Relu, Clip), 1 GELU.
 template <class TileShape, int kOut, int kResidual, int kAct = 0>
 struct QEpilogueTree {
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
-  static constexpr bool kInt8Out = kOut == 1;
-  using ElementD = std::conditional_t<kOut == 1, int8_t, std::conditional_t<kOut == 2, cutlass::half_t, float>>;
+  static constexpr bool kInt8Out = kOut == 1 || kOut == 3;  // an 8-bit output, scaled by 1 / y_scale
+  using ElementD = std::conditional_t<
+      kOut == 1, int8_t,
+      std::conditional_t<kOut == 2, cutlass::half_t, std::conditional_t<kOut == 3, cutlass::float_e4m3_t, float>>>;
   template <template <class> class Fn, class Out = float>
   using Compute = cutlass::epilogue::fusion::Sm90Compute<Fn, Out, float, kRound>;
   template <class... T>

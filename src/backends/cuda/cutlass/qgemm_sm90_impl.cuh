@@ -1,5 +1,5 @@
 // Definitions of QGemmImpl (qgemm_sm90_impl.h): CUTLASS 3's sm90 GEMM, X row-major times W "column-major" (both
-// K-major: the int8 tensor cores read K contiguous), persistent tile scheduler, the epilogue tree of
+// K-major: the int8 and float8 tensor cores read K contiguous), persistent tile scheduler, the epilogue tree of
 // qepilogue_sm90.cuh ("row broadcast": a vector along N, one value per output column).
 #pragma once
 
@@ -22,8 +22,10 @@ namespace detail {
 
 using namespace cute;
 
-template <int kOut, int kResidual, int kTileM, int kTileN, int kAct>
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct, bool kFp8>
 struct GemmKernel {
+  using ElementAB = std::conditional_t<kFp8, cutlass::float_e4m3_t, int8_t>;
+  using ElementAcc = std::conditional_t<kFp8, float, int32_t>;
   using TileShape = Shape<Int<kTileM>, Int<kTileN>, _128>;
   using ClusterShape = Shape<_1, _1, _1>;
   static constexpr bool kCooperative = kTileM == 256;
@@ -41,13 +43,13 @@ struct GemmKernel {
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, int32_t, float, ElementC, cutlass::layout::RowMajor,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, float, ElementC, cutlass::layout::RowMajor,
       kResidual != 0 ? kAlignC : kAlignD, ElementD, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule,
       Tree>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, int8_t, cutlass::layout::RowMajor, 16, int8_t,
-      cutlass::layout::ColumnMajor, 16, int32_t, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementAB, cutlass::layout::RowMajor, 16, ElementAB,
+      cutlass::layout::ColumnMajor, 16, ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       MainloopSchedule>::CollectiveOp;
 
@@ -66,21 +68,22 @@ struct GemmKernel {
         static_cast<const typename Epilogue::ElementC*>(kResidual != 0 ? o.residual : nullptr),
         stride_c, static_cast<ElementD*>(o.y), stride_d};
     const cutlass::KernelHardwareInfo hw = HardwareInfo();
-    return Arguments{cutlass::gemm::GemmUniversalMode::kGemm, {m, p.n, p.k, 1}, {o.x, stride_a, o.w, stride_b}, epi,
+    return Arguments{cutlass::gemm::GemmUniversalMode::kGemm, {m, p.n, p.k, 1},
+                     {static_cast<const ElementAB*>(o.x), stride_a, static_cast<const ElementAB*>(o.w), stride_b}, epi,
                      hw};
   }
 };
 
 }  // namespace detail
 
-template <int kOut, int kResidual, int kTileM, int kTileN, int kAct>
-const char* QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct>::Unsupported(const QGemmProblem& p) {
-  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct>;
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct, bool kFp8>
+const char* QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct, kFp8>::Unsupported(const QGemmProblem& p) {
+  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct, kFp8>;
   if (p.m <= 0 || p.n <= 0 || p.k <= 0) return "an empty problem";
   if (p.m > 0x7fffffff) return "more than 2^31 rows";
   if (p.k % 16 != 0) return "K is not a multiple of 16";
   if (p.n % K::kAlignD != 0)
-    return kOut == 1 ? "N is not a multiple of 16" : kOut == 2 ? "N is not a multiple of 8" : "N is not a multiple of 4";
+    return kOut == 1 || kOut == 3 ? "N is not a multiple of 16" : kOut == 2 ? "N is not a multiple of 8" : "N is not a multiple of 4";
   if (kResidual == 3 && p.n % K::kAlignC != 0) return "N is not a multiple of 8 (a float16 residual)";
   if (kResidual == 2 && p.n % K::kAlignC != 0) return "N is not a multiple of 16 (an int8 residual)";
   QGemmOperands probe;
@@ -89,17 +92,17 @@ const char* QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct>::Unsupported(const 
   return nullptr;
 }
 
-template <int kOut, int kResidual, int kTileM, int kTileN, int kAct>
-size_t QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct>::WorkspaceBytes(const QGemmProblem& p) {
-  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct>;
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct, bool kFp8>
+size_t QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct, kFp8>::WorkspaceBytes(const QGemmProblem& p) {
+  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct, kFp8>;
   QGemmOperands probe;
   return K::Gemm::get_workspace_size(K::MakeArguments(p, probe));
 }
 
-template <int kOut, int kResidual, int kTileM, int kTileN, int kAct>
-const char* QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct>::Run(const QGemmProblem& p, const QGemmOperands& o,
+template <int kOut, int kResidual, int kTileM, int kTileN, int kAct, bool kFp8>
+const char* QGemmImpl<kOut, kResidual, kTileM, kTileN, kAct, kFp8>::Run(const QGemmProblem& p, const QGemmOperands& o,
                                                                  void* workspace, cudaStream_t stream) {
-  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct>;
+  using K = detail::GemmKernel<kOut, kResidual, kTileM, kTileN, kAct, kFp8>;
   typename K::Gemm gemm;
   const typename K::Arguments args = K::MakeArguments(p, o);
   if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return "CUTLASS initialize failed";
