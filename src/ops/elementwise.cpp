@@ -183,9 +183,9 @@ Status ModShape(InferContext& ctx) {
   KILN_ASSIGN_OR_RETURN(int64_t fmod, ctx.node.attr_int("fmod", 0));
   if (fmod != 0 && fmod != 1)
     return Err(StatusCode::kInvalidModel, "{}: Mod attribute fmod must be 0 or 1, got {}", ctx.node.Where(), fmod);
-  if (fmod == 0 && IsPlainFloat(ctx.in(0).dtype))
-    return Err(StatusCode::kInvalidModel, "{}: Mod with float inputs requires fmod=1 (got {} inputs, fmod=0)",
-               ctx.node.Where(), DataTypeName(ctx.in(0).dtype));
+  if (fmod == 0 && IsPlainFloat(ctx.in(0).dtype) && ctx.node.opset < 28)
+    return Err(StatusCode::kInvalidModel, "{}: Mod with float inputs requires fmod=1 before opset 28 (got {} inputs, "
+               "fmod=0 at opset {})", ctx.node.Where(), DataTypeName(ctx.in(0).dtype), ctx.node.opset);
   KILN_RETURN_IF_ERROR(SetBroadcastOutput(ctx, {0, 1}, ctx.in(0).dtype));
   PropagateSymArith(ctx, DimMod);
   return Status::Ok();
@@ -324,6 +324,11 @@ Status QuantizeShape(InferContext& ctx) {
   KILN_ASSIGN_OR_RETURN(int64_t out_attr, ctx.node.attr_int("output_dtype", 0));
   KILN_ASSIGN_OR_RETURN(int64_t sat, ctx.node.attr_int("saturate", 1));
   (void)sat;
+  KILN_ASSIGN_OR_RETURN(const int64_t precision, ctx.node.attr_int("precision", 0));  // opset 23
+  const DataType pt = static_cast<DataType>(precision);
+  if (precision != 0 && pt != DataType::kFloat32 && pt != DataType::kFloat16 && pt != DataType::kBFloat16)
+    return Err(StatusCode::kUnsupported, "{}: precision {} is not supported: give float (1), float16 (10) or "
+               "bfloat16 (16)", ctx.node.Where(), precision);
   DataType out = static_cast<DataType>(out_attr);
   if (ctx.has_input(2)) {
     const DataType zt = ctx.in(2).dtype;
@@ -355,7 +360,12 @@ Status DequantizeShape(InferContext& ctx) {
     if (!IsFloat8(xt)) KILN_RETURN_IF_ERROR(CheckSameType(ctx, 0, 2));
     KILN_RETURN_IF_ERROR(CheckQuantParam(ctx, 2, "zero point"));
   }
-  SetSameShape(ctx, 0, ctx.in(1).dtype);
+  KILN_ASSIGN_OR_RETURN(const int64_t out_attr, ctx.node.attr_int("output_dtype", 0));  // opset 23
+  const DataType out = static_cast<DataType>(out_attr);
+  if (out_attr != 0 && out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16)
+    return Err(StatusCode::kInvalidModel, "{}: output_dtype {} is not float (1), float16 (10) or bfloat16 (16)",
+               ctx.node.Where(), out_attr);
+  SetSameShape(ctx, 0, out_attr != 0 ? out : ctx.in(1).dtype);
   return Status::Ok();
 }
 

@@ -432,5 +432,27 @@ TEST(GpuQuantized, Fp8MatMulOnEveryTactic) {
   EXPECT_TRUE(RunCase(c, 1e-5, 1e-5));
 }
 
+// QuantizeLinear-23's precision (x, the scale and x / scale rounded to it) and DequantizeLinear-23's output_dtype,
+// and a float16 x with a float32 scale (a float32 division), against the CPU: exact.
+TEST(GpuQuantized, QuantizeLinearPrecisionAndDequantizeOutputDtype) {
+  EXPECT_TRUE(OneNode("QuantizeLinear")
+                  .Input(Random(DataType::kFloat32, {1000}, 7, -2000, 2000))
+                  .Const(Tensor::Scalar(DataType::kFloat32, 0.37))
+                  .Const(Tensor(DataType::kInt16, {}))
+                  .Attr("precision", Attribute::Int(10))
+                  .MatchesCpu(0, 0));
+  EXPECT_TRUE(OneNode("QuantizeLinear")
+                  .Input(Random(DataType::kFloat16, {1000}, 8, -60, 60))
+                  .Const(Tensor::Scalar(DataType::kFloat32, 0.37))
+                  .Const(Tensor(DataType::kInt8, {}))
+                  .MatchesCpu(0, 0));
+  for (int64_t out : {int64_t{10}, int64_t{16}})
+    EXPECT_TRUE(OneNode("DequantizeLinear")
+                    .Input(Random(DataType::kInt8, {1000}, 9, -128, 127))
+                    .Const(Tensor::Scalar(DataType::kFloat32, 1.0009765625))
+                    .Attr("output_dtype", Attribute::Int(out))
+                    .MatchesCpu(0, 0));
+}
+
 }  // namespace
 }  // namespace kiln::gputest

@@ -208,9 +208,10 @@ Status PowKernel(KernelContext& ctx) {
 }
 
 // ---- Mod ----
-// fmod=0 (integers only): the remainder has the sign of the divisor (Python's %, floored division);
-// fmod=1: the sign of the dividend (C's fmod / %, truncated division). For integers, x mod 0 gives 0 (as
-// integer Div gives x/0 = 0) and x mod -1 gives 0 (no MIN % -1 trap). Floats use std::fmod (x mod 0 = NaN).
+// fmod=0: the remainder has the sign of the divisor (Python's %, floored division; floats from opset 28, as numpy's
+// mod: a zero remainder takes the divisor's sign); fmod=1: the sign of the dividend (C's fmod / %, truncated
+// division). For integers, x mod 0 gives 0 (as integer Div gives x/0 = 0) and x mod -1 gives 0 (no MIN % -1 trap).
+// Floats start from std::fmod (x mod 0 = NaN).
 template <bool kFmod, typename C>
 C ModValue(C a, C b) {
   if constexpr (std::is_integral_v<C>) {
@@ -225,7 +226,10 @@ C ModValue(C a, C b) {
       return static_cast<C>(a % b);
     }
   } else {
-    return std::fmod(a, b);
+    const C r = std::fmod(a, b);
+    if (kFmod) return r;
+    if (r == C(0)) return std::copysign(C(0), b);
+    return (r < C(0)) != (b < C(0)) ? static_cast<C>(r + b) : r;
   }
 }
 
@@ -239,9 +243,6 @@ Status ModKernel(KernelContext& ctx) {
   if (fmod != 0 && fmod != 1)
     return Err(StatusCode::kInvalidArgument, "{}: Mod attribute fmod must be 0 or 1, got {}", ctx.node.Where(),
                fmod);
-  if (fmod == 0 && IsFloatType(a.dtype()))
-    return Err(StatusCode::kInvalidArgument, "{}: Mod with float inputs requires fmod=1 (got {} inputs, fmod=0)",
-               ctx.node.Where(), DataTypeName(a.dtype()));
   KILN_ASSIGN_OR_RETURN(BroadcastPlan p, MakeBroadcastPlan(ctx.node, {a.shape(), b.shape()}));
   EnsureOutput(ctx, 0, a.dtype(), p.out_shape);
   Tensor& y = ctx.out(0);

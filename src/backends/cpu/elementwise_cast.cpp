@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "backends/cpu/elementwise_internal.h"
-#include "ops/quantized_ops.h"
+#include "ops/quantize_linear.h"
 
 namespace kiln::cpu::elem {
 
@@ -303,16 +303,18 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
   EnsureOutput(ctx, 0, out, x.shape());
   Tensor& y = ctx.out(0);
   const bool saturate = ctx.node.geti("saturate", 1) != 0;
-  // x / scale, rounded to x's precision (unless the optimizer marked a 16-bit x as standing for its float32 value)
-  const bool widened = ctx.node.geti(quant_attrs::kXWidened, 0) != 0;
+  // x / scale, rounded to the division's type (ops/quantize_linear.h)
+  const DataType div = quant_attrs::QuantizeDivisionType(ctx.node, x.dtype(), scale.dtype());
   std::vector<float> q(static_cast<size_t>(x.numel()));
+  auto in_div = [div](float v) {  // v rounded to the division's type
+    if (div == DataType::kFloat16) return HalfToFloat(FloatToHalf(v));
+    if (div == DataType::kBFloat16) return BFloat16ToFloat(FloatToBFloat16(v));
+    return v;
+  };
   KILN_RETURN_IF_ERROR(DispatchAll(x.dtype(), ctx.node, [&]<typename T>() {
     const T* px = x.data<T>();
     ForQuant(ls, [&](int64_t i, int64_t s) {
-      float v = static_cast<float>(Load(px, i)) / static_cast<float>(ElementAsDouble(scale, s));
-      if constexpr (std::is_same_v<T, Half>) v = widened ? v : HalfToFloat(FloatToHalf(v));
-      if constexpr (std::is_same_v<T, BFloat16>) v = widened ? v : BFloat16ToFloat(FloatToBFloat16(v));
-      q[i] = v;
+      q[i] = in_div(in_div(static_cast<float>(Load(px, i))) / in_div(static_cast<float>(ElementAsDouble(scale, s))));
     });
   }));
   if (IsFloat8Type(out)) {
@@ -350,7 +352,8 @@ Status Dequantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, cons
   if (!IsFloatType(scale.dtype()) || IsFloat8Type(scale.dtype()))
     return Err(StatusCode::kInvalidArgument, "{}: scale must be float, float16 or bfloat16, got {}",
                ctx.node.Where(), DataTypeName(scale.dtype()));
-  EnsureOutput(ctx, 0, scale.dtype(), x.shape());
+  const DataType out = quant_attrs::DequantizeOutputType(ctx.node, scale.dtype());
+  EnsureOutput(ctx, 0, out, x.shape());
   Tensor& y = ctx.out(0);
   std::vector<float> d(static_cast<size_t>(x.numel()));  // x - zero point
   const bool f8 = IsFloat8Type(x.dtype());
@@ -361,10 +364,10 @@ Status Dequantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, cons
     const double zv = zp && !f8 ? static_cast<double>(zp->GetAsInt(z)) : 0.0;
     d[i] = static_cast<float>(ElementAsDouble(x, i) - zv);
   });
-  return DispatchFloat(scale.dtype(), ctx.node, [&]<typename T>() {
-    const T* ps = scale.data<T>();
+  // The product in float32, rounded to the output type.
+  return DispatchFloat(out, ctx.node, [&]<typename T>() {
     T* py = y.data<T>();
-    ForQuant(ls, [&](int64_t i, int64_t s) { Store(py, i, d[i] * static_cast<float>(Load(ps, s))); });
+    ForQuant(ls, [&](int64_t i, int64_t s) { Store(py, i, d[i] * static_cast<float>(ElementAsDouble(scale, s))); });
   });
 }
 

@@ -176,10 +176,13 @@ __device__ __forceinline__ CT ModValue(CT a, CT b, bool truncated) {
     } else {
       return static_cast<CT>(a % b);
     }
-  } else if constexpr (std::is_same_v<CT, float>) {
-    return fmodf(a, b);
   } else {
-    return fmod(a, b);
+    // Floats: fmod's truncated remainder; floored (fmod = 0, opset 28): numpy's mod, a nonzero remainder of the other
+    // sign than b moves by b and a zero one takes b's sign.
+    const CT r = std::is_same_v<CT, float> ? fmodf(a, b) : fmod(a, b);
+    if (truncated) return r;
+    if (r == CT(0)) return copysign(CT(0), b);
+    return (r < CT(0)) != (b < CT(0)) ? r + b : r;
   }
 }
 

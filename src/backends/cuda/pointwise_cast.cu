@@ -142,13 +142,18 @@ __device__ __forceinline__ U SaturateRound(double v, double lo = static_cast<dou
   return static_cast<U>(v < lo ? lo : (v > hi ? hi : v));
 }
 
-__global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool saturate, bool widened,
+__global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool saturate, int div_code,
                                const void* __restrict__ x, const void* __restrict__ scale, const QuantLayout sl,
                                const void* __restrict__ zp, const QuantLayout zl, void* __restrict__ y, int64_t n) {
   KILN_PW_GRID_LOOP(i, n) {
-    float v = ScalarAsFloat(LoadScalar(x_code, x, i)) / ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i)));
-    if (x_code == kF16 && !widened) v = __half2float(__float2half_rn(v));  // x / scale in x's precision
-    if (x_code == kBF16 && !widened) v = __bfloat162float(__float2bfloat16_rn(v));
+    // x / scale in the division's precision: both operands and the quotient rounded to it
+    auto in_div = [div_code](float f) {
+      if (div_code == kF16) return __half2float(__float2half_rn(f));
+      if (div_code == kBF16) return __bfloat162float(__float2bfloat16_rn(f));
+      return f;
+    };
+    float v = in_div(in_div(ScalarAsFloat(LoadScalar(x_code, x, i))) /
+                     in_div(ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i)))));
     if (IsFloat8(out_code)) {
       const float zv = zp ? Float8ToFloat(out_code, static_cast<const uint8_t*>(zp)[ParamIndex(zl, i)]) : 0.0f;
       static_cast<uint8_t*>(y)[i] = FloatToFloat8(out_code, v + zv, saturate);
@@ -209,7 +214,8 @@ __global__ void QuantizePerTensorKernel(const X* __restrict__ x, const float* __
     y[i] = q(static_cast<float>(x[i]));
 }
 
-__global__ void DequantizeKernel(int x_code, int s_code, const void* __restrict__ x, const void* __restrict__ scale,
+__global__ void DequantizeKernel(int x_code, int s_code, int out_code, const void* __restrict__ x,
+                                 const void* __restrict__ scale,
                                  const QuantLayout sl, const void* __restrict__ zp, const QuantLayout zl,
                                  void* __restrict__ y, int64_t n) {
   const bool f8 = IsFloat8(x_code);
@@ -217,7 +223,7 @@ __global__ void DequantizeKernel(int x_code, int s_code, const void* __restrict_
     const double xv = ScalarAsDouble(LoadScalar(x_code, x, i));
     const double zv = zp && !f8 ? ScalarAsDouble(LoadScalar(x_code, zp, ParamIndex(zl, i))) : 0.0;
     const float d = static_cast<float>(xv - zv);
-    StoreFloat(s_code, y, i, d * ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i))));
+    StoreFloat(out_code, y, i, d * ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i))));
   }
 }
 
@@ -251,7 +257,7 @@ cudaError_t LaunchCast(int from, int to, bool saturate, const void* x, void* y, 
 
 cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool saturate, const void* x,
                            const void* scale, const QuantLayout& scale_layout, const void* zero_point,
-                           const QuantLayout& zp_layout, void* y, int64_t n, cudaStream_t stream, bool x_widened) {
+                           const QuantLayout& zp_layout, void* y, int64_t n, cudaStream_t stream, int div_dtype) {
   if (n <= 0) return cudaSuccess;
   const bool x_ok = x_dtype == kF32 || x_dtype == kF16 || x_dtype == kBF16 || x_dtype == kF64 || x_dtype == kI32;
   const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;
@@ -260,7 +266,7 @@ cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool sat
   if (!x_ok || !s_ok || !o_ok) return cudaErrorInvalidValue;
   const auto per_tensor = [](const QuantLayout& l) { return l.outer_step == 0 && l.axis_step == 0 && l.inner_step == 0; };
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 4 == 0;
-  if ((x_dtype == kF32 || (x_dtype == kF16 && x_widened)) && scale_dtype == kF32 &&
+  if ((x_dtype == kF32 || x_dtype == kF16) && div_dtype == kF32 && scale_dtype == kF32 &&
       (out_dtype == kI8 || out_dtype == kU8) && per_tensor(scale_layout) && (!zero_point || per_tensor(zp_layout)) &&
       aligned) {
     const int64_t threads = std::max<int64_t>(1, (n + 3) / 4);
@@ -279,12 +285,12 @@ cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool sat
     return cudaGetLastError();
   }
   QuantizeKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(x_dtype, scale_dtype, out_dtype, saturate,
-                                                                   x_widened, x, scale, scale_layout, zero_point,
+                                                                   div_dtype, x, scale, scale_layout, zero_point,
                                                                    zp_layout, y, n);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, const void* x, const void* scale,
+cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, int out_dtype, const void* x, const void* scale,
                              const QuantLayout& scale_layout, const void* zero_point, const QuantLayout& zp_layout,
                              void* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
@@ -292,9 +298,10 @@ cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, const void* x, const 
                     x_dtype == kU16 || x_dtype == kI16 ||
                     x_dtype == kI32 || x_dtype == kU32 || x_dtype == kI64 || x_dtype == kU64;
   const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;
-  if (!x_ok || !s_ok) return cudaErrorInvalidValue;
-  DequantizeKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(x_dtype, scale_dtype, x, scale, scale_layout,
-                                                                     zero_point, zp_layout, y, n);
+  const bool o_ok = out_dtype == kF32 || out_dtype == kF16 || out_dtype == kBF16;
+  if (!x_ok || !s_ok || !o_ok) return cudaErrorInvalidValue;
+  DequantizeKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(x_dtype, scale_dtype, out_dtype, x, scale,
+                                                                     scale_layout, zero_point, zp_layout, y, n);
   return cudaGetLastError();
 }
 

@@ -7,7 +7,7 @@
 #include "backends/cuda/fused_pointwise_codegen.h"
 #include "backends/cuda/pointwise_layers_util.h"
 #include "ops/fused_ops.h"
-#include "ops/quantized_ops.h"
+#include "ops/quantize_linear.h"
 
 namespace kiln::cuda::pwl {
 namespace {
@@ -123,7 +123,7 @@ LayerFactory QuantizeFactory() {
                           "give the zero point the output's dtype");
     const int64_t axis = n.geti("axis", 1), block = n.geti("block_size", 0);
     const bool saturate = n.geti("saturate", 1) != 0;
-    const bool widened = n.geti(quant_attrs::kXWidened, 0) != 0;
+    const int div = Code(quant_attrs::QuantizeDivisionType(n, x, s));
     const std::string where = n.Where();
     return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                          std::vector<DeviceTensor>& out) -> Status {
@@ -131,7 +131,7 @@ LayerFactory QuantizeFactory() {
       return InNode(where, KILN_CUDA_STATUS(LaunchQuantize(Code(in[0].dtype), Code(in[1].dtype), Code(out[0].dtype),
                                                            saturate, in[0].data, in[1].data, q.scale, q.zero_point,
                                                            q.zero_point_layout, out[0].data, out[0].numel(),
-                                                           ctx.stream, widened)));
+                                                           ctx.stream, div)));
     });
   });
 }
@@ -151,9 +151,10 @@ LayerFactory DequantizeFactory() {
     return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                          std::vector<DeviceTensor>& out) -> Status {
       KILN_ASSIGN_OR_RETURN(QuantParams q, QuantParamsOf(where, in, axis, block));
-      return InNode(where, KILN_CUDA_STATUS(LaunchDequantize(Code(in[0].dtype), Code(in[1].dtype), in[0].data,
-                                                             in[1].data, q.scale, q.zero_point, q.zero_point_layout,
-                                                             out[0].data, out[0].numel(), ctx.stream)));
+      return InNode(where, KILN_CUDA_STATUS(LaunchDequantize(Code(in[0].dtype), Code(in[1].dtype), Code(out[0].dtype),
+                                                             in[0].data, in[1].data, q.scale, q.zero_point,
+                                                             q.zero_point_layout, out[0].data, out[0].numel(),
+                                                             ctx.stream)));
     });
   });
 }

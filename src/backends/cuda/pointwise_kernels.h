@@ -93,15 +93,14 @@ struct QuantLayout {
   int64_t outer_step = 0, axis_step = 0, inner_step = 0;
 };
 // QuantizeLinear: x float32/16, bfloat16, float64 or int32; scale float32/16 or bfloat16; zero point (may be
-// nullptr) of the output dtype; output uint8/int8/uint16/int16/int32 or a float8 code. x_widened: a 16-bit x is read
-// as its float32 value, x / scale not rounded to x's type (ops/quantized_ops.h: kXWidened).
+// nullptr) of the output dtype; output uint8/int8/uint16/int16/int32 or a float8 code. div_dtype: the type x / scale
+// is rounded to first (float32: none; float16, bfloat16; ops/quantize_linear.h: QuantizeDivisionType).
 cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool saturate, const void* x,
                            const void* scale, const QuantLayout& scale_layout, const void* zero_point,
-                           const QuantLayout& zp_layout, void* y, int64_t n, cudaStream_t stream,
-                           bool x_widened = false);
-// DequantizeLinear: x any integer dtype or a float8 code (zero point ignored for float8); y has scale's dtype
-// (float32/16, bfloat16).
-cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, const void* x, const void* scale,
+                           const QuantLayout& zp_layout, void* y, int64_t n, cudaStream_t stream, int div_dtype);
+// DequantizeLinear: x any integer dtype or a float8 code (zero point ignored for float8); the product in float32,
+// written as out_dtype (float32/16, bfloat16; ops/quantize_linear.h: DequantizeOutputType).
+cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, int out_dtype, const void* x, const void* scale,
                              const QuantLayout& scale_layout, const void* zero_point, const QuantLayout& zp_layout,
                              void* y, int64_t n, cudaStream_t stream);
 

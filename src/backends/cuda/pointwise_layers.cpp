@@ -265,8 +265,6 @@ LayerFactory ModFactory() {
                           "Mod takes integer and float32/float16/bfloat16/float64 inputs");
     const int64_t fmod = n.geti("fmod", 0);
     if (fmod != 0 && fmod != 1) return NotSupported(n, fmt::format("fmod={}", fmod), "fmod must be 0 or 1");
-    if (fmod == 0 && !IsIntegerType(a))
-      return NotSupported(n, "fmod=0 with " + TypeName(a) + " inputs", "Mod with float inputs requires fmod=1");
     const bool truncated = fmod == 1;
     const std::string where = n.Where();
     return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
