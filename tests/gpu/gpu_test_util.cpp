@@ -39,6 +39,7 @@ OneNode& OneNode::ReferenceInFloat32() { ref_f32_ = true; return *this; }
 OneNode& OneNode::Tactic(std::string t) { tactic_ = std::move(t); return *this; }
 OneNode& OneNode::IntegersOneOff(double fraction) { one_off_fraction_ = fraction; return *this; }
 OneNode& OneNode::NoTF32() { tf32_ = false; return *this; }
+OneNode& OneNode::Opset(int64_t opset) { opset_ = opset; return *this; }
 
 namespace {
 
@@ -49,13 +50,13 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
                                           const std::vector<std::optional<Tensor>>& inputs,
                                           const std::vector<bool>& is_const,
                                           const std::map<std::string, Attribute>& attrs, int outputs, bool to_f32,
-                                          std::map<std::string, Tensor>* feeds) {
+                                          std::map<std::string, Tensor>* feeds, int64_t opset) {
   auto g = std::make_unique<Graph>();
-  g->opsets[""] = 21;
+  g->opsets[""] = opset;
   g->opsets["kiln"] = 1;
   Node* n = g->AddNode(op, "node0");
   n->domain = domain;
-  n->opset = 21;
+  n->opset = domain.empty() ? opset : 1;
   n->attrs = attrs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i]) {
@@ -149,9 +150,9 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
 
 ::testing::AssertionResult OneNode::MatchesCpu(double atol, double rtol) {
   std::map<std::string, Tensor> gpu_feeds, cpu_feeds;
-  auto gg = BuildGraph(op_, domain_, inputs_, is_const_, attrs_, outputs_, false, &gpu_feeds);
+  auto gg = BuildGraph(op_, domain_, inputs_, is_const_, attrs_, outputs_, false, &gpu_feeds, opset_);
   if (!gg.ok()) return ::testing::AssertionFailure() << "building the graph: " << gg.status().ToString();
-  auto cg = BuildGraph(op_, domain_, inputs_, is_const_, attrs_, outputs_, ref_f32_, &cpu_feeds);
+  auto cg = BuildGraph(op_, domain_, inputs_, is_const_, attrs_, outputs_, ref_f32_, &cpu_feeds, opset_);
   if (!cg.ok()) return ::testing::AssertionFailure() << "building the reference graph: " << cg.status().ToString();
   auto cpu = cpu::RunGraph(**cg, cpu_feeds);
   if (!cpu.ok()) return ::testing::AssertionFailure() << "CPU reference: " << cpu.status().ToString();

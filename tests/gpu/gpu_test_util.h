@@ -35,6 +35,7 @@ class OneNode {
   OneNode& ReferenceInFloat32();
   OneNode& Tactic(std::string t);  // run the GPU side with this tactic
   OneNode& NoTF32();
+  OneNode& Opset(int64_t opset);  // the default domain's opset of the node (default 21)
   // Integer outputs may differ by one step in up to this fraction of elements (a transcendental function in the
   // GPU's float epilogue, erff say, is not bit-identical to the host's; its rare rounding ties land one step off).
   OneNode& IntegersOneOff(double fraction);
@@ -48,6 +49,7 @@ class OneNode {
   std::vector<bool> is_const_;
   std::map<std::string, Attribute> attrs_;
   int outputs_ = 1;
+  int64_t opset_ = 21;
   bool ref_f32_ = false, tf32_ = true;
   double one_off_fraction_ = 0;
 };

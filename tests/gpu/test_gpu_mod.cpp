@@ -1,6 +1,7 @@
 // Differential test of the CUDA Mod layer (pointwise_layers.cpp, ModKernel in pointwise_binary.cu) against the
 // CPU reference: every integer dtype with fmod 0 and 1, negative operands and 0 divisors; float32/16, bfloat16,
 // float64 with fmod=1 (exact); broadcasting over odd shapes; refused configurations name the node.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,23 @@ TEST(GpuMod, MatchesTheCpuReference) {
   }
 }
 
-TEST(GpuMod, RefusesFloatsWithFmodZeroAndNonNumericInputs) {
+// Mod-28: floats with fmod = 0, the floored remainder (numpy's mod), signed zeros and infinities included.
+TEST(GpuMod, FloatsWithFmodZeroAtOpset28) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DataType t : {kF32, kF16, DataType::kFloat64}) {
+    EXPECT_TRUE(OneNode("Mod")
+                    .Opset(28)
+                    .Input(FromValues(t, {10}, {-5.5, 5.5, -5.5, 5.5, 4, -4, 0, -0.0, 3, -3}))
+                    .Const(FromValues(t, {10}, {2, -2, -2, 2, 2, 2, -3, 3, inf, inf}))
+                    .MatchesCpu(0, 0))
+        << DataTypeName(t);
+    EXPECT_TRUE(OneNode("Mod").Opset(28).Input(Random(t, {7, 33}, 5, -50, 50)).Const(Random(t, {33}, 6, -7, 7))
+                    .MatchesCpu(0, 0))
+        << DataTypeName(t);
+  }
+}
+
+TEST(GpuMod, RefusesFmodTwoAndNonNumericInputs) {
   // Shape inference refuses these too, so build the nodes by hand and ask the layer factory.
   auto refused = [](DataType t, int64_t fmod, const char* what) {
     Graph g;
@@ -76,8 +93,6 @@ TEST(GpuMod, RefusesFloatsWithFmodZeroAndNonNumericInputs) {
     EXPECT_NE(layer.status().message().find("mod0"), std::string::npos) << layer.status().ToString();
     EXPECT_NE(layer.status().message().find(what), std::string::npos) << layer.status().ToString();
   };
-  refused(kF32, 0, "Mod with float inputs requires fmod=1");
-  refused(kF16, 0, "Mod with float inputs requires fmod=1");
   refused(DataType::kInt32, 2, "fmod must be 0 or 1");
   refused(DataType::kBool, 1, "input dtype bool");
 }

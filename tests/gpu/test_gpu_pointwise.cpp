@@ -284,6 +284,15 @@ TEST(GpuPointwise, QuantizeLinearOfAWidenedSixteenBitInput) {
                     .Attr("kiln_x_widened", Attribute::Int(1))
                     .MatchesCpu(0, 0));
   }
+  // to float8e4m3fn (the per-tensor kernel's hardware conversion), saturated and not (the generic kernel)
+  for (int64_t saturate : {1, 0})
+    EXPECT_TRUE(OneNode("QuantizeLinear")
+                    .Input(Random(kF16, {4003}, 35, -300, 300))
+                    .Const(FromValues(kF32, {}, {0.37}))
+                    .Const(FromValues(DataType::kFloat8E4M3FN, {}, {0}))
+                    .Attr("kiln_x_widened", Attribute::Int(1))
+                    .Attr("saturate", Attribute::Int(saturate))
+                    .MatchesCpu(0, 0));
 }
 
 TEST(GpuPointwise, QuantizeLinear) {

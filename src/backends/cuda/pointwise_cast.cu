@@ -3,6 +3,8 @@
 // the target range (NaN -> 0), integer -> integer wraps, -> bool is "!= 0", float8 rounds to nearest even with
 // the ONNX saturate rules. Casts among float32/float16/bfloat16 have their own typed kernel; every other pair
 // goes through one kernel that switches on the dtype codes per element (uniform branches).
+#include <cuda_fp8.h>
+
 #include <cmath>
 #include <algorithm>
 #include <limits>
@@ -214,6 +216,26 @@ __global__ void QuantizePerTensorKernel(const X* __restrict__ x, const float* __
     y[i] = q(static_cast<float>(x[i]));
 }
 
+// The same to float8e4m3fn, saturated: x / scale plus the zero point's value, converted by the hardware (round to
+// nearest even, satfinite: the CPU's saturating conversion; a NaN stays NaN).
+template <typename X>
+__global__ void QuantizePerTensorFp8Kernel(const X* __restrict__ x, const float* __restrict__ scale,
+                                           const uint8_t* __restrict__ zp, uint8_t* __restrict__ y, int64_t n) {
+  const float s = *scale;
+  const float z = zp ? Float8ToFloat(kF8E4M3, *zp) : 0.f;
+  auto q = [&](float v) { return __fadd_rn(__fdiv_rn(v, s), z); };
+  const int64_t n4 = n / 4;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4; i += stride) {
+    const float4 v = Four<X>::Get(reinterpret_cast<const typename Four<X>::Vec*>(x)[i]);
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(q(v.x), q(v.y)), __NV_SATFINITE, __NV_E4M3);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(q(v.z), q(v.w)), __NV_SATFINITE, __NV_E4M3);
+    *reinterpret_cast<uint32_t*>(y + 4 * i) = (lo & 0xffffu) | (hi << 16);
+  }
+  for (int64_t i = 4 * n4 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    y[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(q(static_cast<float>(x[i])), __NV_SATFINITE, __NV_E4M3));
+}
+
 __global__ void DequantizeKernel(int x_code, int s_code, int out_code, const void* __restrict__ x,
                                  const void* __restrict__ scale,
                                  const QuantLayout sl, const void* __restrict__ zp, const QuantLayout zl,
@@ -279,6 +301,19 @@ cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool sat
       else
         QuantizePerTensorKernel<X, uint8_t><<<blocks, 256, 0, stream>>>(static_cast<const X*>(x),
             static_cast<const float*>(scale), static_cast<const uint8_t*>(zero_point), static_cast<uint8_t*>(y), n);
+    };
+    if (x_dtype == kF32) launch(float{});
+    else launch(__half{});
+    return cudaGetLastError();
+  }
+  if ((x_dtype == kF32 || x_dtype == kF16) && div_dtype == kF32 && scale_dtype == kF32 && out_dtype == kF8E4M3 &&
+      saturate && per_tensor(scale_layout) && (!zero_point || per_tensor(zp_layout)) && aligned) {
+    const int64_t threads = std::max<int64_t>(1, (n + 3) / 4);
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((threads + 255) / 256, 65536));
+    auto launch = [&](auto xt) {
+      using X = decltype(xt);
+      QuantizePerTensorFp8Kernel<X><<<blocks, 256, 0, stream>>>(static_cast<const X*>(x),
+          static_cast<const float*>(scale), static_cast<const uint8_t*>(zero_point), static_cast<uint8_t*>(y), n);
     };
     if (x_dtype == kF32) launch(float{});
     else launch(__half{});
