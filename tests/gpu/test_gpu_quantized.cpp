@@ -373,9 +373,10 @@ TEST(GpuQuantized, MatMulOnHopperFusedGemm) {
   }
 }
 
-// FP8 QMatMul (float8e4m3fn x and weight, float32 sums) on the Hopper GEMM's tiles where the device has them and on
-// the tiled kernel, against the CPU (OpenBLAS sums: another order). Float outputs within float rounding of the sums;
-// float16 within one float16 rounding; float8 outputs to the code, or one code apart for a few.
+// FP8 QMatMul (float8e4m3fn x and weight) on the Hopper GEMM's tiles where the device has them (the tensor cores'
+// fast accumulation) and on the tiled kernel (float32 sums), against the CPU (OpenBLAS sums: another order). Float
+// outputs within the accumulations' rounding (on the tensor cores up to about 1e-3 of the terms' size at K = 3072),
+// float16 within one float16 rounding more, float8 outputs to the code, or one code apart for a few.
 TEST(GpuQuantized, Fp8MatMulOnEveryTactic) {
   std::vector<std::string> tactics = {"fp8-tiled"};
   if (ComputeCapability90())
@@ -407,13 +408,13 @@ TEST(GpuQuantized, Fp8MatMulOnEveryTactic) {
     c.residual_f16 = true;
     c.y = {200, 768};
     c.seed = 62;
-    EXPECT_TRUE(RunCase(c, 1e-3, 2e-3));
+    EXPECT_TRUE(RunCase(c, 3e-3, 3e-3));  // K = 3072 (measured: 1.3e-3 at worst on an H200)
     c.residual_f16 = false;  // float32 out and residual, Clip, per-tensor weight scale
     c.y_type = DataType::kFloat32;
     c.act = "Clip";
     c.per_channel = false;
     c.seed = 63;
-    EXPECT_TRUE(RunCase(c, 1e-4, 1e-4));
+    EXPECT_TRUE(RunCase(c, 3e-3, 3e-3));
   }
   // Odd shapes (no tensor-core tile takes them): the tiled kernel, float8 and float32 outputs.
   QCase c;

@@ -31,8 +31,8 @@ struct GeluErf<cutlass::Array<T, N>> {
   }
 };
 
-// kOut: 0 float32, 1 int8, 2 float16, 3 float8e4m3fn. kResidual: 0 none, 1 float32, 2 int8 (times r_scale), 3 float16. kAct: 0 the
-// clamp (no activation, Relu, Clip), 1 GELU.
+// kOut: 0 float32, 1 int8, 2 float16, 3 float8e4m3fn. kResidual: 0 none, 1 float32, 2 int8 (times r_scale), 3
+// float16. kAct: 0 the clamp (no activation, Relu, Clip), 1 GELU.
 template <class TileShape, int kOut, int kResidual, int kAct = 0>
 struct QEpilogueTree {
   static constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;

@@ -41,7 +41,8 @@ auto Dispatch(const QGemmProblem& p, GemmTile t, Fn&& fn) {
   const int r = !p.residual ? 0 : p.residual_int8 ? 2 : 1;
   if (p.fp8) {
     if (p.fp8_output) return p.gelu ? ByGemmTile<3, 0, 1, true>::Call(t, fn) : ByGemmTile<3, 0, 0, true>::Call(t, fn);
-    if (p.half_output) return p.residual ? ByGemmTile<2, 3, 0, true>::Call(t, fn) : ByGemmTile<2, 0, 0, true>::Call(t, fn);
+    if (p.half_output)
+      return p.residual ? ByGemmTile<2, 3, 0, true>::Call(t, fn) : ByGemmTile<2, 0, 0, true>::Call(t, fn);
     return r == 0 ? ByGemmTile<0, 0, 0, true>::Call(t, fn) : ByGemmTile<0, 1, 0, true>::Call(t, fn);
   }
   if (p.gelu) return ByGemmTile<1, 0, 1>::Call(t, fn);

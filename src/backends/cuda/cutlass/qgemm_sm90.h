@@ -3,7 +3,8 @@
 // tile's epilogue) and the epilogue visitor tree of qepilogue_sm90.cuh. It runs kiln.QMatMul and the 1x1, stride-1,
 // unpadded NHWC kiln.QConv (a GEMM over the N*H*W positions). Plain C++ here, like qconv_sm90.h.
 //   Y[m][n] = epilogue(sum over k of X[m][k] * W[n][k]),   X [m, k] int8 row-major, W [n, k] int8 (a row per
-//   output column) — or both float8e4m3fn (FP8, float32 sums, a float8 output possible) —, Y and the residual [m, n] row-major, float32, float16 or int8 (a float16 residual with a float16
+//   output column) — or both float8e4m3fn (FP8: the tensor cores' own float32 sums, a float8 output possible) —,
+//   Y and the residual [m, n] row-major, float32, float16 or int8 (a float16 residual with a float16
 //   output only); the arithmetic of qconv_sm90.h, the
 //   activation a clamp (none, Relu, Clip) or, for an int8 output without residual, GELU (BERT's FFN).
 #pragma once

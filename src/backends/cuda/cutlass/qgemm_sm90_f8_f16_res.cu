@@ -1,4 +1,5 @@
-// QGemm on sm_90a, FP8 (float8e4m3fn X and W, float32 sums): float16 output and residual, every tile (qgemm_sm90_impl.cuh).
+// QGemm on sm_90a, FP8 (float8e4m3fn X and W, float32 sums):
+// float16 output and residual, every tile (qgemm_sm90_impl.cuh).
 #include "qgemm_sm90_impl.cuh"
 
 namespace kiln::cuda::cutlass_sm90 {

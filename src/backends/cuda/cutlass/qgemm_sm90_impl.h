@@ -7,9 +7,8 @@
 namespace kiln::cuda::cutlass_sm90 {
 
 // kOut, kResidual, kAct: qepilogue_sm90.cuh's (kOut 0 float32, 1 int8, 2 float16, 3 float8e4m3fn). kTileM 256: the
-// cooperative schedule (both consumer warpgroups on one tile); 128: ping-pong. kFp8: X and W float8e4m3fn with
-// float32 sums (CUTLASS's default FP8 schedule, which adds the tensor cores' partial sums into float32 registers
-// every few K steps), else int8 with int32 sums.
+// cooperative schedule (both consumer warpgroups on one tile); 128: ping-pong. kFp8: X and W float8e4m3fn, summed by
+// the tensor cores into their float32 accumulator (fast accumulation), else int8 with int32 sums.
 template <int kOut, int kResidual, int kTileM, int kTileN, int kAct = 0, bool kFp8 = false>
 struct QGemmImpl {
   static const char* Unsupported(const QGemmProblem& p);
