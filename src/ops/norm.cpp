@@ -77,9 +77,13 @@ Status InstanceNormShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// LayerNormalization and RMSNormalization (opset 23: X / sqrt(mean(X^2) + epsilon) * Scale, no B and no statistics
+// outputs).
 Status LayerNormShape(InferContext& ctx) {
   const Node& n = ctx.node;
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  if (n.op_type == "RMSNormalization" && (ctx.num_inputs() > 2 || n.outputs.size() > 1))
+    return Err(StatusCode::kInvalidModel, "{}: RMSNormalization takes X and Scale and gives Y only", n.Where());
   KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0));
   KILN_ASSIGN_OR_RETURN(int64_t axis, n.attr_int("axis", -1));
   KILN_ASSIGN_OR_RETURN(float eps, n.attr_float("epsilon", 1e-5f));
@@ -93,15 +97,8 @@ Status LayerNormShape(InferContext& ctx) {
   // Output 3 (kiln's): Y quantized per tensor (ops/quantized_ops.h: kQScale).
   DataType q_type = DataType::kUndefined;
   if (n.output(3)) {
-    KILN_ASSIGN_OR_RETURN(const int64_t qt, n.attr_int(quant_attrs::kQType, 0));
-    KILN_ASSIGN_OR_RETURN(const float qs, n.attr_float(quant_attrs::kQScale, 0.f));
-    KILN_ASSIGN_OR_RETURN(const int64_t qz, n.attr_int(quant_attrs::kQZeroPoint, 0));
-    q_type = static_cast<DataType>(qt);
-    const bool u8 = q_type == DataType::kUInt8, f8 = q_type == DataType::kFloat8E4M3FN;
-    if ((q_type != DataType::kInt8 && !u8 && !f8) || !(qs > 0 && std::isfinite(qs)) || qz < (u8 || f8 ? 0 : -128) ||
-        qz > (u8 ? 255 : f8 ? 0 : 127))
-      return Err(StatusCode::kInvalidModel, "{}: output 3 needs kiln_q_type int8/uint8/float8e4m3fn, a positive "
-                 "finite kiln_q_scale and a kiln_q_zero_point in the type's range (0 for float8)", n.Where());
+    KILN_ASSIGN_OR_RETURN(const quant_attrs::QuantizedCopy c, quant_attrs::ReadQuantizedCopy(n));
+    q_type = c.type;
   }
   if (!x.has_shape) {
     for (size_t i = 0; i < 3; ++i) ctx.set_output_rank_unknown(i, i == 0 ? x.dtype : stash_t);
@@ -191,6 +188,7 @@ void RegisterNormOps(OpRegistry& r) {
   r.Onnx("BatchNormalization").Since(7).Convert(ConvertBatchNorm).Shape(BatchNormShape);
   r.Onnx("InstanceNormalization").Since(6).Shape(InstanceNormShape);
   r.Onnx("LayerNormalization").Since(17).Shape(LayerNormShape);
+  r.Onnx("RMSNormalization").Since(23).Shape(LayerNormShape);
   r.Onnx("GroupNormalization").Since(18).Convert(ConvertGroupNorm).Shape(GroupNormShape);
 }
 

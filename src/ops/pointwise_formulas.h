@@ -71,6 +71,7 @@
   X(Softsign, 1, Float, "", 0.f, "", 0.f, x / (C(1) + fabs(x)))                                                      \
   X(Celu, 12, Float, "alpha", 1.f, "", 0.f, x > C(0) ? x : a * (exp(x / a) - C(1)))                                  \
   X(ThresholdedRelu, 10, Float, "alpha", 1.f, "", 0.f, x > a ? x : C(0))                                             \
+  X(Swish, 24, Float, "alpha", 1.f, "", 0.f, x * StableSigmoid(a * x))                                               \
   /* one row per op, each ending in a backslash */
 
 // X(Name, formula): unary FusedPointwise steps of ops with an OpDef and kernels of their own (Clip takes its bounds

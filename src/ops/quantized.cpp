@@ -164,6 +164,20 @@ Result<Params> Read(const Node& n) {
 
 namespace quant_attrs {
 
+Result<QuantizedCopy> ReadQuantizedCopy(const Node& n) {
+  QuantizedCopy c;
+  KILN_ASSIGN_OR_RETURN(const int64_t qt, n.attr_int(kQType, 0));
+  KILN_ASSIGN_OR_RETURN(c.scale, n.attr_float(kQScale, 0.f));
+  KILN_ASSIGN_OR_RETURN(c.zero_point, n.attr_int(kQZeroPoint, 0));
+  c.type = static_cast<DataType>(qt);
+  const bool u8 = c.type == DataType::kUInt8, f8 = c.type == DataType::kFloat8E4M3FN;
+  if ((c.type != DataType::kInt8 && !u8 && !f8) || !(c.scale > 0 && std::isfinite(c.scale)) ||
+      c.zero_point < (u8 || f8 ? 0 : -128) || c.zero_point > (u8 ? 255 : f8 ? 0 : 127))
+    return Err(StatusCode::kInvalidModel, "{}: its quantized output needs {} int8/uint8/float8e4m3fn, a positive "
+               "finite {} and a {} in the type's range (0 for float8)", n.Where(), kQType, kQScale, kQZeroPoint);
+  return c;
+}
+
 Result<Params> Read(const Node& n) {
   Params p;
   KILN_ASSIGN_OR_RETURN(p.x_scale, n.attr_float(kXScale, 0.f));

@@ -13,7 +13,8 @@
 //   output  = y                                                           when kiln_y_type is float32
 //           = y rounded to float16 (a Cast's rounding)                    when it is float16
 //           = saturate(round_half_even(y * (1 / y_scale)) + y_zero_point) when it is int8 / uint8
-// FP8 (QMatMul only): X and W are float8e4m3fn (zero points 0, no int8 residual); the sums are float32, in any order:
+// FP8 (QMatMul only): X and W are float8e4m3fn (zero points 0, no int8 residual); the sums are float32's, in any
+// order (the CUDA tensor-core tactics: the tensor cores' own accumulation over all of K, which rounds more):
 //   acc[m]  = sum over k of float(x_q) * float(w_q)    each product exact in float32, the sum rounded
 //   output  = float8e4m3fn(y * (1 / y_scale)), rounded to nearest even and saturated to +-448   when kiln_y_type is it
 // which is DequantizeLinear -> Conv/MatMul (+ bias, residual, activation) -> QuantizeLinear with the products summed
@@ -49,10 +50,18 @@ inline constexpr const char* kXWidened = "kiln_x_widened";
 // A LayerNormalization's output 3 (plan/fold_quantized_casts.cpp puts a following per-tensor QuantizeLinear there):
 // Y as written, in X's type, quantized as a widened QuantizeLinear does it,
 //   q = saturate(round_half_even(float(Y) / kiln_q_scale) + kiln_q_zero_point)   (NaN gives 0)
-// to kiln_q_type (int8 or uint8).
+// to kiln_q_type int8 or uint8, or float8e4m3fn(float(Y) / kiln_q_scale) saturated (zero point 0).
 inline constexpr const char* kQScale = "kiln_q_scale";
 inline constexpr const char* kQZeroPoint = "kiln_q_zero_point";
 inline constexpr const char* kQType = "kiln_q_type";
+
+struct QuantizedCopy {
+  DataType type = DataType::kUndefined;
+  float scale = 1.f;
+  int64_t zero_point = 0;
+};
+// Reads and checks the kiln_q_* attributes of a node with a quantized copy of its output (errors name the node).
+Result<QuantizedCopy> ReadQuantizedCopy(const Node& n);
 
 struct Params {
   float x_scale = 0;

@@ -101,7 +101,7 @@ QuantizedCastFolds FoldQuantizedCasts(Graph& g, const std::function<bool(const N
     if (z && (!z->is_const() || z->const_value->numel() != 1)) continue;
     if (y->dtype != DataType::kInt8 && y->dtype != DataType::kUInt8 && y->dtype != DataType::kFloat8E4M3FN) continue;
     if (y->dtype == DataType::kFloat8E4M3FN && (q.geti("saturate", 1) != 1 || (z && z->const_value->GetAsDouble(0) != 0)))
-      continue;  // the norm writes float8 saturated, with zero point 0
+      continue;  // the kernels write float8 saturated, with zero point 0
     if (q.geti("block_size", 0) != 0) continue;
     const float scale = static_cast<float>(s->const_value->GetAsDouble(0));
     if (!(scale > 0) || !std::isfinite(scale)) continue;

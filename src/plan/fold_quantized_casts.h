@@ -3,8 +3,9 @@
 // (kiln_y_type float16: the same rounding), and then a float32 residual that is a Cast of a float16 value is read as
 // float16 (exactly, as the Cast widened it). A QuantizeLinear whose X is such a Cast reads the 16-bit value, marked
 // as standing for its float32 widening, and a per-tensor one of a LayerNormalization's Y then becomes the
-// LayerNormalization's output 3 (the normalization writes each value quantized too). Results are bit-identical; the casts' kernels and the float32 tensors'
-// traffic go (BERT INT8 on an H200: six casts per encoder layer, about a third of its time).
+// LayerNormalization's output 3 (the normalization writes each value quantized too). Results are bit-identical; the
+// casts' kernels and the float32 tensors' traffic go (BERT INT8 on an H200: six casts per encoder layer, about a
+// third of its time).
 #pragma once
 
 #include <functional>

@@ -94,6 +94,33 @@ TEST(GpuNorm, LayerNormRowsInRegisters) {
   }
 }
 
+// RMSNormalization (opset 23) on the three LayerNorm kernels (register, cached block-per-row, uncached), every
+// float type, a non-last axis, a runtime Scale.
+TEST(GpuNorm, RmsNormalization) {
+  const std::vector<std::pair<Shape, int64_t>> cases = {{{4, 4096}, -1}, {{33, 768}, -1}, {{3, 129}, -1},
+                                                        {{2, 20001}, -1}, {{2, 3, 4, 8}, 2}};
+  for (DataType t : kFloatTypes) {
+    for (const auto& [shape, axis] : cases) {
+      SCOPED_TRACE(std::string(DataTypeName(t)) + ShapeToString(shape) + " axis " + std::to_string(axis));
+      const int64_t na = axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis;
+      const Shape norm(shape.begin() + na, shape.end());
+      const Tol tol = NormTol(t);
+      EXPECT_TRUE(Ref(OneNode("RMSNormalization"), t)
+                      .Opset(23)
+                      .Input(Random(t, shape, 41, -2, 3))
+                      .Const(Random(t, norm, 42, 0.5, 1.5))
+                      .Attr("axis", Attribute::Int(axis))
+                      .Attr("epsilon", Attribute::Float(1e-6f))
+                      .MatchesCpu(tol.atol, tol.rtol));
+    }
+    EXPECT_TRUE(Ref(OneNode("RMSNormalization"), t)
+                    .Opset(23)
+                    .Input(Random(t, {5, 64}, 43, -1, 1))
+                    .Input(Random(t, {64}, 44, 0.5, 1.5))
+                    .MatchesCpu(NormTol(t).atol, NormTol(t).rtol));
+  }
+}
+
 // Output 3 (kiln's, from plan/fold_quantized_casts.cpp): Y quantized per tensor as it is written, on the register
 // kernel, the vectorized block-per-row kernel and the scalar one, int8 and uint8. The GPU's Y may differ from the
 // CPU's by a rounding step, and then its quantized value by one step: a few percent of them at most.

@@ -61,6 +61,7 @@ const std::map<std::string, Case>& Cases() {
       {"Softsign", {-10, 10}},
       {"Celu", {-4, 4, {{2.f, 0}}}},
       {"ThresholdedRelu", {-3, 3, {{0.4f, 0}}}},
+      {"Swish", {-10, 10, {{1.7f, 0}}}},
       // steps of ops with kernels of their own
       {"Clip", {}},
       {"Gelu", {}},

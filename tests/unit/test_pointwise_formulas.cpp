@@ -90,6 +90,7 @@ const std::map<std::string, Reference>& References() {
        {[](double x, double a, double) { return std::max(0.0, x) + std::min(0.0, a * (std::exp(x / a) - 1)); }, -4, 4,
         {{2.f, 0}}}},
       {"ThresholdedRelu", {[](double x, double a, double) { return x > a ? x : 0; }, -3, 3, {{0.4f, 0}}}},
+      {"Swish", {[](double x, double a, double) { return x / (1 + std::exp(-a * x)); }, -10, 10, {{1.7f, 0}}}},
       // steps of ops with their own kernels (tested as FusedPointwise steps here)
       {"Clip", {[](double x, double lo, double hi) { return std::min(std::max(x, lo), hi); }}},
       {"Gelu", {[](double x, double, double) { return 0.5 * x * (1 + std::erf(x / kSqrt2)); }}},

@@ -4,8 +4,8 @@
 // kiln_scale_per_group = 1). Statistics accumulate in double; work is split over planes/rows.
 #include <cmath>
 
-#include "backends/cpu/elementwise_internal.h"
 #include "backends/cpu/families.h"
+#include "backends/cpu/quantized_copy.h"
 #include "backends/cpu/reduce_util.h"
 #include "ops/quantized_ops.h"
 
@@ -182,6 +182,7 @@ Status LayerNormKernel(KernelContext& ctx) {
   }
   const double eps = n.getf("epsilon", 1e-5f);
   const DataType stash = static_cast<DataType>(n.geti("stash_type", 1));
+  const bool rms = n.op_type == "RMSNormalization";  // no mean: X / sqrt(mean(X^2) + eps) * Scale
   Tensor& y = EnsureOutput(ctx, 0, x.dtype(), x.shape());
   std::vector<int64_t> stat_shape = x.shape();
   for (int64_t d = *na; d < rank; ++d) stat_shape[d] = 1;
@@ -193,7 +194,8 @@ Status LayerNormKernel(KernelContext& ctx) {
     std::vector<C> cs(scale.begin(), scale.end()), cb(bias.begin(), bias.end());
     ParallelFor(rows, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
-        const auto [mean, var] = MeanVar(xp + r * cols, cols);
+        auto [mean, var] = MeanVar(xp + r * cols, cols);
+        if (rms) var += mean * mean, mean = 0;  // the mean of squares: variance + mean^2
         const double inv = 1.0 / std::sqrt(var + eps);
         means[r] = mean;
         invs[r] = inv;
@@ -209,26 +211,7 @@ Status LayerNormKernel(KernelContext& ctx) {
     const auto& v = o == 1 ? means : invs;
     for (int64_t r = 0; r < rows; ++r) out.SetFromDouble(r, v[r]);
   }
-  if (Present(ctx, 3)) {  // Y quantized per tensor, as a widened QuantizeLinear of Y (ops/quantized_ops.h: kQScale)
-    const DataType qt = static_cast<DataType>(n.geti(quant_attrs::kQType, 0));
-    const float qs = n.getf(quant_attrs::kQScale, 1.f);
-    const double qz = static_cast<double>(n.geti(quant_attrs::kQZeroPoint, 0));
-    if (qt != DataType::kInt8 && qt != DataType::kUInt8 && qt != DataType::kFloat8E4M3FN)
-      return Err(StatusCode::kInvalidArgument, "{}: output 3's kiln_q_type must be int8, uint8 or float8e4m3fn",
-                 n.Where());
-    Tensor& q = EnsureOutput(ctx, 3, qt, x.shape());
-    if (qt == DataType::kFloat8E4M3FN) {  // as QuantizeLinear to float8 (zero point 0, saturated)
-      for (int64_t i = 0; i < y.numel(); ++i)
-        q.data<uint8_t>()[i] = elem::FloatToFloat8(qt, static_cast<float>(y.GetAsDouble(i)) / qs, /*saturate=*/true);
-      return Status::Ok();
-    }
-    const double lo = qt == DataType::kUInt8 ? 0 : -128, hi = qt == DataType::kUInt8 ? 255 : 127;
-    for (int64_t i = 0; i < y.numel(); ++i) {
-      const double v = QuantizeRounded(static_cast<float>(y.GetAsDouble(i)) / qs, qz, lo, hi);
-      if (qt == DataType::kUInt8) q.data<uint8_t>()[i] = static_cast<uint8_t>(v);
-      else q.data<int8_t>()[i] = static_cast<int8_t>(v);
-    }
-  }
+  if (Present(ctx, 3)) return WriteQuantizedCopy(ctx, 3, y);  // Y quantized per tensor (kQScale)
   return Status::Ok();
 }
 
@@ -277,6 +260,7 @@ void RegisterNormKernels(KernelRegistry& r) {
   r.Add("BatchNormalization", BatchNormKernel);
   r.Add("InstanceNormalization", InstanceNormKernel);
   r.Add("LayerNormalization", LayerNormKernel);
+  r.Add("RMSNormalization", LayerNormKernel);
   r.Add("GroupNormalization", GroupNormKernel);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -49,6 +50,16 @@ __host__ __device__ inline bool Aligned16(const T* p) {
 __device__ __forceinline__ float QuantizeRounded(float x, float scale, float zero_point, float lo, float hi) {
   const float r = rintf(__fdiv_rn(x, scale)) + zero_point;
   return isnan(r) ? 0.f : fminf(hi, fmaxf(lo, r));
+}
+
+// Kiln's quantized copy of an output (ops/quantized_ops.h: kQScale): a value as written, quantized per tensor as
+// the QuantizeLinear kernels quantize it; the byte's bits. kind: 0 int8, 1 uint8 (with the zero point), 2
+// float8e4m3fn (x / scale, saturated by the hardware conversion; zero point 0).
+__device__ __forceinline__ uint32_t QuantizedBits(float v, float scale, int zero_point, int kind) {
+  if (kind == 2) return static_cast<uint32_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3));
+  const float r = QuantizeRounded(v, scale, static_cast<float>(zero_point), kind == 1 ? 0.f : -128.f,
+                                  kind == 1 ? 255.f : 127.f);
+  return static_cast<uint32_t>(static_cast<int32_t>(r)) & 0xffu;
 }
 
 // Blocks for a grid-stride loop over n elements.

@@ -2,8 +2,6 @@
 // threads per row (several rows per block when the group is small); other rows: one block per row. Group/Instance
 // norm: one block per (n, group). Statistics are two-pass in float32 (mean, then the mean of squared deviations),
 // like the CPU reference.
-#include <cuda_fp8.h>
-
 #include "backends/cuda/norm_kernels.h"
 #include "backends/cuda/norm_pool_util.cuh"
 
@@ -28,10 +26,7 @@ struct SquaredDeviation {
 // Output 3: y[i] as written (v), quantized per tensor as the CUDA QuantizeLinear's per-tensor kernel does it; the
 // byte's bits (int8, uint8 or float8e4m3fn).
 __device__ __forceinline__ uint32_t QuantizedByte(const LayerNormArgs& a, float v) {
-  if (a.q_fp8) return static_cast<uint32_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v, a.q_scale), __NV_SATFINITE, __NV_E4M3));
-  const float r = QuantizeRounded(v, a.q_scale, static_cast<float>(a.q_zero_point), a.q_unsigned ? 0.f : -128.f,
-                                  a.q_unsigned ? 255.f : 127.f);
-  return static_cast<uint32_t>(static_cast<int32_t>(r)) & 0xffu;
+  return QuantizedBits(v, a.q_scale, a.q_zero_point, a.q_fp8 ? 2 : a.q_unsigned ? 1 : 0);
 }
 __device__ __forceinline__ void StoreQuantized(const LayerNormArgs& a, int64_t i, float v) {
   static_cast<uint8_t*>(a.yq)[i] = static_cast<uint8_t>(QuantizedByte(a, v));
@@ -68,7 +63,8 @@ __global__ void LayerNormKernel(LayerNormArgs a) {
       if constexpr (kCache) row_cache[j] = f;
       return f;
     });
-    const float mean = BlockMean(s, cols, red);  // also makes the cache visible to the whole block
+    float mean = BlockMean(s, cols, red);  // also makes the cache visible to the whole block
+    if (a.rms) mean = 0.f;
     // Pass 2: variance.
     const float q = kCache ? ThreadSum<float, false>(row_cache, cols, SquaredDeviation{mean})
                            : ThreadSum<T, false>(xr, cols, SquaredDeviation{mean});
@@ -163,7 +159,7 @@ __global__ void __launch_bounds__(512) LayerNormRegKernel(LayerNormArgs a) {
 #pragma unroll
       for (int j = 0; j < V; ++j) s += f[i][j];
     }
-    const float mean = row_sum(s, red[0]) * inv_cols;
+    const float mean = a.rms ? (row_sum(s, red[0]), 0.f) : row_sum(s, red[0]) * inv_cols;
     float q = 0.f;
 #pragma unroll
     for (int i = 0; i < kPacks; ++i) {

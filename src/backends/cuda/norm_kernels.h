@@ -27,6 +27,7 @@ struct LayerNormArgs {
   float q_scale = 1.f;
   int q_zero_point = 0;
   bool q_unsigned = false;
+  bool rms = false;    // RMSNormalization: the mean taken as 0 (the variance is then the mean of squares)
   bool q_fp8 = false;  // float8e4m3fn instead: float(y) / q_scale rounded to nearest even, saturated (zero point 0)
 };
 cudaError_t LaunchLayerNorm(const LayerNormArgs& a, cudaStream_t stream);

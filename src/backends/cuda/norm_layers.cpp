@@ -146,6 +146,7 @@ class LayerNormLayer : public Layer {
   int q_zero_point = 0;
   bool q_unsigned = false;
   bool q_fp8 = false;
+  bool rms = false;  // RMSNormalization
   std::vector<int64_t> folded_norm;  // non-empty: `folded` holds [gamma | beta] for these normalized dims
   DeviceBuffer folded;
 
@@ -168,6 +169,7 @@ class LayerNormLayer : public Layer {
     a.y = outputs[0].data;
     a.dtype = Code(x.dtype);
     a.rows = g.rows;
+    a.rms = rms;
     a.cols = g.cols;
     a.eps = eps;
     for (size_t o = 1; o < 3; ++o) {
@@ -233,6 +235,7 @@ Result<std::unique_ptr<Layer>> CreateLayerNorm(const LayerSpec& spec) {
   l->axis = n.geti("axis", -1);
   l->eps = n.getf("epsilon", 1e-5f);
   l->has_bias = n.input(2) != nullptr;
+  l->rms = n.op_type == "RMSNormalization";
   if (n.output(3)) {
     const auto qt = static_cast<DataType>(n.geti(quant_attrs::kQType, 0));
     if (qt != DataType::kInt8 && qt != DataType::kUInt8 && qt != DataType::kFloat8E4M3FN)
@@ -458,6 +461,7 @@ LayerFactory Factory(CheckFn check, CreateFn create) {
 
 void RegisterNormLayers(LayerRegistry& r) {
   r.Add("LayerNormalization", Factory(CheckLayerNorm, CreateLayerNorm));
+  r.Add("RMSNormalization", Factory(CheckLayerNorm, CreateLayerNorm));
   r.Add("GroupNormalization", Factory([](const Node& n) { return CheckGroupNorm(n, false); },
                                       [](const LayerSpec& s) { return CreateGroupNorm(s, false); }));
   r.Add("InstanceNormalization", Factory([](const Node& n) { return CheckGroupNorm(n, true); },
