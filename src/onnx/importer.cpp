@@ -147,10 +147,13 @@ constexpr VersionChange kVersionChanges[] = {
 // The versions of that table kiln implements all the same. Cast-24 / CastLike-24: round_mode applies only to
 // float8e8m0, and the changed Inf rows only to the fnuz float8 types, none of which kiln has. DequantizeLinear-23: its
 // output_dtype; QuantizeLinear-23: its precision (ops/quantize_linear.h); QuantizeLinear-25: the int2 types only.
+// AveragePool-22, MaxPool-22: a ceil_mode window starting in the end padding is dropped (kiln did so already), and
+// AveragePool's count_include_pad no longer counts a window's overhang past the end pads (backends' pool kernels).
 // Mod-28: floored float remainders (fmod = 0). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
 // CRD mode.
 constexpr std::pair<const char*, int64_t> kImplementedChanges[] = {
-    {"Cast", 24}, {"CastLike", 24}, {"DequantizeLinear", 23}, {"Mod", 28}, {"QuantizeLinear", 23},
+    {"AveragePool", 22}, {"Cast", 24}, {"CastLike", 24}, {"DequantizeLinear", 23}, {"MaxPool", 22}, {"Mod", 28},
+    {"QuantizeLinear", 23},
     {"QuantizeLinear", 25}, {"RMSNormalization", 23}, {"SpaceToDepth", 28}, {"Swish", 24}};
 
 // Why a default-domain node at its opset is not what kiln implements ("Mod-28: its documentation changed ..."), or

@@ -20,6 +20,9 @@ enum class PoolKind { kMax, kAvg, kLp };
 struct PoolGeo {
   int64_t nsp, planes, in_size, out_size, ksize;
   std::vector<int64_t> in, out, kernel, strides, dil, pads;
+  // AveragePool-22 with count_include_pad: taps past the end pads (a ceil_mode window's overhang) are not counted.
+  bool uncount_overhang = false;
+  std::vector<int64_t> pads_end;
   std::vector<int64_t> colmajor;  // column-major strides of the input's spatial dims (storage_order = 1)
 };
 
@@ -35,16 +38,18 @@ void PoolLoop(const PoolGeo& g, PoolKind kind, bool count_pad, int64_t p, int64_
       for (int64_t op = 0; op < g.out_size; ++op) {
         double acc = 0;
         C best = std::numeric_limits<C>::lowest();
-        int64_t best_idx = -1, count = 0;
+        int64_t best_idx = -1, count = 0, padded = 0;
         std::fill(k.begin(), k.end(), 0);
         for (int64_t t = 0; t < g.ksize; ++t) {
-          bool valid = true;
+          bool valid = true, in_pads = true;
           int64_t flat = 0;
           for (int64_t d = 0; d < g.nsp; ++d) {
             coord[d] = o[d] * g.strides[d] - g.pads[d] + k[d] * g.dil[d];
             valid &= coord[d] >= 0 && coord[d] < g.in[d];
+            if (g.uncount_overhang) in_pads &= coord[d] < g.in[d] + g.pads_end[d];
             flat = flat * g.in[d] + coord[d];
           }
+          padded += in_pads ? 1 : 0;
           if (valid) {
             const C v = Load(xp, flat);
             ++count;
@@ -73,7 +78,7 @@ void PoolLoop(const PoolGeo& g, PoolKind kind, bool count_pad, int64_t p, int64_
           Store(y, yi, best_idx < 0 ? C(0) : best);
           if (indices) indices[yi] = best_idx < 0 ? 0 : pl * g.in_size + best_idx;
         } else if (kind == PoolKind::kAvg) {
-          const int64_t div = count_pad ? g.ksize : count;
+          const int64_t div = !count_pad ? count : g.uncount_overhang ? padded : g.ksize;
           Store(y, yi, static_cast<C>(div > 0 ? acc / static_cast<double>(div) : 0.0));
         } else {
           Store(y, yi, static_cast<C>(std::pow(acc, 1.0 / static_cast<double>(p))));
@@ -130,6 +135,10 @@ Status PoolKernel(KernelContext& ctx, PoolKind kind, bool global) {
     g.strides = p.strides;
     g.dil = p.dilations;
     g.pads.assign(p.pads.begin(), p.pads.begin() + nsp);
+    g.pads_end.assign(p.pads.begin() + nsp, p.pads.end());
+    // AveragePool-22: a ceil_mode window's overhang past the end pads is not counted (explicit pads only).
+    g.uncount_overhang = kind == PoolKind::kAvg && node.opset >= 22 && p.ceil_mode &&
+                         node.geti("count_include_pad", 0) != 0 && node.gets("auto_pad", "NOTSET") == "NOTSET";
   }
   g.out_size = NumElements(g.out);
   g.ksize = NumElements(g.kernel);

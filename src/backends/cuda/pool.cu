@@ -55,7 +55,7 @@ __global__ void WindowPoolKernel(PoolWindowArgs a, int64_t C, uint64_t units, bo
     // Per dim: the taps k in [lo, hi) land inside the input, `step` elements apart; e: elements between
     // neighbouring input coordinates along the dim.
     int64_t lo[D], hi[D], k[D], step[D];
-    int64_t off = img * a.in_size * C + g * W, count = 1;
+    int64_t off = img * a.in_size * C + g * W, count = 1, padded = 1;
     int64_t e = C;
 #pragma unroll
     for (int d = D - 1; d >= 0; --d) {
@@ -68,6 +68,11 @@ __global__ void WindowPoolKernel(PoolWindowArgs a, int64_t C, uint64_t units, bo
       if (hi[d] > a.kernel[d]) hi[d] = a.kernel[d];
       if (hi[d] < lo[d]) hi[d] = lo[d];
       count *= hi[d] - lo[d];
+      if (a.uncount_overhang) {  // taps before in + pad_end: k < ceil((in + pad_end - start) / dil)
+        const int64_t room = a.in[d] + a.pad_end[d] - start;
+        const int64_t taps = room <= 0 ? 0 : (room + dil - 1) / dil;
+        padded *= taps < a.kernel[d] ? taps : a.kernel[d];
+      }
       k[d] = lo[d];
       step[d] = dil * e;
       off += (start + lo[d] * dil) * e;
@@ -139,7 +144,7 @@ __global__ void WindowPoolKernel(PoolWindowArgs a, int64_t C, uint64_t units, bo
       if (kKind == kPoolMax) {
         r[i] = first ? 0.f : best[i];
       } else if (kKind == kPoolAvg) {
-        const int64_t div = a.count_include_pad ? a.ksize : count;
+        const int64_t div = !a.count_include_pad ? count : a.uncount_overhang ? padded : a.ksize;
         r[i] = div > 0 ? acc[i] / static_cast<float>(div) : 0.f;
       } else {
         r[i] = a.p == 1 ? acc[i] : a.p == 2 ? sqrtf(acc[i]) : powf(acc[i], 1.f / static_cast<float>(a.p));

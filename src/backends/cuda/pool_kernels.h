@@ -27,6 +27,10 @@ struct PoolWindowArgs {
   int64_t stride[kPoolMaxSpatialDims] = {}, dilation[kPoolMaxSpatialDims] = {}, pad_begin[kPoolMaxSpatialDims] = {};
   int64_t in_size = 0, out_size = 0, ksize = 0;  // products of in, out, kernel
   bool count_include_pad = false;  // average: divide by ksize instead of the number of taps inside the input
+  // AveragePool-22 with count_include_pad: taps past the end pads (a ceil_mode window's overhang) are not counted;
+  // pad_end[d] then holds the end pads.
+  bool uncount_overhang = false;
+  int64_t pad_end[kPoolMaxSpatialDims] = {};
   int p = 2;                       // Lp: the norm order (>= 1)
   bool column_major_indices = false;  // MaxPool storage_order = 1
   int64_t channels_last = 0;  // > 0: X and Y are [N, spatial..., C] with C = channels_last (no indices)
