@@ -149,12 +149,13 @@ constexpr VersionChange kVersionChanges[] = {
 // output_dtype; QuantizeLinear-23: its precision (ops/quantize_linear.h); QuantizeLinear-25: the int2 types only.
 // AveragePool-22, MaxPool-22: a ceil_mode window starting in the end padding is dropped (kiln did so already), and
 // AveragePool's count_include_pad no longer counts a window's overhang past the end pads (backends' pool kernels).
-// Mod-28: floored float remainders (fmod = 0). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
+// Mod-28: floored float remainders (fmod = 0). Range-27: float16/bfloat16 with stash_type (the CPU; the cuda layer
+// refuses them with the reason). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
 // CRD mode.
 constexpr std::pair<const char*, int64_t> kImplementedChanges[] = {
-    {"AveragePool", 22}, {"Cast", 24}, {"CastLike", 24}, {"DequantizeLinear", 23}, {"MaxPool", 22}, {"Mod", 28},
-    {"QuantizeLinear", 23},
-    {"QuantizeLinear", 25}, {"RMSNormalization", 23}, {"SpaceToDepth", 28}, {"Swish", 24}};
+    {"AveragePool", 22}, {"Cast", 24},           {"CastLike", 24},         {"DequantizeLinear", 23},
+    {"MaxPool", 22},     {"Mod", 28},            {"QuantizeLinear", 23},   {"QuantizeLinear", 25},
+    {"Range", 27},       {"RMSNormalization", 23}, {"SpaceToDepth", 28},   {"Swish", 24}};
 
 // Why a default-domain node at its opset is not what kiln implements ("Mod-28: its documentation changed ..."), or
 // "": the first version of its op after kImplementedOpset, up to the node's opset, that changes more than types and

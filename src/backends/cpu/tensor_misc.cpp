@@ -147,9 +147,13 @@ Status RangeKernel(KernelContext& c) {
   if (a.numel() != 1 || b.numel() != 1 || d.numel() != 1)
     return Err(StatusCode::kInvalidArgument, "{}: start, limit and delta must be scalars", c.node.Where());
   const DataType t = a.dtype();
+  const bool low = t == DataType::kFloat16 || t == DataType::kBFloat16;  // opset 27, with stash_type
   if (t != DataType::kFloat32 && t != DataType::kFloat64 && t != DataType::kInt16 && t != DataType::kInt32 &&
-      t != DataType::kInt64)
+      t != DataType::kInt64 && !low)
     return Err(StatusCode::kUnsupported, "{}: Range does not take {}", c.node.Where(), DataTypeName(t));
+  const int64_t stash = c.node.geti("stash_type", 1);
+  if (low && stash != 1 && stash != 11)
+    return Err(StatusCode::kUnsupported, "{}: stash_type {} is not float (1) or double (11)", c.node.Where(), stash);
   KILN_ASSIGN_OR_RETURN(int64_t n, RangeCount(c.node, a.GetAsDouble(0), b.GetAsDouble(0), d.GetAsDouble(0)));
   Tensor& o = AllocOutput(c, 0, t, {n});
   if (IsIntegerType(t)) {
@@ -159,6 +163,9 @@ Status RangeKernel(KernelContext& c) {
     } else {
       for (int64_t i = 0; i < n; ++i) o.SetFromDouble(i, static_cast<double>(s + i * step));
     }
+  } else if (low && stash == 1) {  // start + i * delta in float32, then rounded to the 16-bit type
+    const float s = static_cast<float>(a.GetAsDouble(0)), step = static_cast<float>(d.GetAsDouble(0));
+    for (int64_t i = 0; i < n; ++i) o.SetFromDouble(i, s + static_cast<float>(i) * step);
   } else {
     const double s = a.GetAsDouble(0), step = d.GetAsDouble(0);
     for (int64_t i = 0; i < n; ++i) o.SetFromDouble(i, s + static_cast<double>(i) * step);
