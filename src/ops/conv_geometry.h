@@ -32,6 +32,12 @@ struct WindowParams {
 Result<WindowParams> ReadWindowParams(const Node& n, int64_t nsp, const std::vector<int64_t>& kernel_from_weight,
                                       bool is_transpose);
 
+// AveragePool-22 with count_include_pad: a ceil_mode window's overhang past the explicit end pads is left out of the
+// divisor (auto_pad windows have none). Shared by the backends' pool kernels.
+inline bool UncountsPoolOverhang(const Node& n, const WindowParams& p) {
+  return n.opset >= 22 && p.ceil_mode && p.auto_pad == "NOTSET" && n.geti("count_include_pad", 0) != 0;
+}
+
 // Forward (Conv / pooling) output spatial dims; resolves auto_pad into p.pads when the input dim is known.
 // Honors p.ceil_mode (pooling; a last window starting in the end padding is dropped, as in PyTorch/ORT).
 // Errors when the window does not fit the padded input.

@@ -136,9 +136,7 @@ Status PoolKernel(KernelContext& ctx, PoolKind kind, bool global) {
     g.dil = p.dilations;
     g.pads.assign(p.pads.begin(), p.pads.begin() + nsp);
     g.pads_end.assign(p.pads.begin() + nsp, p.pads.end());
-    // AveragePool-22: a ceil_mode window's overhang past the end pads is not counted (explicit pads only).
-    g.uncount_overhang = kind == PoolKind::kAvg && node.opset >= 22 && p.ceil_mode &&
-                         node.geti("count_include_pad", 0) != 0 && node.gets("auto_pad", "NOTSET") == "NOTSET";
+    g.uncount_overhang = kind == PoolKind::kAvg && UncountsPoolOverhang(node, p);
   }
   g.out_size = NumElements(g.out);
   g.ksize = NumElements(g.kernel);

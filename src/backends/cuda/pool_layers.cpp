@@ -50,7 +50,7 @@ class WindowPoolLayer : public Layer {
   int kind = kPoolMax;
   WindowParams w;  // attributes as given (pads before any auto_pad resolution)
   bool count_include_pad = false;
-  int64_t opset = 0;  // the node's: AveragePool-22 counts taps differently
+  bool uncount_overhang = false;  // AveragePool-22 (ops/conv_geometry.h: UncountsPoolOverhang)
   int p = 2;
   bool column_major_indices = false;
   bool nhwc = false;  // kiln_layout = "NHWC": X and Y are [N, H, W, C]
@@ -107,9 +107,7 @@ class WindowPoolLayer : public Layer {
       a.indices = static_cast<int64_t*>(outputs[1].data);
     }
     a.count_include_pad = count_include_pad;
-    // AveragePool-22: a ceil_mode window's overhang past the end pads is not counted (explicit pads only: SAME
-    // and VALID windows have none).
-    a.uncount_overhang = count_include_pad && opset >= 22 && w.ceil_mode && !same && w.auto_pad != "VALID";
+    a.uncount_overhang = uncount_overhang;
     a.p = p;
     a.column_major_indices = column_major_indices;
     if (a.planes * a.out_size == 0) return Status::Ok();
@@ -134,7 +132,7 @@ Result<std::unique_ptr<Layer>> CreateWindowPool(const LayerSpec& spec, int kind)
   l->kind = kind;
   KILN_ASSIGN_OR_RETURN(l->w, ReadWindowParams(n, rank - 2, {}, false));
   l->count_include_pad = n.geti("count_include_pad", 0) != 0;
-  l->opset = n.opset;
+  l->uncount_overhang = UncountsPoolOverhang(n, l->w);
   l->p = static_cast<int>(n.geti("p", 2));
   l->column_major_indices = kind == kPoolMax && n.geti("storage_order", 0) == 1;
   const std::string layout = n.gets("kiln_layout", "NCHW");
