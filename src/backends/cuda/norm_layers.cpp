@@ -237,13 +237,11 @@ Result<std::unique_ptr<Layer>> CreateLayerNorm(const LayerSpec& spec) {
   l->has_bias = n.input(2) != nullptr;
   l->rms = n.op_type == "RMSNormalization";
   if (n.output(3)) {
-    const auto qt = static_cast<DataType>(n.geti(quant_attrs::kQType, 0));
-    if (qt != DataType::kInt8 && qt != DataType::kUInt8 && qt != DataType::kFloat8E4M3FN)
-      return Err(StatusCode::kInvalidModel, "{}: output 3's kiln_q_type must be int8, uint8 or float8e4m3fn", l->where);
-    l->q_scale = n.getf(quant_attrs::kQScale, 1.f);
-    l->q_zero_point = static_cast<int>(n.geti(quant_attrs::kQZeroPoint, 0));
-    l->q_unsigned = qt == DataType::kUInt8;
-    l->q_fp8 = qt == DataType::kFloat8E4M3FN;
+    KILN_ASSIGN_OR_RETURN(const quant_attrs::QuantizedCopy c, quant_attrs::ReadQuantizedCopy(n));
+    l->q_scale = c.scale;
+    l->q_zero_point = static_cast<int>(c.zero_point);
+    l->q_unsigned = c.type == DataType::kUInt8;
+    l->q_fp8 = c.type == DataType::kFloat8E4M3FN;
   }
   // Fold constant Scale/B into one float32 table when the normalized dims are known now.
   const Value* scale = n.input(1);
