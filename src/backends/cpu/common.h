@@ -10,6 +10,13 @@
 
 namespace kiln::cpu {
 
+// Rounds v to the precision of a float type (float16 and bfloat16 to nearest even; float32: unchanged).
+inline float RoundTo(DataType t, float v) {
+  if (t == DataType::kFloat16) return HalfToFloat(FloatToHalf(v));
+  if (t == DataType::kBFloat16) return BFloat16ToFloat(FloatToBFloat16(v));
+  return v;
+}
+
 // QuantizeLinear's rounding of x / scale (already divided, in x's precision) to an integer in [lo, hi]: half to even
 // (the default rounding mode), plus the zero point, saturated; NaN gives 0. Shared by QuantizeLinear and the
 // LayerNorm's quantized output (ops/quantized_ops.h: kQScale), which must give the same integers.

@@ -306,11 +306,7 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
   // x / scale, rounded to the division's type (ops/quantize_linear.h)
   const DataType div = quant_attrs::QuantizeDivisionType(ctx.node, x.dtype(), scale.dtype());
   std::vector<float> q(static_cast<size_t>(x.numel()));
-  auto in_div = [div](float v) {  // v rounded to the division's type
-    if (div == DataType::kFloat16) return HalfToFloat(FloatToHalf(v));
-    if (div == DataType::kBFloat16) return BFloat16ToFloat(FloatToBFloat16(v));
-    return v;
-  };
+  auto in_div = [div](float v) { return RoundTo(div, v); };  // v rounded to the division's type
   KILN_RETURN_IF_ERROR(DispatchAll(x.dtype(), ctx.node, [&]<typename T>() {
     const T* px = x.data<T>();
     ForQuant(ls, [&](int64_t i, int64_t s) {

@@ -250,13 +250,6 @@ Status QMatMulKernel(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// Rounds v to the precision of a float type (float32: unchanged).
-float RoundTo(DataType t, float v) {
-  if (t == DataType::kFloat16) return HalfToFloat(FloatToHalf(v));
-  if (t == DataType::kBFloat16) return BFloat16ToFloat(FloatToBFloat16(v));
-  return v;
-}
-
 // kiln.WeightOnlyMatMul: the weight is dequantized (rounded as DequantizeLinear writes it, then to X's type) and
 // multiplied with OpenBLAS in float32.
 Status WeightOnlyMatMulKernel(KernelContext& ctx) {
