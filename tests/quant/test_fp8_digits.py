@@ -3,9 +3,6 @@
 convolutions stay float: FP8 layers are matrix products) and keeps held-out top-1 within 0.5 points of FP32; and the
 same model with float8 Q/DQ nodes written around its Gemm (an explicitly quantized FP8 model, as NVIDIA ModelOpt
 writes them) builds into one FP8 layer whose outputs match onnxruntime's run of that model."""
-import json
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -13,40 +10,12 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import digits
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"{' '.join(cmd)}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
-    return r
+from digits_cli import build, predict, prepare, run
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    d = tmp_path_factory.mktemp("digits_fp8")
-    xtr, ytr, xte, yte = digits.load_split()
-    model = digits.DigitsCnn(seed=0).train(xtr, ytr)
-    fp32 = d / "digits_fp32.onnx"
-    model.to_onnx(str(fp32))
-    np.save(d / "test_images.npy", xte)
-    calib = d / "calib"
-    calib.mkdir()
-    for i in range(10):
-        np.save(calib / f"batch_{i:02d}.npy", xtr[i * 32:(i + 1) * 32])
-    return {"dir": d, "fp32": fp32, "xte": xte, "yte": yte, "calib": calib}
-
-
-def build(kiln, onnx_path, engine, n, *flags):
-    report = Path(str(engine) + ".json")
-    run([kiln, "build", f"--onnx={onnx_path}", "--backend=cpu", f"--shapes=image:{n}x1x8x8",
-         f"--saveEngine={engine}", f"--json={report}", *flags])
-    return json.loads(report.read_text())
-
-
-def predict(kiln, engine, images_npy, out_dir):
-    run([kiln, "run", f"--loadEngine={engine}", f"--loadInputs=image:{images_npy}", f"--exportOutput={out_dir}"])
-    return np.load(Path(out_dir) / "logits.npy")
+    return prepare(tmp_path_factory.mktemp("digits_fp8"))
 
 
 def test_calibrated_fp8_keeps_accuracy(kiln, setup):

@@ -11,19 +11,17 @@
 #include "kiln/builder.h"
 #include "kiln/debug.h"
 #include "kiln/runtime.h"
+#include "quant_testing.h"
 #include "testing.h"
 
 namespace kiln {
 namespace {
 
-class QuietLogger : public ILogger {
- public:
-  void log(Severity, const char*) noexcept override {}
-};
-
-Status AddTensor(NetworkDefinition& net, const std::string& name, const Tensor& t) {
-  return net.addConstant(name, t.dtype(), t.shape(), t.raw());
-}
+using quant_testing::AddTensor;
+using quant_testing::Built;
+using quant_testing::RelL2;
+using quant_testing::RunEngine;
+using quant_testing::TryBuild;
 
 // Per-column (axis 1 of [K, N], or axis 0 of a transposed [N, K]) float8 of a float weight: max |w| / 448.
 std::pair<Tensor, Tensor> Fp8Weight(const Tensor& w, int64_t axis) {
@@ -41,58 +39,14 @@ std::pair<Tensor, Tensor> Fp8Weight(const Tensor& w, int64_t axis) {
   return {q, scales};
 }
 
-struct Built {
-  std::unique_ptr<Engine> engine;
-  BuildReport report;
-  Status status = Status::Ok();
-};
-
+// A cpu build, with `flag` set when `with_flag` (and --int8 too with `both`); layer precisions in the layer info.
 Built Build(const NetworkDefinition& net, BuilderFlag flag = BuilderFlag::kTF32, bool with_flag = false,
             bool both = false) {
-  QuietLogger quiet;
-  Builder b(quiet);
-  auto cfg = b.createBuilderConfig();
-  cfg->setBackend("cpu");
-  cfg->setProfilingVerbosity(ProfilingVerbosity::kDetailed);  // layer precisions in getLayerInformationJson
-  if (with_flag) cfg->setFlag(flag);
-  if (both) cfg->setFlag(BuilderFlag::kINT8);
-  Built r;
-  auto bytes = b.buildSerializedNetwork(net, *cfg, &r.report);
-  if (!bytes.ok()) {
-    r.status = bytes.status();
-    return r;
-  }
-  Runtime rt(quiet);
-  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  if (e.ok()) r.engine = std::move(*e);
-  return r;
-}
-
-Tensor RunEngine(const Engine& e, const std::map<std::string, Tensor>& inputs, const std::string& out) {
-  auto ctx = e.createExecutionContext();
-  EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
-  for (const auto& [name, t] : inputs) {
-    EXPECT_TRUE((*ctx)->setInputShape(name, t.shape()).ok());
-    EXPECT_TRUE((*ctx)->setTensorAddress(name, const_cast<void*>(t.raw())).ok());
-  }
-  auto shape = (*ctx)->getTensorShape(out);
-  EXPECT_TRUE(shape.ok());
-  Tensor y(DataType::kFloat32, *shape);
-  EXPECT_TRUE((*ctx)->setTensorAddress(out, y.raw()).ok());
-  Status st = (*ctx)->enqueue(nullptr);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return y;
-}
-
-double RelL2(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const double d = a.GetAsDouble(i) - b.GetAsDouble(i);
-    num += d * d;
-    den += b.GetAsDouble(i) * b.GetAsDouble(i);
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
+  BuilderConfig cfg;
+  cfg.setProfilingVerbosity(ProfilingVerbosity::kDetailed);
+  if (with_flag) cfg.setFlag(flag);
+  if (both) cfg.setFlag(BuilderFlag::kINT8);
+  return TryBuild(net, &cfg);
 }
 
 // Dequantized float8 outputs (value / scale is a float8 value): equal, or one float8 code apart for at most 2%.

@@ -13,24 +13,20 @@
 #include "kiln/calibrator.h"
 #include "kiln/debug.h"
 #include "kiln/runtime.h"
+#include "quant_testing.h"
 #include "testing.h"
 
 namespace kiln {
 namespace {
 
-class QuietLogger : public ILogger {
- public:
-  void log(Severity s, const char* msg) noexcept override {
-    if (s <= Severity::kWarning) last_warning = msg;
-  }
-  std::string last_warning;
-};
+using quant_testing::AddTensor;
+using quant_testing::Built;
+using quant_testing::QuietLogger;
+using quant_testing::RelL2;
+using quant_testing::RunEngine;
+using quant_testing::TryBuild;
 
 Tensor Scalar(DataType t, double v) { return Tensor::Scalar(t, v); }
-
-Status AddTensor(NetworkDefinition& net, const std::string& name, const Tensor& t) {
-  return net.addConstant(name, t.dtype(), t.shape(), t.raw());
-}
 
 // Symmetric per-channel (or per-tensor) int8 of a float weight along `axis`.
 std::pair<Tensor, Tensor> QuantizeWeight(const Tensor& w, int64_t axis, bool per_channel) {
@@ -52,45 +48,10 @@ std::pair<Tensor, Tensor> QuantizeWeight(const Tensor& w, int64_t axis, bool per
   return {q, scales};
 }
 
-struct Built {
-  std::unique_ptr<Engine> engine;
-  BuildReport report;
-  std::vector<uint8_t> bytes;
-};
-
 Built Build(const NetworkDefinition& net, BuilderConfig* cfg_in = nullptr, ILogger* logger = nullptr) {
-  static QuietLogger quiet;
-  Builder b(logger ? *logger : quiet);
-  auto own = b.createBuilderConfig();
-  BuilderConfig& cfg = cfg_in ? *cfg_in : *own;
-  cfg.setBackend("cpu");
-  Built r;
-  auto bytes = b.buildSerializedNetwork(net, cfg, &r.report);
-  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
-  if (!bytes.ok()) return r;
-  r.bytes = *bytes;
-  Runtime rt(quiet);
-  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  if (e.ok()) r.engine = std::move(*e);
+  Built r = TryBuild(net, cfg_in, logger);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
   return r;
-}
-
-// Runs the engine on host inputs; returns the float32 output `out`.
-Tensor RunEngine(const Engine& e, const std::map<std::string, Tensor>& inputs, const std::string& out) {
-  auto ctx = e.createExecutionContext();
-  EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
-  for (const auto& [name, t] : inputs) {
-    EXPECT_TRUE((*ctx)->setInputShape(name, t.shape()).ok());
-    EXPECT_TRUE((*ctx)->setTensorAddress(name, const_cast<void*>(t.raw())).ok());
-  }
-  auto shape = (*ctx)->getTensorShape(out);
-  EXPECT_TRUE(shape.ok());
-  Tensor y(DataType::kFloat32, *shape);
-  EXPECT_TRUE((*ctx)->setTensorAddress(out, y.raw()).ok());
-  Status st = (*ctx)->enqueue(nullptr);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  return y;
 }
 
 // Elementwise |got - want| <= tol; at most `max_bad` elements may differ by up to `step` (one quantization step).
@@ -311,16 +272,6 @@ void MakeFloatCnn(NetworkDefinition& net) {
   ASSERT_TRUE(net.addOp("Flatten", "flat", {"g"}, {"f"}).ok());
   ASSERT_TRUE(net.addOp("Gemm", "fc", {"f", "w3"}, {"logits"}).ok());
   ASSERT_TRUE(net.markOutput("logits").ok());
-}
-
-double RelL2(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const double d = a.GetAsDouble(i) - b.GetAsDouble(i);
-    num += d * d;
-    den += b.GetAsDouble(i) * b.GetAsDouble(i);
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 TEST(ImplicitInt8, DynamicRangesQuantizeEveryLayer) {
