@@ -12,6 +12,7 @@ Result<PassReport> FoldBatchNormPass(Graph& g, const PassOptions& o);           
 Result<PassReport> RecognizeGeluPass(Graph& g, const PassOptions& o);                  // recognize_gelu.cpp
 Result<PassReport> RecognizeLayerNormPass(Graph& g, const PassOptions& o);             // recognize_layernorm.cpp
 Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o);             // recognize_attention.cpp
+Result<PassReport> SimplifyAttentionMaskPass(Graph& g, const PassOptions& o);          // simplify_attention_mask.cpp
 Result<PassReport> FuseWeightOnlyPass(Graph& g, const PassOptions& o);                 // fuse_weight_only.cpp
 Result<PassReport> FuseBiasActivationPass(Graph& g, const PassOptions& o);             // fuse_bias_activation.cpp
 Result<PassReport> FuseQkvProjectionPass(Graph& g, const PassOptions& o);              // fuse_qkv_projection.cpp

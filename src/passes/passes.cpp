@@ -18,6 +18,7 @@ const std::vector<Pass>& AllPasses() {
       {"recognize-gelu", RecognizeGeluPass, true},
       {"recognize-layernorm", RecognizeLayerNormPass, true},
       {"recognize-attention", RecognizeAttentionPass, true},
+      {"simplify-attention-mask", SimplifyAttentionMaskPass, true},  // constant masks: zeros dropped, repeats shrunk
       // Fusion.
       {"fuse-weight-only", FuseWeightOnlyPass, true},             // DQ(int4 constant) -> MatMul -> packed 4-bit GEMM
       {"fuse-bias-activation", FuseBiasActivationPass, true},     // Conv/Gemm/MatMul + bias + activation

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backends/cpu/executor.h"
@@ -352,6 +353,82 @@ TEST(RecognizeAttention, NotWhenProbabilitiesAreReadOrAxisIsNotLast) {
     t.Finish();
     EXPECT_EQ(Apply(t, RecognizeAttentionPass), 0);
     EXPECT_EQ(t.Count("Attention"), 0);
+  }
+}
+
+// ---- simplify-attention-mask ----
+
+// An attention recognized with a constant additive mask `mask` (and, when given, a constant keep mask).
+struct MaskedAttn {
+  AttnGraph a{2, 2, 5, 4, false};
+  TestGraph& t = a.t;
+  Node* Build(Tensor mask, const Tensor* keep = nullptr) {
+    Value* s = t.Op("MatMul", "/attn/MatMul", {a.q, a.k});
+    if (keep) s = t.Op("Where", "/attn/Where", {t.Const("keep", *keep), s, t.F(-1e9f)});
+    s = t.Op("Add", "/attn/Add", {s, t.Const("mask", std::move(mask))});
+    Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+    t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, a.v}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeAttentionPass), 1);
+    return t.g.nodes().empty() ? nullptr : const_cast<Node*>(t.Find("Attention"));
+  }
+};
+
+TEST(SimplifyAttentionMask, AllZeroAdditiveMaskIsDropped) {
+  MaskedAttn m;
+  Tensor zeros(DataType::kFloat32, {2, 1, 5, 5});
+  zeros.data<float>()[3] = -0.f;
+  Node* at = m.Build(zeros);
+  ASSERT_TRUE(at);
+  ASSERT_EQ(at->inputs.size(), 4u);
+  EXPECT_EQ(Apply(m.t, SimplifyAttentionMaskPass), 1);
+  EXPECT_EQ(at->inputs.size(), 3u);
+}
+
+// transformers' padding mask expanded to [B, 1, S, S]: the same row for every query; shrinks to [B, 1, 1, S]
+// (batch rows differ, so axis 0 stays). A keep mask that keeps everything goes with its attributes.
+TEST(SimplifyAttentionMask, RepeatedRowsShrinkAndAKeepAllMaskIsDropped) {
+  MaskedAttn m;
+  Tensor mask(DataType::kFloat32, {2, 1, 5, 5});
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 5; ++j) mask.data<float>()[(b * 5 + i) * 5 + j] = j >= 3 + b ? -10000.f : 0.f;
+  Tensor keep(DataType::kBool, {5, 5});
+  for (int i = 0; i < 25; ++i) keep.data<uint8_t>()[i] = 1;
+  Node* at = m.Build(mask, &keep);
+  ASSERT_TRUE(at);
+  ASSERT_EQ(at->inputs.size(), 5u);
+  EXPECT_EQ(Apply(m.t, SimplifyAttentionMaskPass), 1);
+  ASSERT_EQ(at->inputs.size(), 4u);
+  ASSERT_TRUE(at->inputs[3]->is_const());
+  EXPECT_EQ(at->inputs[3]->const_value->shape(), (std::vector<int64_t>{2, 1, 1, 5}));
+  EXPECT_FALSE(at->has_attr("kiln_mask_fill"));
+  EXPECT_FALSE(at->has_attr("kiln_keep_if_true"));
+}
+
+// A causal keep mask and a mask whose rows differ stay as they are; a mask the same for both batches shrinks
+// along the batch axis only.
+TEST(SimplifyAttentionMask, LeavesVaryingMasks) {
+  {
+    MaskedAttn m;
+    Tensor mask = Random({2, 1, 5, 5}, 9, -3, 0);
+    Tensor tri(DataType::kBool, {5, 5});
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j <= i; ++j) tri.data<uint8_t>()[i * 5 + j] = 1;
+    Node* at = m.Build(mask, &tri);
+    ASSERT_TRUE(at);
+    EXPECT_EQ(Apply(m.t, SimplifyAttentionMaskPass), 0);
+    EXPECT_EQ(at->inputs.size(), 5u);
+    EXPECT_EQ(at->inputs[3]->const_value->shape(), (std::vector<int64_t>{2, 1, 5, 5}));
+  }
+  {
+    MaskedAttn m;
+    Tensor row = Random({1, 1, 5, 5}, 10, -3, 0), mask(DataType::kFloat32, {2, 1, 5, 5});
+    for (int b = 0; b < 2; ++b) std::memcpy(mask.data<float>() + b * 25, row.data<float>(), 25 * sizeof(float));
+    Node* at = m.Build(mask);
+    ASSERT_TRUE(at);
+    EXPECT_EQ(Apply(m.t, SimplifyAttentionMaskPass), 1);
+    EXPECT_EQ(at->inputs[3]->const_value->shape(), (std::vector<int64_t>{1, 1, 5, 5}));
   }
 }
 
