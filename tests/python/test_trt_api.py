@@ -1,0 +1,256 @@
+"""The TensorRT-shaped API (import kiln as trt) on the default backend (the CPU one where there is no GPU): the
+documents' build / dynamic shapes / inference / timing cache code, network inspection, parser errors, profilers,
+loggers, and bad use raising KilnError with kiln's message."""
+import numpy as np
+import pytest
+
+import kiln as trt
+from conftest import mlp_model
+
+
+def host_buffers(engine, context, feeds):
+    """numpy arrays for every I/O tensor, bound to the context (the cpu backend reads host memory)."""
+    bufs = {}
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
+            bufs[name] = np.ascontiguousarray(feeds[name], dtype=trt.nptype(engine.get_tensor_dtype(name)))
+            context.set_input_shape(name, bufs[name].shape)
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+            shape = context.get_tensor_shape(name)
+            bufs[name] = np.empty(tuple(shape), dtype=trt.nptype(engine.get_tensor_dtype(name)))
+        context.set_tensor_address(name, bufs[name].ctypes.data)
+    return bufs
+
+
+def build(model, profile_shapes=None, logger=None, config_hook=None):
+    logger = logger or trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH))
+    parser = trt.OnnxParser(network, logger)
+    assert parser.parse(model.SerializeToString()), [str(parser.get_error(i)) for i in range(parser.num_errors)]
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, 1 << 30)
+    if builder.platform_has_fast_fp16:
+        config.set_flag(trt.BuilderFlag.FP16)
+    if profile_shapes:
+        profile = builder.create_optimization_profile()
+        for name, (lo, opt, hi) in profile_shapes.items():
+            profile.set_shape(name, lo, opt, hi)
+        config.add_optimization_profile(profile)
+    if config_hook:
+        config_hook(config)
+    serialized = builder.build_serialized_network(network, config)
+    assert serialized is not None and serialized.nbytes > 0
+    return network, trt.Runtime(logger).deserialize_cuda_engine(serialized), serialized
+
+
+def test_build_and_run_like_the_documents(mlp):
+    model, ref = mlp
+    _, engine, _ = build(model, {"x": ((1, 8), (4, 8), (16, 8))})
+    assert engine.num_io_tensors == 2
+    assert [engine.get_tensor_name(i) for i in range(2)] == ["x", "y"]
+    assert engine.get_tensor_mode("x") == trt.TensorIOMode.INPUT
+    assert engine.get_tensor_mode("y") == trt.TensorIOMode.OUTPUT
+    assert engine.get_tensor_dtype("x") == trt.float32
+    assert tuple(engine.get_tensor_shape("x")) == (-1, 8)
+    assert [tuple(s) for s in engine.get_tensor_profile_shape("x", 0)] == [(1, 8), (4, 8), (16, 8)]
+    context = engine.create_execution_context()
+    if engine.backend != "cpu":
+        pytest.skip("host buffers: the cpu backend")
+    for batch in (1, 5, 16):  # dynamic shapes: one context, several shapes
+        x = np.random.default_rng(batch).standard_normal((batch, 8)).astype(np.float32)
+        bufs = host_buffers(engine, context, {"x": x})
+        assert tuple(context.get_tensor_shape("y")) == (batch, 4)
+        assert context.execute_async_v3(0)
+        np.testing.assert_allclose(bufs["y"], ref(x), rtol=1e-4, atol=1e-4)
+    # execute_v2: one address per I/O tensor in engine order
+    x = np.ones((3, 8), np.float32)
+    context.set_input_shape("x", x.shape)
+    y = np.empty((3, 4), np.float32)
+    assert context.execute_v2([x.ctypes.data, y.ctypes.data])
+    np.testing.assert_allclose(y, ref(x), rtol=1e-4, atol=1e-4)
+
+
+def test_engine_serializes_and_reloads_identically(mlp):
+    model, _ = mlp
+    _, engine, serialized = build(model, {"x": ((1, 8), (2, 8), (4, 8))})
+    again = trt.Runtime(trt.Logger()).deserialize_cuda_engine(engine.serialize())
+    assert bytes(engine.serialize()) == bytes(serialized)
+    assert again.num_io_tensors == engine.num_io_tensors
+    assert again.num_layers == engine.num_layers > 0
+    info = engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON)
+    assert "Layers" in info
+
+
+def test_network_inspection(mlp):
+    model, _ = mlp
+    network, _, _ = build(model, {"x": ((1, 8), (2, 8), (4, 8))})
+    assert network.num_inputs == 1 and network.num_outputs == 1
+    x = network.get_input(0)
+    assert x.name == "x" and x.dtype == trt.float32 and tuple(x.shape) == (-1, 8) and x.is_network_input
+    assert network.get_output(0).name == "y"
+    assert network.num_layers == 4
+    layers = [network.get_layer(i) for i in range(network.num_layers)]
+    assert [lay.type for lay in layers] == ["MatMul", "Add", "Relu", "MatMul"]
+    assert layers[0].name == "fc1" and layers[0].get_input(0).name == "x" and layers[0].get_output(0).name == "h"
+    with pytest.raises(IndexError):
+        network.get_layer(4)
+
+
+def test_parser_reports_every_unsupported_node():
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"),
+             helper.make_node("NoSuchOp", ["a"], ["b"], name="first_bad"),
+             helper.make_node("AlsoMissing", ["b"], ["y"], name="second_bad")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    logger = trt.Logger(trt.Logger.INTERNAL_ERROR)
+    network = trt.Builder(logger).create_network()
+    parser = trt.OnnxParser(network, logger)
+    assert not parser.parse(model.SerializeToString())
+    assert parser.num_errors == 2
+    errors = [parser.get_error(i) for i in range(parser.num_errors)]
+    assert [e.node_name() for e in errors] == ["first_bad", "second_bad"]
+    assert [e.node_operator() for e in errors] == ["NoSuchOp", "AlsoMissing"]
+    assert all(e.code() == trt.ErrorCode.UNSUPPORTED_NODE for e in errors)
+    assert "NoSuchOp" in errors[0].desc()
+    assert not parser.parse(b"this is not an onnx model")
+    assert parser.num_errors == 1 and parser.get_error(0).desc()
+
+
+def test_profiler_and_logger_subclasses(mlp):
+    model, _ = mlp
+
+    class Log(trt.ILogger):
+        def __init__(self):
+            trt.ILogger.__init__(self)
+            self.seen = []
+
+        def log(self, severity, msg):
+            self.seen.append((severity, msg))
+
+    class Prof(trt.IProfiler):
+        def __init__(self):
+            trt.IProfiler.__init__(self)
+            self.layers = []
+
+        def report_layer_time(self, layer_name, ms):
+            self.layers.append((layer_name, ms))
+
+    log = Log()
+    _, engine, _ = build(model, {"x": ((2, 8), (2, 8), (2, 8))}, logger=log)
+    assert log.seen, "the build logged nothing through the Python logger"
+    assert all(isinstance(m, str) for _, m in log.seen)
+    if engine.backend != "cpu":
+        pytest.skip("host buffers: the cpu backend")
+    context = engine.create_execution_context()
+    prof = Prof()
+    context.profiler = prof
+    host_buffers(engine, context, {"x": np.ones((2, 8), np.float32)})
+    context.execute_async_v3(0)
+    assert len(prof.layers) == engine.num_layers
+    assert all(ms >= 0 for _, ms in prof.layers)
+
+
+def test_timing_cache_round_trip(mlp):
+    model, _ = mlp
+    holder = {}
+
+    def with_cache(config):
+        holder["cache"] = config.create_timing_cache(b"")
+        assert config.set_timing_cache(holder["cache"], ignore_mismatch=False)
+
+    build(model, {"x": ((1, 8), (2, 8), (4, 8))}, config_hook=with_cache)
+    blob = holder["cache"].serialize()
+    assert isinstance(blob, (bytes, bytearray))
+    config = trt.Builder(trt.Logger()).create_builder_config()
+    if blob:
+        assert config.create_timing_cache(blob) is not None
+    with pytest.raises(trt.KilnError):
+        config.create_timing_cache(b"{not json")
+
+
+def test_bad_use_raises_with_kilns_message(mlp):
+    model, _ = mlp
+    _, engine, _ = build(model, {"x": ((1, 8), (2, 8), (4, 8))})
+    context = engine.create_execution_context()
+    with pytest.raises(trt.KilnError, match="nope"):
+        context.set_input_shape("nope", (2, 8))
+    with pytest.raises(trt.KilnError, match="x"):
+        context.set_input_shape("x", (9, 8))  # outside the profile's 1..4
+    with pytest.raises(trt.KilnError):
+        context.set_input_shape("x", (2, 8, 1))  # wrong rank
+    with pytest.raises(trt.KilnError, match="nope"):
+        context.set_tensor_address("nope", 0)
+    with pytest.raises(trt.KilnError, match="nope"):
+        engine.get_tensor_shape("nope")
+    fresh = engine.create_execution_context()
+    fresh.set_input_shape("x", (2, 8))
+    with pytest.raises(trt.KilnError):
+        fresh.execute_async_v3(0)  # no addresses bound
+    with pytest.raises(trt.KilnError):
+        trt.Runtime(trt.Logger()).deserialize_cuda_engine(b"\x00" * 64)
+    config = trt.Builder(trt.Logger()).create_builder_config()
+    with pytest.raises(trt.KilnError, match="DLA"):
+        config.set_memory_pool_limit(trt.MemoryPoolType.DLA_LOCAL_DRAM, 1 << 20)
+    with pytest.raises(trt.KilnError):
+        config.builder_optimization_level = 9
+    assert isinstance(trt.KilnError("x"), RuntimeError)
+
+
+def test_flags_profiles_and_helpers():
+    config = trt.Builder(trt.Logger()).create_builder_config()
+    assert config.get_flag(trt.BuilderFlag.TF32)
+    config.set_flag(trt.BuilderFlag.INT8)
+    assert config.get_flag(trt.BuilderFlag.INT8)
+    config.clear_flag(trt.BuilderFlag.INT8)
+    assert not config.get_flag(trt.BuilderFlag.INT8)
+    config.set_flag(trt.BuilderFlag.STRICT_TYPES)
+    assert config.get_flag(trt.BuilderFlag.STRICT_TYPES)
+    config.set_flag(trt.BuilderFlag.PREFER_PRECISION_CONSTRAINTS)
+    assert not config.get_flag(trt.BuilderFlag.STRICT_TYPES)
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    assert config.profiling_verbosity == trt.ProfilingVerbosity.DETAILED
+    config.builder_optimization_level = 2
+    assert config.builder_optimization_level == 2
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, 1 << 28)
+    assert config.get_memory_pool_limit(trt.MemoryPoolType.WORKSPACE) == 1 << 28
+    profile = trt.Builder(trt.Logger()).create_optimization_profile()
+    profile.set_shape("x", (1, 3), (2, 3), (4, 3))
+    assert [tuple(s) for s in profile.get_shape("x")] == [(1, 3), (2, 3), (4, 3)]
+    assert profile
+    bad = trt.Builder(trt.Logger()).create_optimization_profile()
+    with pytest.raises(trt.KilnError):
+        bad.set_shape("x", (4, 3), (2, 3), (1, 3))
+        bad._p.validate()
+    assert trt.volume((2, 3, 4)) == 24 and trt.volume(()) == 1
+    assert trt.nptype(trt.float16) == np.float16 and trt.nptype(trt.int64) == np.int64
+    with pytest.raises(TypeError):
+        trt.nptype(trt.bfloat16)
+    assert trt.Logger(trt.Logger.VERBOSE).min_severity == trt.Logger.VERBOSE
+
+
+def test_network_built_in_code():
+    logger = trt.Logger()
+    builder = trt.Builder(logger)
+    network = builder.create_network()
+    x = network.add_input("x", trt.float32, (2, 3))
+    network.add_constant("two", np.full((2, 3), 2.0, np.float32))
+    network.add_op("Mul", "scale", ["x", "two"], ["y"])
+    network.mark_output("y")
+    assert x.name == "x" and network.num_layers == 1
+    config = builder.create_builder_config()
+    engine = trt.Runtime(logger).deserialize_cuda_engine(builder.build_serialized_network(network, config))
+    if engine.backend != "cpu":
+        pytest.skip("host buffers: the cpu backend")
+    context = engine.create_execution_context()
+    bufs = host_buffers(engine, context, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    context.execute_async_v3(0)
+    np.testing.assert_array_equal(bufs["y"], 2 * np.arange(6, dtype=np.float32).reshape(2, 3))
+    with pytest.raises(trt.KilnError, match="NoSuchOp"):
+        network.add_op("NoSuchOp", "bad", ["y"], ["z"])
