@@ -400,6 +400,12 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   if (cfg.getFlag(BuilderFlag::kFP16)) e->build_flags |= kBuildFlagFP16;
   if (cfg.getFlag(BuilderFlag::kBF16)) e->build_flags |= kBuildFlagBF16;
   if (traits.tunes_tactics) lap("tactics");
+  if (cfg.getMemoryPoolLimit("workspace") > 0 && !traits.tunes_tactics)
+    logger_.log(Severity::kWarning,
+                fmt::format("the WORKSPACE limit applies to backends that choose among kernels by their scratch "
+                            "memory; the {} backend's kernels take theirs from host memory, which it does not limit",
+                            backend->Name())
+                    .c_str());
   rep.tactics_selected = static_cast<int>(e->tactics.size());
 
   // Memory plan at the largest shapes any profile allows.

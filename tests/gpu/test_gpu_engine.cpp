@@ -57,11 +57,13 @@ struct Built {
   BuildReport report;
 };
 
-Built Build(const std::string& backend, bool fp16, bool tf32, const std::string& cache = "", int64_t max_b = 8) {
+Built Build(const std::string& backend, bool fp16, bool tf32, const std::string& cache = "", int64_t max_b = 8,
+            size_t workspace = 0) {
   Builder b(Logger());
   auto net = MakeNetwork(b);
   auto cfg = b.createBuilderConfig();
   cfg->setBackend(backend);
+  if (workspace) cfg->setMemoryPoolLimit("workspace", workspace);
   if (fp16) cfg->setFlag(BuilderFlag::kFP16);
   if (!tf32) cfg->clearFlag(BuilderFlag::kTF32);
   if (!cache.empty()) cfg->setTimingCacheFile(cache);
@@ -257,6 +259,37 @@ TEST(GpuEngine, TimingCacheRebuildPicksTheSameTacticsWithoutTiming) {
   EXPECT_EQ(warm.report.layers_timed, 0);
   EXPECT_EQ(warm.report.timing_cache_hits, cold.report.layers_timed);
   std::filesystem::remove(cache);
+}
+
+// The WORKSPACE pool: the float32 Gemm's tactics are cuBLASLt's, each taking 32 MiB of scratch memory. Under 1 MiB
+// the build fails naming the node and the limit; at 32 MiB it builds and matches the CPU.
+TEST(GpuEngine, WorkspaceLimitBoundsTheChosenKernels) {
+  Builder b(Logger());
+  auto net = MakeNetwork(b);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cuda");
+  cfg->clearFlag(BuilderFlag::kTF32);
+  cfg->setMemoryPoolLimit("workspace", size_t{1} << 20);
+  OptimizationProfile p;
+  for (auto sel : {ProfileSelector::kMin, ProfileSelector::kOpt, ProfileSelector::kMax})
+    ASSERT_TRUE(p.setDimensions("x", sel, {4, 3, 9, 9}).ok());
+  ASSERT_TRUE(cfg->addOptimizationProfile(p).ok());
+  auto bytes = b.buildSerializedNetwork(*net, *cfg);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("node 'fc'"), std::string::npos) << bytes.status().message();
+  EXPECT_NE(bytes.status().message().find("WORKSPACE limit of 1.00 MiB"), std::string::npos) << bytes.status().message();
+
+  Built fits = Build("cuda", false, false, "", 8, size_t{32} << 20);
+  ASSERT_TRUE(fits.engine);
+  Built cpu = Build("cpu", false, false);
+  ASSERT_TRUE(cpu.engine);
+  auto ctx = fits.engine->createExecutionContext();
+  ASSERT_TRUE(ctx.ok());
+  Io io = MakeIo(8);
+  const auto x = RandomVec(4 * 3 * 9 * 9, 11);
+  std::vector<float> y;
+  ASSERT_TRUE(RunGpu(**ctx, io, x, 4, nullptr, &y).ok());
+  ExpectClose(y, RunCpu(*cpu.engine, x, 4), 1e-4, 1e-5);
 }
 
 TEST(GpuEngine, EngineFileRoundTripKeepsTactics) {

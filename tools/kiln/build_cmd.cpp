@@ -133,11 +133,6 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
           v > 1e9)
         return Err(StatusCode::kInvalidArgument, "--memPoolSize: '{}' is not a size in MiB (a number from 0 to 1e9)",
                    mib);
-      if (pool == "workspace")
-        return Err(StatusCode::kUnsupported,
-                   "--memPoolSize=workspace is not applied yet: kiln's kernels take fixed scratch memory (32 MiB per "
-                   "cuBLASLt GEMM, what each cuDNN plan asks) and no tactic is chosen by it; drop it (activations "
-                   "is the pool kiln limits)");
       cfg->setMemoryPoolLimit(pool, static_cast<size_t>(v * 1024 * 1024));
     }
   }

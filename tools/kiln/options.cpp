@@ -41,8 +41,8 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_option("--outputIOFormats", o.output_io_formats, "Output formats, e.g. fp32:chw");
     app.add_option("--calib", o.calib, "INT8 calibration cache");
     app.add_option("--memPoolSize", o.mem_pool_size,
-                   "Memory pool limits in MiB: workspace:1024, activations:8192 (one context's activation memory; "
-                   "default: the device's)");
+                   "Memory pool limits in MiB: workspace:1024 (the most scratch memory a chosen GPU kernel may take "
+                   "at the tuning shapes), activations:8192 (one context's activation memory; default: the device's)");
     app.add_option("--maxTensorElements", o.max_tensor_elements,
                    "The most elements one tensor may hold at the largest shapes (default 2^35)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 62));

@@ -140,12 +140,18 @@ class CudaBackendImpl final : public Backend {
     }
     TuneOptions to;
     to.avg_timing = cfg.avgTimingIterations();
+    to.workspace_limit = cfg.getMemoryPoolLimit("workspace");
     to.allow_tf32 = tf32;
     to.cache = path.empty() ? nullptr : &cache;
     to.log = [&](const std::string& line) { logger.log(Severity::kVerbose, line.c_str()); };
     TuneReport tr;
     KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, SelectTactics(g, *tuned, candidates, to, &tr));
     for (const auto& f : tr.failures) logger.log(Severity::kVerbose, ("tactic failed: " + f).c_str());
+    if (tr.over_workspace > 0)
+      logger.log(Severity::kInfo, fmt::format("tactics: {} candidate(s) left out for needing more scratch memory than "
+                                              "the WORKSPACE limit of {:.2f} MiB",
+                                              tr.over_workspace, to.workspace_limit / 1048576.0)
+                                      .c_str());
     BuildReport& rep = r.report;
     rep.layers_timed = tr.timed;
     rep.timing_cache_hits = tr.cache_hits;

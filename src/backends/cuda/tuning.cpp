@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 
 #include "backends/cuda/cuda_check.h"
@@ -158,26 +159,61 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     bool shapes_known = true;
     for (const Value* v : tn.inputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
     for (const Value* v : tn.outputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
-    if (tactics.size() == 1 || !shapes_known) {
-      chosen.push_back(tactics.front());
+    // With a workspace limit: the candidates whose scratch memory at the tuning shapes fits it (each measured on
+    // a bench of the node), or an error naming what each needs.
+    std::vector<std::string> fitting = tactics;
+    std::optional<Bench> bench;
+    if (opts.workspace_limit > 0 && shapes_known) {
+      KILN_ASSIGN_OR_RETURN(Bench b, MakeBench(tn, spec, rng));
+      bench.emplace(std::move(b));
+      fitting.clear();
+      std::string needs;
+      for (const std::string& t : tactics) {
+        auto layer = CreateLayer(spec, t);
+        if (!layer.ok()) {
+          fitting.push_back(t);  // its error surfaces when it is timed (or chosen)
+          continue;
+        }
+        const size_t ws = (*layer)->WorkspaceBytes(bench->inputs, bench->outputs);
+        if (ws <= opts.workspace_limit) {
+          fitting.push_back(t);
+        } else {
+          ++rep.over_workspace;
+          needs += fmt::format("{}{} {:.2f} MiB", needs.empty() ? "" : ", ", t.size() > 40 ? t.substr(0, 40) + "..." : t,
+                               ws / 1048576.0);
+        }
+      }
+      if (fitting.empty())
+        return Err(StatusCode::kOutOfRange,
+                   "{}: every CUDA tactic needs more scratch memory than the WORKSPACE limit of {:.2f} MiB ({}); "
+                   "raise the limit (--memPoolSize=workspace:MiB, set_memory_pool_limit(WORKSPACE, bytes))",
+                   n.Where(), opts.workspace_limit / 1048576.0, needs);
+      if (!needs.empty() && opts.log)
+        opts.log(fmt::format("tactic {}: left out over the WORKSPACE limit: {}", n.Where(), needs));
+    }
+    if (fitting.size() == 1 || !shapes_known) {
+      chosen.push_back(fitting.front());
       continue;
     }
     const std::string sig = LayerSignature(spec);
     if (opts.cache) {
       if (const TimingEntry* e = opts.cache->Find(sig);
-          e && std::find(tactics.begin(), tactics.end(), e->tactic) != tactics.end()) {
+          e && std::find(fitting.begin(), fitting.end(), e->tactic) != fitting.end()) {
         chosen.push_back(e->tactic);
         ++rep.cache_hits;
         continue;
       }
     }
-    KILN_ASSIGN_OR_RETURN(Bench bench, MakeBench(tn, spec, rng));
+    if (!bench) {
+      KILN_ASSIGN_OR_RETURN(Bench b, MakeBench(tn, spec, rng));
+      bench.emplace(std::move(b));
+    }
     std::string best;
     double best_ms = 0;
     std::string line;
-    for (const std::string& t : tactics) {
+    for (const std::string& t : fitting) {
       auto layer = CreateLayer(spec, t);
-      Result<double> ms = layer.ok() ? TimeLayer(**layer, bench, stream.get(), handles, std::max(1, opts.avg_timing) + 1,
+      Result<double> ms = layer.ok() ? TimeLayer(**layer, *bench, stream.get(), handles, std::max(1, opts.avg_timing) + 1,
                                                  best.empty() ? 0.0 : best_ms)
                                      : Result<double>(layer.status());
       ++rep.candidates;
@@ -200,10 +236,13 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     }
     if (best.empty())
       return Err(StatusCode::kUnsupported, "{}: none of its {} CUDA tactics ran at the tuning shapes (first error: {})",
-                 n.Where(), tactics.size(), rep.failures.empty() ? "?" : rep.failures.back());
+                 n.Where(), fitting.size(), rep.failures.empty() ? "?" : rep.failures.back());
     ++rep.timed;
-    if (opts.log) opts.log(fmt::format("tactic {}: {} (of {}:{})", n.Where(), best, tactics.size(), line));
-    if (opts.cache) opts.cache->Put(sig, TimingEntry{best, best_ms, static_cast<int>(tactics.size())});
+    if (opts.log) opts.log(fmt::format("tactic {}: {} (of {}:{})", n.Where(), best, fitting.size(), line));
+    // A choice among fewer candidates than the node has (the workspace limit left some out) is not cached: a
+    // build without the limit would reuse it.
+    if (opts.cache && fitting.size() == tactics.size())
+      opts.cache->Put(sig, TimingEntry{best, best_ms, static_cast<int>(tactics.size())});
     chosen.push_back(best);
   }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

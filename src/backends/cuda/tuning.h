@@ -16,6 +16,9 @@ struct TuneOptions {
   int avg_timing = 8;        // timed runs per candidate (--avgTiming); the median is kept
   bool allow_tf32 = true;
   TimingCache* cache = nullptr;
+  // The WORKSPACE memory pool (bytes; 0: no limit): a candidate whose scratch memory at the tuning shapes exceeds it
+  // is not chosen, and a node none of whose candidates fits fails the build naming what each needs.
+  size_t workspace_limit = 0;
   std::function<void(const std::string&)> log;  // verbose lines (one per timed layer)
 };
 
@@ -26,6 +29,7 @@ struct TuneReport {
   int candidates = 0;      // candidates timed in all
   double seconds = 0;      // time spent timing
   std::vector<std::string> failures;  // the node's name and the candidate's error, for candidates that failed
+  int over_workspace = 0;  // candidates left out for needing more scratch memory than TuneOptions::workspace_limit
 };
 
 // The candidate tactics of every node of `g` at the tuning shapes (`tuned` is g inferred at those shapes, node
