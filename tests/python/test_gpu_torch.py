@@ -17,9 +17,9 @@ if kiln.default_backend() != "cuda":
     pytest.skip("kiln finds no GPU", allow_module_level=True)
 
 
-def export(module, example, path):
-    torch.onnx.export(module.eval(), (example,), str(path), input_names=["x"], output_names=["y"], opset_version=17,
-                      dynamo=False)
+def export(module, example, path, dynamo=False):
+    torch.onnx.export(module.eval(), (example,), str(path), input_names=["x"], output_names=["y"],
+                      opset_version=18 if dynamo else 17, dynamo=dynamo)
     return str(path)
 
 
@@ -31,17 +31,35 @@ def small_cnn():
         torch.nn.Flatten(), torch.nn.Linear(32, 10))
 
 
+class Block(torch.nn.Module):
+    """A pre-norm transformer block: LayerNorm, 4-head attention (SDPA), LayerNorm, GELU MLP, residuals."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.proj(a)
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
 def small_transformer():
     torch.manual_seed(0)
-    return torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True,
-                                            dropout=0.0)
+    return Block()
 
 
-@pytest.mark.parametrize("make,shape", [(small_cnn, (4, 3, 32, 32)), (small_transformer, (2, 16, 64))])
-def test_compile_with_cuda_tensors_matches_eager_without_host_copies(tmp_path, make, shape):
+@pytest.mark.parametrize("make,shape,dynamo", [(small_cnn, (4, 3, 32, 32), False), (small_transformer, (2, 16, 64), False),
+                                               (small_transformer, (2, 16, 64), True)])
+def test_compile_with_cuda_tensors_matches_eager_without_host_copies(tmp_path, make, shape, dynamo):
     m = make().cuda().eval()
     x = torch.randn(*shape, device="cuda")
-    engine = kiln.compile(export(m, x, tmp_path / "m.onnx"), tf32=False)
+    engine = kiln.compile(export(m, x, tmp_path / "m.onnx", dynamo), tf32=False)
     assert engine.backend == "cuda"
     y = engine(x)  # first call: plans launches
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
