@@ -3,6 +3,7 @@
 //   kiln --loadEngine=e [trtexec flags]                           time inference of an engine
 //   kiln build|run|bench|inspect [flags] [--json=report.json]     the same jobs as subcommands
 //   kiln plugin new NAME [--domain D] | kiln plugin list             plugin projects and registered plugins
+//   kiln convert|optimize|benchmark ..., kiln calibrate --model ...    the documents' workflow commands (workflow.h)
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "commands.h"
 #include "kiln/error.h"
 #include "plugin_cmd.h"
+#include "workflow.h"
 
 namespace kiln::cli {
 namespace {
@@ -56,6 +58,17 @@ Result<std::unique_ptr<Engine>> GetEngine(const Options& o, ILogger& logger, nlo
 
 int Main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "plugin") == 0) return PluginCommand(argc, argv);
+  // The workflow commands (workflow.h) run as the kiln command they stand for, then print the report.
+  auto wf = TranslateWorkflow(std::vector<std::string>(argv, argv + argc));
+  if (!wf.ok()) return Fail(wf.status());
+  std::vector<std::string> wf_args;
+  std::vector<char*> wf_argv;
+  if (*wf) {
+    wf_args = (*wf)->args;
+    for (auto& a : wf_args) wf_argv.push_back(a.data());
+    argc = static_cast<int>(wf_argv.size());
+    argv = wf_argv.data();
+  }
   Mode mode = Mode::kTrtexec;
   int first = 1;
   if (argc > 1) {
@@ -77,7 +90,8 @@ int Main(int argc, char** argv) {
   }
   CLI::App app{mode == Mode::kTrtexec
                    ? "kiln: an ONNX inference optimizer and runtime.\n  kiln --onnx=model.onnx [--saveEngine=e] [flags]\n"
-                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|calibrate|plugin --help"
+                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|calibrate|plugin --help\n"
+                     "  kiln convert --input M --output E | optimize --model M --precision P | benchmark --engine E"
                    : std::string("kiln ") + argv[1]};
   app.name(mode == Mode::kTrtexec ? "kiln" : std::string("kiln ") + argv[1]);
   AddOptions(app, o, mode);
@@ -147,6 +161,10 @@ int Main(int argc, char** argv) {
     }
   }
   if (!st.ok()) return Fail(st);
+  if (*wf) {
+    report["operation"] = (*wf)->name;
+    std::printf("%s\n", report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  }
   if (!o.json.empty()) {
     st = WriteJsonFile(o.json, report);
     if (!st.ok()) return Fail(st);
