@@ -4,6 +4,7 @@ find_package(Protobuf REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json REQUIRED)
+find_package(yaml-cpp REQUIRED)  # build config files (kiln build --config)
 find_package(CLI11 CONFIG REQUIRED)
 # .npz archives (kiln calibrate's data): libzip.
 find_package(PkgConfig REQUIRED)

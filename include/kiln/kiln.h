@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kiln/backend.h"
+#include "kiln/build_config_file.h"
 #include "kiln/builder.h"
 #include "kiln/calibrator.h"
 #include "kiln/logger.h"

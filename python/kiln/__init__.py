@@ -17,6 +17,7 @@ from ._builder import (Builder, BuilderFlag, CalibrationAlgoType, IBuilderConfig
 from ._calibrator import (IInt8Calibrator, IInt8EntropyCalibrator, IInt8EntropyCalibrator2, IInt8LegacyCalibrator,
                           IInt8MinMaxCalibrator, IInt8PercentileCalibrator)
 from ._compile import Engine, compile, load
+from ._config import BuildConfig
 from ._network import (ErrorCode, ILayer, INetworkDefinition, ITensor, NetworkDefinitionCreationFlag, OnnxParser,
                        ParserError)
 from ._runtime import (EngineInspector, ICudaEngine, IExecutionContext, IProfiler, LayerInformationFormat,
@@ -26,7 +27,7 @@ from ._types import (DataType, Dims, KilnError, TensorIOMode, bfloat16, bool, fl
 
 __version__ = "0.1.0"
 __all__ = [
-    "Builder", "BuilderFlag", "CalibrationAlgoType", "DataType", "Dims", "Engine", "EngineInspector", "ErrorCode",
+    "BuildConfig", "Builder", "BuilderFlag", "CalibrationAlgoType", "DataType", "Dims", "Engine", "EngineInspector", "ErrorCode",
     "IBuilderConfig", "ICudaEngine", "IExecutionContext", "IHostMemory", "IInt8Calibrator",
     "IInt8EntropyCalibrator", "IInt8EntropyCalibrator2", "IInt8LegacyCalibrator", "IInt8MinMaxCalibrator",
     "IInt8PercentileCalibrator", "ILayer", "ILogger", "INetworkDefinition", "IOptimizationProfile", "IProfiler",

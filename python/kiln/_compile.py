@@ -86,7 +86,7 @@ def compile(model, *, fp16: bool = False, bf16: bool = False, int8: bool = False
             calibration_data: Optional[Iterable] = None, calibration_cache: Optional[str] = None,
             calibration_algorithm: str = "entropy", calibration_percentile: float = 99.99,
             timing_cache: Optional[str] = None, backend: Optional[str] = None, optimization_level: int = 3,
-            workspace: Optional[int] = None, strongly_typed: bool = False, logger=None) -> "Engine":
+            workspace: Optional[int] = None, strongly_typed: bool = False, logger=None, _config=None) -> "Engine":
     """Builds `model` (an ONNX path, its bytes, or an onnx.ModelProto) into an Engine.
 
     shapes fixes dynamic inputs' shapes (min = opt = max); min/opt/max_shapes give a range instead. int8 needs
@@ -117,6 +117,9 @@ def compile(model, *, fp16: bool = False, bf16: bool = False, int8: bool = False
     if workspace is not None:
         config.set_memory_pool_limit(MemoryPoolType.WORKSPACE, int(workspace))
     lo, mid, hi = _shape_map(min_shapes), _shape_map(opt_shapes), _shape_map(max_shapes)
+    if _config is not None and not (shapes or lo or mid or hi):  # a BuildConfig's shapes, by the model's inputs
+        names = [network.get_input(i).name for i in range(network.num_inputs)]
+        lo, mid, hi = (dict(m) for m in _config.resolve_shapes(names))
     if shapes:
         for k, v in _shape_map(shapes).items():
             lo.setdefault(k, v), mid.setdefault(k, v), hi.setdefault(k, v)

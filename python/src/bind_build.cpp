@@ -1,6 +1,8 @@
 // Bindings of the build side: NetworkDefinition, OnnxParser, OptimizationProfile, BuilderConfig, Builder and the
 // calibrator interface (include/kiln/network.h, builder.h, calibrator.h).
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -239,6 +241,49 @@ void BindBuild(nb::module_& m) {
           nb::keep_alive<1, 2>())
       .def("set_calibration_profile",
            [](BuilderConfig& c, const OptimizationProfile& p) { Check(c.setCalibrationProfile(p)); });
+
+  // Build config files (kiln/build_config_file.h): the same reader as `kiln build --config`.
+  nb::class_<BuildConfigFile>(m, "BuildConfigFile")
+      .def(nb::init<>())
+      .def_rw("onnx", &BuildConfigFile::onnx, nb::arg().none())
+      .def_rw("engine", &BuildConfigFile::engine, nb::arg().none())
+      .def_rw("fp16", &BuildConfigFile::fp16, nb::arg().none())
+      .def_rw("bf16", &BuildConfigFile::bf16, nb::arg().none())
+      .def_rw("int8", &BuildConfigFile::int8, nb::arg().none())
+      .def_rw("fp8", &BuildConfigFile::fp8, nb::arg().none())
+      .def_rw("best", &BuildConfigFile::best, nb::arg().none())
+      .def_rw("tf32", &BuildConfigFile::tf32, nb::arg().none())
+      .def_rw("strongly_typed", &BuildConfigFile::strongly_typed, nb::arg().none())
+      .def_rw("workspace_mb", &BuildConfigFile::workspace_mb, nb::arg().none())
+      .def_rw("activations_mb", &BuildConfigFile::activations_mb, nb::arg().none())
+      .def_rw("shapes", &BuildConfigFile::shapes)
+      .def_rw("min_shapes", &BuildConfigFile::min_shapes)
+      .def_rw("opt_shapes", &BuildConfigFile::opt_shapes)
+      .def_rw("max_shapes", &BuildConfigFile::max_shapes)
+      .def_rw("min_shape", &BuildConfigFile::min_shape, nb::arg().none())
+      .def_rw("opt_shape", &BuildConfigFile::opt_shape, nb::arg().none())
+      .def_rw("max_shape", &BuildConfigFile::max_shape, nb::arg().none())
+      .def_rw("max_batch_size", &BuildConfigFile::max_batch_size, nb::arg().none())
+      .def_rw("calibration_cache", &BuildConfigFile::calibration_cache, nb::arg().none())
+      .def_rw("calibration_data", &BuildConfigFile::calibration_data, nb::arg().none())
+      .def_rw("calibration_algorithm", &BuildConfigFile::calibration_algorithm, nb::arg().none())
+      .def_rw("timing_cache", &BuildConfigFile::timing_cache, nb::arg().none())
+      .def_rw("backend", &BuildConfigFile::backend, nb::arg().none())
+      .def_rw("builder_optimization_level", &BuildConfigFile::builder_optimization_level, nb::arg().none())
+      .def_rw("profiling_verbosity", &BuildConfigFile::profiling_verbosity, nb::arg().none())
+      .def_rw("avg_timing", &BuildConfigFile::avg_timing, nb::arg().none())
+      .def_rw("precision_constraints", &BuildConfigFile::precision_constraints, nb::arg().none())
+      .def_rw("layer_precisions", &BuildConfigFile::layer_precisions)
+      .def("resolve_shapes", [](const BuildConfigFile& c, const std::vector<std::string>& inputs) {
+        std::map<std::string, Dims> mn, op, mx;
+        Check(c.ResolveShapes(inputs, &mn, &op, &mx));
+        return std::make_tuple(mn, op, mx);
+      });
+  m.def("parse_build_config", [](const std::string& text, const std::string& source) {
+    return Take(ParseBuildConfig(text, source));
+  }, nb::arg("text"), nb::arg("source") = "config");
+  m.def("read_build_config", [](const std::string& path) { return Take(ReadBuildConfigFile(path)); }, nb::arg("path"));
+  m.def("write_build_config", &WriteBuildConfig, nb::arg("config"));
 
   nb::class_<Builder>(m, "Builder")
       .def(nb::init<ILogger&>(), nb::keep_alive<1, 2>())

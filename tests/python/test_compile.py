@@ -69,3 +69,30 @@ def test_bad_calls_raise_kiln_errors(mlp):
         kiln.compile(b"not a model")
     with pytest.raises(kiln.KilnError, match="min_shapes"):
         kiln.compile(model, min_shapes={"x": (1, 8)})
+
+
+def test_build_config_yaml_round_trip_and_compile(tmp_path, mlp, kiln_cli):
+    model, ref = mlp
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(model.SerializeToString())
+    text = (f"tensorrt:\n  onnx_path: {path}\n  engine_path: {tmp_path / 'py.engine'}\n  max_workspace_gb: 1\n"
+            "  min_shape: [1, 8]\n  opt_shape: [4, 8]\n  max_shape: [8, 8]\n  max_batch_size: 8\n  backend: cpu\n")
+    (tmp_path / "trt.yaml").write_text(text)
+    cfg = kiln.BuildConfig.from_yaml(str(tmp_path / "trt.yaml"))
+    assert cfg.onnx == str(path) and cfg.workspace_mb == 1024 and cfg.max_shape == [8, 8]
+    again = kiln.BuildConfig.from_yaml(cfg.to_yaml())  # kiln's own key names
+    assert again.to_yaml() == cfg.to_yaml() and "onnx:" in cfg.to_yaml()
+    engine = cfg.compile()
+    assert engine.inputs[0]["profile"] == [(1, 8), (4, 8), (8, 8)]
+    x = np.ones((3, 8), np.float32)
+    np.testing.assert_allclose(engine(x), ref(x), rtol=1e-4, atol=1e-4)
+    assert (tmp_path / "py.engine").exists()
+    # The same file through the command line builds an engine that runs the same.
+    import subprocess
+    subprocess.run([kiln_cli, "build", f"--config={tmp_path / 'trt.yaml'}", f"--saveEngine={tmp_path / 'cli.engine'}"],
+                   check=True, capture_output=True)
+    np.testing.assert_array_equal(kiln.load(tmp_path / "cli.engine")(x), engine(x))
+    with pytest.raises(kiln.KilnError, match="unknown key 'fp17'"):
+        kiln.BuildConfig.from_yaml("onnx: m.onnx\nfp17: true\n")
+    with pytest.raises(kiln.KilnError, match="no field"):
+        kiln.BuildConfig(fp17=True)

@@ -21,6 +21,13 @@ Result<OptimizationProfile> ProfileFromOptions(const Options& o, const NetworkDe
   KILN_ASSIGN_OR_RETURN(auto opts, ParseShapeList(o.opt_shapes, "--optShapes"));
   KILN_ASSIGN_OR_RETURN(auto maxs, ParseShapeList(o.max_shapes, "--maxShapes"));
   KILN_ASSIGN_OR_RETURN(auto fixed, ParseShapeList(o.shapes, "--shapes"));
+  // A --config file's shapes, where no shape flag was given (the flags replace them all).
+  if (o.config_file && mins.empty() && opts.empty() && maxs.empty() && fixed.empty()) {
+    std::vector<std::string> inputs;
+    for (int i = 0; i < net.getNbInputs(); ++i) inputs.push_back(net.getInputName(i));
+    Status st = o.config_file->ResolveShapes(inputs, &mins, &opts, &maxs);
+    if (!st.ok()) return st.WithContext(o.config);
+  }
   OptimizationProfile p;
   std::map<std::string, bool> names;
   for (auto* m : {&mins, &opts, &maxs, &fixed})

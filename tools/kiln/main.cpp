@@ -100,7 +100,8 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  Status st = CheckUnbuiltFlags(o, app);
+  Status st = o.config.empty() ? Status::Ok() : ApplyConfigFile(o, app);
+  if (st.ok()) st = CheckUnbuiltFlags(o, app);
   if (st.ok()) st = LoadPlugins(o);  // before any model is imported or engine loaded
   if (!st.ok()) return Fail(st);
   StderrLogger logger(o.verbose ? Severity::kVerbose : Severity::kWarning);

@@ -21,6 +21,8 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
   app.add_flag("--verbose", o.verbose, "Print the build log (passes and what they changed) and more");
   app.add_option("--json", o.json, "Write this command's report as JSON");
   if (build) {
+    app.add_option("--config", o.config,
+                   "A YAML build config (README: Build configs); flags given on the command line override it");
     app.add_option("--shapes", o.shapes, "Shapes for dynamic inputs: name:1x3x224x224[,...] (build: min=opt=max; run: the run shape)");
     app.add_option("--minShapes", o.min_shapes, "Optimization profile minimum shapes");
     app.add_option("--optShapes", o.opt_shapes, "Optimization profile opt shapes");
@@ -117,6 +119,47 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
   } else if (mode == Mode::kInspect) {
     app.add_flag("--dumpLayerInfo", o.dump_layer_info, "Print every layer");
   }
+}
+
+Status ApplyConfigFile(Options& o, const CLI::App& app) {
+  KILN_ASSIGN_OR_RETURN(BuildConfigFile c, ReadBuildConfigFile(o.config));
+  auto take = [&](const char* flag, auto& field, const auto& value) {
+    if (value && !Given(app, flag)) field = *value;
+  };
+  take("--onnx", o.onnx, c.onnx);
+  take("--saveEngine", o.save_engine, c.engine);
+  take("--fp16", o.fp16, c.fp16);
+  take("--bf16", o.bf16, c.bf16);
+  take("--int8", o.int8, c.int8);
+  take("--fp8", o.fp8, c.fp8);
+  take("--best", o.best, c.best);
+  take("--stronglyTyped", o.strongly_typed, c.strongly_typed);
+  if (c.tf32 && !Given(app, "--noTF32")) o.no_tf32 = !*c.tf32;
+  take("--calib", o.calib, c.calibration_cache);
+  take("--timingCacheFile", o.timing_cache_file, c.timing_cache);
+  take("--backend", o.backend, c.backend);
+  take("--builderOptimizationLevel", o.builder_optimization_level, c.builder_optimization_level);
+  take("--profilingVerbosity", o.profiling_verbosity, c.profiling_verbosity);
+  take("--avgTiming", o.avg_timing, c.avg_timing);
+  take("--precisionConstraints", o.precision_constraints, c.precision_constraints);
+  if (!c.layer_precisions.empty() && !Given(app, "--layerPrecisions")) {
+    o.layer_precisions.clear();
+    for (const auto& [layer, p] : c.layer_precisions)
+      o.layer_precisions += (o.layer_precisions.empty() ? "" : ",") + layer + ":" + p;
+  }
+  if ((c.workspace_mb || c.activations_mb) && !Given(app, "--memPoolSize")) {
+    o.mem_pool_size.clear();
+    if (c.workspace_mb) o.mem_pool_size = fmt::format("workspace:{}", *c.workspace_mb);
+    if (c.activations_mb)
+      o.mem_pool_size += fmt::format("{}activations:{}", o.mem_pool_size.empty() ? "" : ",", *c.activations_mb);
+  }
+  if (c.calibration_data || c.calibration_algorithm)
+    return Err(StatusCode::kInvalidArgument,
+               "{}: calibration_data and calibration_algorithm are for calibrating: run kiln calibrate --onnx=... "
+               "--data=... --calib=cache, then build with calibration_cache: cache",
+               o.config);
+  o.config_file = std::move(c);
+  return Status::Ok();
 }
 
 bool Given(const CLI::App& app, const char* flag) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ struct Options {
   std::vector<std::string> static_plugins, dynamic_plugins;
   // kiln's own.
   std::string json;  // write the command's report as JSON
+  std::string config;  // --config: a YAML build config (kiln/build_config_file.h); the flags given override it
+  std::optional<BuildConfigFile> config_file;  // its contents, read by ApplyConfigFile
   int64_t seed = 1;
   // kiln compare.
   double atol = 1e-3, rtol = 1e-3;
@@ -62,6 +65,9 @@ void AddOptions(CLI::App& app, Options& o, Mode mode);
 
 // Errors for flags whose feature is not built yet (each says so); Ok when every given flag is usable.
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app);
+// --config: reads the file into o.config_file and sets each option the file gives and the command line does not
+// (shapes are resolved against the model's inputs when the build parses it: ProfileFromOptions).
+Status ApplyConfigFile(Options& o, const CLI::App& app);
 // Whether `flag` was given on the command line.
 bool Given(const CLI::App& app, const char* flag);
 
