@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "kiln/backend.h"
 
 namespace kiln {
 namespace {
@@ -155,7 +156,7 @@ Result<BuildConfigFile> ParseBuildConfig(const std::string& yaml, const std::str
         KILN_ASSIGN_OR_RETURN(c.calibration_algorithm, r.OneOf(v, key, {"entropy", "minmax", "percentile"}));
       }
       else if (name == "timing_cache") { KILN_ASSIGN_OR_RETURN(c.timing_cache, r.Text(v, key)); }
-      else if (name == "backend") { KILN_ASSIGN_OR_RETURN(c.backend, r.OneOf(v, key, {"cpu", "cuda"})); }
+      else if (name == "backend") { KILN_ASSIGN_OR_RETURN(c.backend, r.OneOf(v, key, GetBackendNames())); }
       else if (name == "builder_optimization_level") {
         KILN_ASSIGN_OR_RETURN(int64_t level, r.Int(v, key, 0, 5));
         c.builder_optimization_level = static_cast<int>(level);
