@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/families.h"
 #include "ops/fused_ops.h"
+#include "ops/quantized_ops.h"
 
 namespace kiln {
 namespace {
@@ -217,7 +218,12 @@ Status AttentionShape(InferContext& ctx) {
   out.push_back(qsh[qsh.size() - 2]);
   out.push_back(vsh.back());
   KILN_RETURN_IF_ERROR(ApplyAttentionLayout(n, fused::kAttentionOutputLayout, &out));  // "BSHD": written as [.., Sq, H, dv]
-  ctx.set_output(0, t, out);
+  DataType out_t = t;
+  if (n.has_attr(quant_attrs::kQType)) {  // Y written quantized (plan/fold_quantized_casts.cpp)
+    KILN_ASSIGN_OR_RETURN(const quant_attrs::QuantizedCopy c, quant_attrs::ReadQuantizedCopy(n));
+    out_t = c.type;
+  }
+  ctx.set_output(0, out_t, out);
   return Status::Ok();
 }
 

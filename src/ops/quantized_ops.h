@@ -51,6 +51,9 @@ inline constexpr const char* kXWidened = "kiln_x_widened";
 // Y as written, in X's type, quantized as a widened QuantizeLinear does it,
 //   q = saturate(round_half_even(float(Y) / kiln_q_scale) + kiln_q_zero_point)   (NaN gives 0)
 // to kiln_q_type int8 or uint8, or float8e4m3fn(float(Y) / kiln_q_scale) saturated (zero point 0).
+// On a kiln.Attention the same attributes make output 0 itself quantized (plan/fold_quantized_casts.cpp folds the
+// QuantizeLinear that alone read it), with float(Y) * (1 / kiln_q_scale) in place of the division, as QMatMul's
+// epilogue scales its output.
 inline constexpr const char* kQScale = "kiln_q_scale";
 inline constexpr const char* kQZeroPoint = "kiln_q_zero_point";
 inline constexpr const char* kQType = "kiln_q_type";

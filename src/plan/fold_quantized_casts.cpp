@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -15,6 +16,28 @@ namespace {
 
 bool IsCastTo(const Node* n, DataType to) {
   return n && n->domain.empty() && n->op_type == "Cast" && n->geti("to", 0) == static_cast<int64_t>(to);
+}
+
+// A QuantizeLinear as the kernels' quantized outputs (kiln_q_*) take it: per tensor (a constant float32 scale, a
+// constant zero point or none), to int8, uint8 or float8e4m3fn (saturated, zero point 0); nullopt otherwise.
+std::optional<quant_attrs::QuantizedCopy> PerTensorQuantize(const Node& q) {
+  const Value* s = q.input(1);
+  const Value* z = q.input(2);
+  const Value* y = q.output(0);
+  if (!s || !s->is_const() || s->const_value->numel() != 1 || s->dtype != DataType::kFloat32 || !y)
+    return std::nullopt;
+  if (z && (!z->is_const() || z->const_value->numel() != 1)) return std::nullopt;
+  if (y->dtype != DataType::kInt8 && y->dtype != DataType::kUInt8 && y->dtype != DataType::kFloat8E4M3FN)
+    return std::nullopt;
+  if (y->dtype == DataType::kFloat8E4M3FN && (q.geti("saturate", 1) != 1 || (z && z->const_value->GetAsDouble(0) != 0)))
+    return std::nullopt;  // the kernels write float8 saturated, with zero point 0
+  if (q.geti("block_size", 0) != 0) return std::nullopt;
+  quant_attrs::QuantizedCopy c;
+  c.scale = static_cast<float>(s->const_value->GetAsDouble(0));
+  if (!(c.scale > 0) || !std::isfinite(c.scale)) return std::nullopt;
+  c.type = y->dtype;
+  c.zero_point = z && y->dtype != DataType::kFloat8E4M3FN ? z->const_value->GetAsInt(0) : 0;
+  return c;
 }
 
 }  // namespace
@@ -94,26 +117,55 @@ QuantizedCastFolds FoldQuantizedCasts(Graph& g, const std::function<bool(const N
         !takes_float16(*ln))
       continue;
     if (x->dtype != DataType::kFloat32 && q.geti(quant_attrs::kXWidened, 0) == 0) continue;  // ONNX's 16-bit rounding
-    const Value* s = q.input(1);
-    const Value* z = q.input(2);
+    const auto c = PerTensorQuantize(q);
+    if (!c) continue;
     Value* y = q.output(0);
-    if (!s || !s->is_const() || s->const_value->numel() != 1 || s->dtype != DataType::kFloat32 || !y) continue;
-    if (z && (!z->is_const() || z->const_value->numel() != 1)) continue;
-    if (y->dtype != DataType::kInt8 && y->dtype != DataType::kUInt8 && y->dtype != DataType::kFloat8E4M3FN) continue;
-    if (y->dtype == DataType::kFloat8E4M3FN && (q.geti("saturate", 1) != 1 || (z && z->const_value->GetAsDouble(0) != 0)))
-      continue;  // the kernels write float8 saturated, with zero point 0
-    if (q.geti("block_size", 0) != 0) continue;
-    const float scale = static_cast<float>(s->const_value->GetAsDouble(0));
-    if (!(scale > 0) || !std::isfinite(scale)) continue;
     ln->outputs.resize(4, nullptr);
     ln->outputs[3] = y;
     y->producer = ln;
-    ln->attrs[quant_attrs::kQScale] = Attribute::Float(scale);
-    ln->attrs[quant_attrs::kQZeroPoint] =
-        Attribute::Int(z && y->dtype != DataType::kFloat8E4M3FN ? z->const_value->GetAsInt(0) : 0);
-    ln->attrs[quant_attrs::kQType] = Attribute::Int(static_cast<int64_t>(y->dtype));
+    ln->attrs[quant_attrs::kQScale] = Attribute::Float(c->scale);
+    ln->attrs[quant_attrs::kQZeroPoint] = Attribute::Int(c->zero_point);
+    ln->attrs[quant_attrs::kQType] = Attribute::Int(static_cast<int64_t>(c->type));
     dead.insert(&q);
     ++r.norm_quantizes;
+  }
+  // A per-tensor QuantizeLinear that alone reads a kiln.Attention's Y (widened, or Y float32): the attention writes
+  // Y quantized instead, half the bytes of float16 (the float Y is not kept). Readers are counted afresh (the loop
+  // above rewired QuantizeLinears past their Casts), leaving out nodes already dropped and Casts nothing reads.
+  std::map<const Value*, std::vector<const Node*>> now;  // readers as the graph stands
+  for (const auto& n : g.nodes())
+    if (!dead.count(n.get()))
+      for (Value* v : n->inputs)
+        if (v) now[v].push_back(n.get());
+  auto unread_cast = [&](const Node* n) {  // a Cast a widened QuantizeLinear left behind
+    const Value* o = n->output(0);
+    return IsCastTo(n, DataType::kFloat32) && o && !o->is_graph_output && now[o].empty();
+  };
+  auto readers_of = [&](const Value* v) {
+    int c = 0;
+    for (const Node* n : now[v]) c += !unread_cast(n);
+    return c;
+  };
+  for (const auto& np : g.nodes()) {
+    Node& q = *np;
+    if (!q.domain.empty() || q.op_type != "QuantizeLinear" || dead.count(&q)) continue;
+    Value* x = q.input(0);
+    Node* at = x ? x->producer : nullptr;
+    if (!at || at->domain != "kiln" || at->op_type != "Attention" || at->output(0) != x ||
+        at->has_attr(quant_attrs::kQType) || x->is_graph_output || readers_of(x) != 1)
+      continue;
+    if (x->dtype != DataType::kFloat32 && q.geti(quant_attrs::kXWidened, 0) == 0) continue;  // ONNX's 16-bit rounding
+    const auto c = PerTensorQuantize(q);
+    if (!c) continue;
+    Value* y = q.output(0);
+    at->outputs[0] = y;
+    y->producer = at;
+    x->producer = nullptr;  // read by nothing now
+    at->attrs[quant_attrs::kQScale] = Attribute::Float(c->scale);
+    at->attrs[quant_attrs::kQZeroPoint] = Attribute::Int(c->zero_point);
+    at->attrs[quant_attrs::kQType] = Attribute::Int(static_cast<int64_t>(c->type));
+    dead.insert(&q);
+    ++r.attention_quantizes;
   }
   if (dead.empty() && r.quantize_inputs == 0) return r;  // (a folded residual comes with a folded output)
   auto casts = [&g] {

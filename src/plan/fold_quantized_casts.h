@@ -3,9 +3,10 @@
 // (kiln_y_type float16: the same rounding), and then a float32 residual that is a Cast of a float16 value is read as
 // float16 (exactly, as the Cast widened it). A QuantizeLinear whose X is such a Cast reads the 16-bit value, marked
 // as standing for its float32 widening, and a per-tensor one of a LayerNormalization's Y then becomes the
-// LayerNormalization's output 3 (the normalization writes each value quantized too). Results are bit-identical; the
-// casts' kernels and the float32 tensors' traffic go (BERT INT8 on an H200: six casts per encoder layer, about a
-// third of its time).
+// LayerNormalization's output 3 (the normalization writes each value quantized too), and one that alone reads a
+// kiln.Attention's Y makes the attention write Y quantized (scaled by the float reciprocal: a code may move one step
+// at a tie). Results are otherwise bit-identical; the casts' kernels and the float32 tensors' traffic go (BERT INT8
+// on an H200: six casts per encoder layer, about a third of its time).
 #pragma once
 
 #include <functional>
@@ -19,6 +20,7 @@ struct QuantizedCastFolds {
   int residuals = 0;  // residuals now read as float16
   int quantize_inputs = 0;  // QuantizeLinears now reading a 16-bit X (ops/quantized_ops.h: kXWidened)
   int norm_quantizes = 0;   // QuantizeLinears of a LayerNormalization's Y now its output 3 (kQScale)
+  int attention_quantizes = 0;  // QuantizeLinears of a kiln.Attention's Y it now writes itself (kQScale on it)
   int casts_removed = 0;
 };
 

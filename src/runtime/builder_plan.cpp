@@ -84,12 +84,13 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend,
   rep.layers_reduced_precision = pr.lowered;
   rep.layers_fp32 = pr.kept_fp32;
   rep.casts_inserted = std::max(0, pr.casts_inserted - folds.casts_removed);  // the model's own Casts may fold too
-  if (folds.casts_removed > 0 || folds.norm_quantizes > 0)
+  if (folds.casts_removed > 0 || folds.norm_quantizes > 0 || folds.attention_quantizes > 0)
     logger.log(Severity::kVerbose, fmt::format("precision: {} INT8 layer(s) write float16, {} read a float16 "
                                                "residual and {} QuantizeLinear(s) a 16-bit input, in place of {} "
-                                               "cast(s); {} LayerNormalization(s) quantize their output",
+                                               "cast(s); {} LayerNormalization(s) quantize their output, {} "
+                                               "attention(s) write theirs quantized",
                                                folds.outputs, folds.residuals, folds.quantize_inputs,
-                                               folds.casts_removed, folds.norm_quantizes)
+                                               folds.casts_removed, folds.norm_quantizes, folds.attention_quantizes)
                                        .c_str());
   if (po.low != DataType::kFloat32)
     logger.log(Severity::kInfo, fmt::format("precision: {} layer(s) in {}, {} in fp32, {} cast(s) inserted, {} "

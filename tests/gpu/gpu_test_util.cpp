@@ -38,6 +38,7 @@ OneNode& OneNode::Outputs(int n) { outputs_ = n; return *this; }
 OneNode& OneNode::ReferenceInFloat32() { ref_f32_ = true; return *this; }
 OneNode& OneNode::Tactic(std::string t) { tactic_ = std::move(t); return *this; }
 OneNode& OneNode::IntegersOneOff(double fraction) { one_off_fraction_ = fraction; return *this; }
+OneNode& OneNode::Float8ByValue() { f8_by_value_ = true; return *this; }
 OneNode& OneNode::NoTF32() { tf32_ = false; return *this; }
 OneNode& OneNode::Opset(int64_t opset) { opset_ = opset; return *this; }
 
@@ -92,10 +93,15 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
 }
 
 // Integers match exactly, but for up to `one_off_fraction` of them, which may differ by one step.
-::testing::AssertionResult Compare(const std::string& name, const Tensor& cpu, const Tensor& gpu_in, double atol,
-                                   double rtol, bool to_f32, double one_off_fraction) {
-  Tensor gpu = gpu_in;
+// Float8 outputs compare by code, or by value (decoded, as other floats) with `f8_by_value`.
+::testing::AssertionResult Compare(const std::string& name, const Tensor& cpu_in, const Tensor& gpu_in, double atol,
+                                   double rtol, bool to_f32, double one_off_fraction, bool f8_by_value) {
+  Tensor gpu = gpu_in, cpu = cpu_in;
   if (to_f32 && IsLowFloat(gpu.dtype())) gpu = CastTensor(gpu, DataType::kFloat32);
+  if (f8_by_value && cpu.dtype() == DataType::kFloat8E4M3FN && gpu.dtype() == cpu.dtype()) {
+    cpu = CastTensor(cpu, DataType::kFloat32);
+    gpu = CastTensor(gpu, DataType::kFloat32);
+  }
   if (gpu.dtype() != cpu.dtype())
     return ::testing::AssertionFailure() << name << ": GPU dtype " << DataTypeName(gpu.dtype()) << " vs CPU "
                                          << DataTypeName(cpu.dtype());
@@ -163,7 +169,8 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
   if (!gpu.ok()) return ::testing::AssertionFailure() << "GPU: " << gpu.status().ToString();
   for (int i = 0; i < outputs_; ++i) {
     const std::string name = "out" + std::to_string(i);
-    auto r = Compare(op_ + " " + name, cpu->at(name), gpu->at(name), atol, rtol, ref_f32_, one_off_fraction_);
+    auto r = Compare(op_ + " " + name, cpu->at(name), gpu->at(name), atol, rtol, ref_f32_, one_off_fraction_,
+                     f8_by_value_);
     if (!r) return r;
   }
   return ::testing::AssertionSuccess();

@@ -39,8 +39,10 @@ class OneNode {
   // Integer outputs may differ by one step in up to this fraction of elements (a transcendental function in the
   // GPU's float epilogue, erff say, is not bit-identical to the host's; its rare rounding ties land one step off).
   OneNode& IntegersOneOff(double fraction);
+  // Float8 outputs compared by value (decoded, with atol and rtol) instead of by code.
+  OneNode& Float8ByValue();
   // Runs both sides and compares every output: |gpu - cpu| <= atol + rtol * |cpu| (exact for integers and bool;
-  // NaN must match NaN). Shapes and dtypes must agree.
+  // float8 by code unless Float8ByValue; NaN must match NaN). Shapes and dtypes must agree.
   ::testing::AssertionResult MatchesCpu(double atol = 1e-5, double rtol = 1e-5);
 
  private:
@@ -52,6 +54,7 @@ class OneNode {
   int64_t opset_ = 21;
   bool ref_f32_ = false, tf32_ = true;
   double one_off_fraction_ = 0;
+  bool f8_by_value_ = false;
 };
 
 }  // namespace kiln::gputest

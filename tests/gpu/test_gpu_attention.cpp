@@ -42,6 +42,10 @@ struct Attn {
   bool keep_if_true = true, where_first = false, nan_to_zero = false;
   uint32_t seed = 1;
   std::string tactic = kSimt;
+  // kiln_q_*: the output written quantized (plan/fold_quantized_casts.cpp).
+  std::optional<DataType> q_out;
+  float q_scale = 0.01f;
+  int64_t q_zero_point = 0;
 
   ::testing::AssertionResult Check() const {
     OneNode n("Attention", "kiln");
@@ -66,6 +70,19 @@ struct Attn {
     }
     if (nan_to_zero) n.Attr("kiln_nan_to_zero", Attribute::Int(1));
     n.Tactic(tactic);
+    if (q_out) {
+      // The CPU computes in the storage type as the GPU does (Y rounded to it, then quantized); the kernels' sums
+      // and exponentials differ from the CPU's in the last bits, which moves a few codes by one step.
+      n.Attr("kiln_q_type", Attribute::Int(static_cast<int64_t>(*q_out)))
+          .Attr("kiln_q_scale", Attribute::Float(q_scale))
+          .Attr("kiln_q_zero_point", Attribute::Int(q_zero_point))
+          .IntegersOneOff(0.05);
+      // Float8 by value: near zero its codes resolve far finer than the kernels' agreement (about 1e-3 of Y for
+      // float16, 4e-3 for bfloat16); elsewhere within a step (1/8) and a half.
+      if (*q_out == DataType::kFloat8E4M3FN)
+        return n.Float8ByValue().MatchesCpu((dt == DataType::kBFloat16 ? 8e-3 : 2e-3) / q_scale, 0.19);
+      return n.MatchesCpu(0, 0);
+    }
     if (dt != DataType::kFloat32) n.ReferenceInFloat32();
     const double tol = dt == DataType::kFloat32 ? 1e-4 : 2e-2;
     return n.MatchesCpu(tol, tol);
@@ -549,7 +566,11 @@ TEST(GpuAttention, DISABLED_TimingBertBase) {
         cudaEvent_t e0, e1;
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
+        for (int qk : {-1, 0, 2}) {  // float16 out; int8; float8
+        p.q_kind = qk;
+        p.q_inv_scale = 100.f;
         for (int variant = 0; variant < 6; ++variant) {  // mma auto, w1, w2, w4, w8; simt
+          if (qk >= 0 && variant != 0 && variant != 4) continue;
           auto launch = [&] {
             return variant < 5 ? cuda::LaunchAttentionMma(p, kHalf, nullptr, variant == 0 ? 0 : 1 << (variant - 1))
                                : cuda::LaunchAttentionSimt(p, kHalf, nullptr);
@@ -567,12 +588,33 @@ TEST(GpuAttention, DISABLED_TimingBertBase) {
             ms = std::min(ms, rep_ms);
           }
           const char* names[] = {"mma(auto)", "mma.w1", "mma.w2", "mma.w4", "mma.w8", "simt"};
-          std::printf("attention B=%lld H=12 S=128 D=64 fp16 %s %-7s %-9s %8.2f us\n", static_cast<long long>(b),
+          std::printf("attention B=%lld H=12 S=128 D=64 fp16 q%d %s %-7s %-9s %8.2f us\n", static_cast<long long>(b), qk,
                       bshd ? "BSHD" : "BHSD", with_mask ? "mask" : "no-mask", names[variant], 1000.f * ms / iters);
+        }
         }
         cudaEventDestroy(e0);
         cudaEventDestroy(e1);
         for (void* x : {q, k, v, o, mask}) cudaFree(x);
+      }
+}
+
+// The output written quantized (int8 with a zero point, uint8, float8e4m3fn) by both kernels: BERT's layout
+// (BSHD output), a row count that fills no block, float16 and bfloat16.
+TEST(GpuAttention, QuantizedOutput) {
+  for (const char* tactic : {kMma, kSimt})
+    for (DataType dt : kLowFloats)
+      for (DataType qt : {DataType::kInt8, DataType::kUInt8, DataType::kFloat8E4M3FN}) {
+        Attn a;
+        a.dt = dt;
+        a.tactic = tactic;
+        a.q_bshd = a.k_bshd = a.v_bshd = a.out_bshd = true;
+        a.q = a.k = a.v = {2, 4, 37, 64};
+        a.q_out = qt;
+        a.q_zero_point = qt == DataType::kInt8 ? -5 : qt == DataType::kUInt8 ? 120 : 0;
+        a.q_scale = 0.01f;
+        a.seed = 71;
+        SCOPED_TRACE(Name(a) + " -> " + DataTypeName(qt));
+        EXPECT_TRUE(a.Check());
       }
 }
 

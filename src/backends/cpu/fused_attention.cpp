@@ -1,4 +1,5 @@
-// CPU kernel of kiln.Attention (created by recognize-attention; see shape/fused_ops.h):
+// CPU kernel of kiln.Attention (created by recognize-attention; see shape/fused_ops.h; with kiln_q_* its output is
+// written quantized, times the scale's float reciprocal: ops/quantized_ops.h):
 //   Y[b, i, :] = sum_j softmax_j(scale * Q[b,i,:] . K[b,j,:]  (+ mask[b,i,j])  (keep[b,i,j] ? . : fill)) V[b,j,:]
 // One query row at a time (threaded over batch x rows): the scores row lives in a small scratch buffer and is
 // never written to memory. Accumulation in float; float16/bfloat16 inputs are converted to float first.
@@ -11,6 +12,7 @@
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
 #include "backends/cpu/gemm_blas.h"
+#include "backends/cpu/quantized_copy.h"
 #include "ops/fused_ops.h"
 
 namespace kiln::cpu {
@@ -159,9 +161,12 @@ Status AttentionKernel(KernelContext& ctx) {
     return Err(StatusCode::kInvalidArgument, "{}: kiln_out_layout = BSHD needs an output of rank >= 3, not {}",
                n.Where(), ShapeToString(out_shape));
   const std::vector<int64_t> y_shape = out_bshd ? SwapHeadAxes(out_shape) : out_shape;  // physical
-  Tensor& y = ctx.out(0);
+  // kiln_q_* (plan/fold_quantized_casts.cpp): output 0 is Y as written in Q's type, quantized per tensor.
+  const bool quantized = n.has_attr(quant_attrs::kQType);
+  Tensor y_float;
+  Tensor& y = quantized ? y_float : ctx.out(0);
   if (!y.defined() || y.shape() != y_shape || y.dtype() != q.dtype()) y = Tensor(q.dtype(), y_shape);
-  if (y.numel() == 0) return Status::Ok();
+  if (y.numel() == 0) return quantized ? WriteQuantizedCopy(ctx, 0, y, true) : Status::Ok();
   for (const Tensor* m : {mask, keep}) {
     if (!m) continue;
     std::vector<int64_t> scores = batch;
@@ -258,7 +263,7 @@ Status AttentionKernel(KernelContext& ctx) {
   }, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, sk * (d + dv))));
   if (out_bshd) ys = SwapHeadAxes(ys.data(), out_shape);  // logical -> the BSHD output
   if (!direct) FromFloatBuffer(ys.data(), y);
-  return Status::Ok();
+  return quantized ? WriteQuantizedCopy(ctx, 0, y, true) : Status::Ok();
 }
 
 }  // namespace

@@ -129,7 +129,6 @@ __global__ void __launch_bounds__(kSimtThreads) AttentionSimtKernel(const Attent
     }
   }
 
-  T* Y = static_cast<T*>(p.out) + off.out;
 #pragma unroll
   for (int i = 0; i < kSimtRowsPerWarp; ++i) {
     const int64_t row = row0 + warp * kSimtRowsPerWarp + i;
@@ -137,7 +136,8 @@ __global__ void __launch_bounds__(kSimtThreads) AttentionSimtKernel(const Attent
 #pragma unroll
     for (int c = 0; c < NV; ++c) {
       const int t = lane + 32 * c;
-      if (t < dv) Y[row * p.out_row_stride + t] = FromF32<T>(attn::FinishOutput(p, o[i][c], m[i], l[i]));
+      if (t < dv)
+        attn::StoreOut<T>(p, p.out, off.out + row * p.out_row_stride + t, attn::FinishOutput(p, o[i][c], m[i], l[i]));
     }
   }
 }

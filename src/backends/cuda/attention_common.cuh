@@ -59,4 +59,23 @@ __device__ __forceinline__ float FinishOutput(const AttentionParams& p, float ac
 // The max used for exp(s - max): 0 while every score so far is -inf (so exp gives 0, not NaN).
 __device__ __forceinline__ float UsableMax(float m) { return m == -INFINITY ? 0.f : m; }
 
+// The byte of a quantized output (AttentionParams::q_kind): v times the reciprocal scale, then as QuantizedBits
+// (kernel_util.cuh) but for the division, which made the epilogue cost half the kernel (BERT-base shape: 14.5 ->
+// 22.1 us with an IEEE division per element, on an H200).
+__device__ __forceinline__ uint32_t QuantizedOutBits(float v, const AttentionParams& p) {
+  const float x = v * p.q_inv_scale;
+  if (p.q_kind == 2) return static_cast<uint32_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+  const float r = rintf(x) + static_cast<float>(p.q_zero_point);
+  const float c = isnan(r) ? 0.f : fminf(p.q_kind == 1 ? 255.f : 127.f, fmaxf(p.q_kind == 1 ? 0.f : -128.f, r));
+  return static_cast<uint32_t>(static_cast<int32_t>(c)) & 0xffu;
+}
+
+// Output element `idx` (in elements from `base`): y in T, or its quantized byte when p.q_kind >= 0.
+template <typename T>
+__device__ __forceinline__ void StoreOut(const AttentionParams& p, void* base, int64_t idx, float y) {
+  const T t = FromF32<T>(y);
+  if (p.q_kind >= 0) static_cast<uint8_t*>(base)[idx] = static_cast<uint8_t>(QuantizedOutBits(ToF32(t), p));
+  else static_cast<T*>(base)[idx] = t;
+}
+
 }  // namespace kiln::cuda::attn

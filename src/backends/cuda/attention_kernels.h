@@ -46,6 +46,14 @@ struct AttentionParams {
   int keep_if_true = 1;   // keep where keep != 0 (else where keep == 0)
   int where_first = 0;    // apply the keep mask before the additive mask
   int nan_to_zero = 0;    // fully masked rows give 0 instead of NaN
+
+  // A quantized output (kiln_q_*, ops/quantized_ops.h): `out` holds one byte per element, each value rounded to the
+  // storage type as it would be written, times q_inv_scale (the float reciprocal of the scale, as the CPU takes it),
+  // rounded half to even plus the zero point and saturated (int8, uint8), or converted saturating (float8e4m3fn).
+  // -1: none; 0 int8, 1 uint8, 2 float8e4m3fn.
+  int q_kind = -1;
+  float q_inv_scale = 1.f;
+  int q_zero_point = 0;
 };
 
 // Raises the dynamic shared memory limit of the SIMT kernels (needed for head sizes above 128). Call once per

@@ -9,6 +9,7 @@
 // the layouts kiln_{q,k,v,out}_layout = "BSHD" (the tensor's axes -3 and -2 swapped: [B, S, H, D] for the
 // logical [B, H, S, D]), so the head split and merge Transposes cost no copy, and "BS3HD" for Q, K and V (one
 // packed tensor [B, S, 3, H, D] from a single QKV GEMM: part 0, 1 or 2 of it, read through strides and an offset).
+// With kiln_q_* (plan/fold_quantized_casts.cpp) both kernels write the output quantized, one byte per element.
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/families.h"
 #include "core/error.h"
+#include "ops/quantized_ops.h"
 
 namespace kiln::cuda {
 namespace {
@@ -28,6 +30,9 @@ struct AttentionAttrs {
   bool k_transposed = false, keep_if_true = true, where_first = false, nan_to_zero = false;
   bool q_bshd = false, k_bshd = false, v_bshd = false, out_bshd = false;  // kiln_*_layout == "BSHD" or "BS3HD"
   bool q_packed = false, k_packed = false, v_packed = false;              // kiln_*_layout == "BS3HD"
+  // kiln_q_* (ops/quantized_ops.h): the output written quantized.
+  bool quantized = false;
+  quant_attrs::QuantizedCopy q;
 };
 
 // Whether the layout is BSHD (or BS3HD, which sets *packed; inputs only).
@@ -59,6 +64,10 @@ Result<AttentionAttrs> ReadAttrs(const Node& n) {
   if (a.k_packed && a.k_transposed)
     return Err(StatusCode::kInvalidModel, "{}: a packed (BS3HD) K cannot be transposed", n.Where());
   KILN_ASSIGN_OR_RETURN(a.out_bshd, ReadLayout(n, "kiln_out_layout"));
+  if (n.has_attr(quant_attrs::kQType)) {
+    KILN_ASSIGN_OR_RETURN(a.q, quant_attrs::ReadQuantizedCopy(n));
+    a.quantized = true;
+  }
   return a;
 }
 
@@ -168,7 +177,8 @@ class AttentionLayer : public Layer {
     const DeviceTensor* mask = in.size() > 3 && in[3].present() ? &in[3] : nullptr;
     const DeviceTensor* keep = in.size() > 4 && in[4].present() ? &in[4] : nullptr;
     const DataType t = q.dtype;
-    if (!IsAttentionFloat(t) || k.dtype != t || v.dtype != t || (mask && mask->dtype != t) || out[0].dtype != t)
+    const DataType out_t = attrs_.quantized ? attrs_.q.type : t;
+    if (!IsAttentionFloat(t) || k.dtype != t || v.dtype != t || (mask && mask->dtype != t) || out[0].dtype != out_t)
       return Err(StatusCode::kUnsupported,
                  "{}: the CUDA Attention needs Q, K, V, the additive mask and the output of one type among float32, "
                  "float16, bfloat16 (got Q {}, K {}, V {}, output {})",
@@ -248,6 +258,11 @@ class AttentionLayer : public Layer {
     p->mask = mask ? mask->data : nullptr;
     p->keep = keep ? static_cast<const uint8_t*>(keep->data) : nullptr;
     p->out = out[0].data;
+    if (attrs_.quantized) {
+      p->q_kind = attrs_.q.type == DataType::kFloat8E4M3FN ? 2 : attrs_.q.type == DataType::kUInt8 ? 1 : 0;
+      p->q_inv_scale = 1.f / attrs_.q.scale;  // the CPU's float reciprocal (cpu/fused_attention.cpp)
+      p->q_zero_point = static_cast<int>(attrs_.q.zero_point);
+    }
     p->nbd = static_cast<int>(batch.size());
     p->batch = 1;
     for (size_t i = 0; i < batch.size(); ++i) {

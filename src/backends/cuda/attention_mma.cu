@@ -33,6 +33,7 @@ constexpr int kVecQV = 1;   // Q and V rows are 16-byte aligned: cp.async
 constexpr int kVecK = 2;    // K rows likewise (and K's head dim contiguous)
 constexpr int kVecOut = 4;  // output pairs are 4-byte aligned
 constexpr int kVecOut16 = 8;  // output rows are 16-byte aligned
+constexpr int kVecOutQ16 = 16;  // a quantized (one byte per element) output's rows are 16-byte aligned
 
 template <typename T>
 struct MmaOp;
@@ -462,6 +463,43 @@ __global__ void __launch_bounds__(NW * 32, MmaMinBlocks<D, NW, MODE>())
     special[h] = sk == 0 || p.nan_to_zero ? 0.f : NAN;
     inv[h] = 1.f / l[h];
   }
+  if (p.q_kind >= 0) {
+    // A quantized output: each value rounded to T as written, then quantized to one byte (attn::StoreOut's rule),
+    // into this warp's rows of q_s (bytes, pitch 2 * kPitch), then out in 16-byte row segments where aligned.
+    __syncwarp();
+    constexpr int kBytePitch = 2 * kPitch;
+    uint8_t* wb = reinterpret_cast<uint8_t*>(q_s + warp * 16 * kPitch);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt) {
+        const float y0 = is_special[h] ? special[h] : o[nt][2 * h] * inv[h];
+        const float y1 = is_special[h] ? special[h] : o[nt][2 * h + 1] * inv[h];
+        const uint32_t b0 = attn::QuantizedOutBits(ToF32(FromF32<T>(y0)), p);
+        const uint32_t b1 = attn::QuantizedOutBits(ToF32(FromF32<T>(y1)), p);
+        *reinterpret_cast<uint16_t*>(wb + (g + 8 * h) * kBytePitch + nt * 8 + c2) = static_cast<uint16_t>(b0 | (b1 << 8));
+      }
+    __syncwarp();
+    uint8_t* Yq = static_cast<uint8_t*>(p.out) + off.out;
+    const int64_t wrow0 = row0 + warp * 16;
+    const int64_t rows = p.sq - wrow0 < 16 ? p.sq - wrow0 : 16;
+    if ((flags & kVecOutQ16) != 0) {
+      constexpr int kChunks = D / 16;
+#pragma unroll
+      for (int idx = lane; idx < 16 * kChunks; idx += 32) {
+        const int r = idx / kChunks, ch = idx - (idx / kChunks) * kChunks;
+        if (r < rows)
+          *reinterpret_cast<uint4*>(Yq + (wrow0 + r) * p.out_row_stride + ch * 16) =
+              *reinterpret_cast<const uint4*>(wb + r * kBytePitch + ch * 16);
+      }
+    } else {
+      for (int idx = lane; idx < 16 * D; idx += 32) {
+        const int r = idx / D, t = idx - (idx / D) * D;
+        if (r < rows) Yq[(wrow0 + r) * p.out_row_stride + t] = wb[r * kBytePitch + t];
+      }
+    }
+    return;
+  }
   T* Y = static_cast<T*>(p.out) + off.out;
   if ((flags & kVecOut16) != 0) {
     // Through this warp's rows of q_s (only this warp read them): 16-byte stores of whole row segments. Other
@@ -627,8 +665,10 @@ cudaError_t LaunchAttentionMma(const AttentionParams& p, int dtype, cudaStream_t
   }
   bool vec_out16 = Aligned(p.out, 16) && p.out_row_stride % 8 == 0;
   for (int i = 0; i < p.nbd; ++i) vec_out16 = vec_out16 && p.out_bstride[i] % 8 == 0;
-  const int flags =
-      (vec_qv ? kVecQV : 0) | (vec_k ? kVecK : 0) | (vec_out ? kVecOut : 0) | (vec_out16 ? kVecOut16 : 0);
+  bool vec_outq16 = Aligned(p.out, 16) && p.out_row_stride % 16 == 0;
+  for (int i = 0; i < p.nbd; ++i) vec_outq16 = vec_outq16 && p.out_bstride[i] % 16 == 0;
+  const int flags = (vec_qv ? kVecQV : 0) | (vec_k ? kVecK : 0) | (vec_out ? kVecOut : 0) |
+                    (vec_out16 ? kVecOut16 : 0) | (vec_outq16 ? kVecOutQ16 : 0);
   // Masks constant over the query rows (or none) are applied per key from shared memory.
   const bool key_mask = (p.mask == nullptr || p.mask_row == 0) && (p.keep == nullptr || p.keep_row == 0);
   if (warps == 0) {
