@@ -279,3 +279,14 @@ def test_network_built_in_code():
     np.testing.assert_array_equal(bufs.read()["y"], 2 * np.arange(6, dtype=np.float32).reshape(2, 3))
     with pytest.raises(trt.KilnError, match="NoSuchOp"):
         network.add_op("NoSuchOp", "bad", ["y"], ["z"])
+
+
+def test_package_is_typed():
+    import os
+    here = os.path.dirname(trt.__file__)
+    assert os.path.exists(os.path.join(here, "py.typed"))
+    stub = os.path.join(here, "_kiln.pyi")
+    assert os.path.exists(stub), "the extension's stubs (nanobind stubgen) are built with it"
+    text = open(stub).read()
+    for name in ("class NetworkDefinition", "class ExecutionContext", "def set_input_shape", "class BuildConfigFile"):
+        assert name in text, name
