@@ -79,3 +79,25 @@ def test_config_errors_name_the_key(kiln, tmp_path):
             assert w in p.stderr, (text, p.stderr)
     p = _kiln(kiln, "build", f"--config={tmp_path / 'missing.yaml'}")
     assert p.returncode != 0 and "missing.yaml" in p.stderr
+
+
+def test_calibrate_from_a_config(kiln, tmp_path):
+    model = _model(tmp_path / "m.onnx")
+    (tmp_path / "calib").mkdir()
+    np.save(tmp_path / "calib" / "b0.npy", np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32))
+    (tmp_path / "c.yaml").write_text(
+        f"onnx: {model}\nbackend: cpu\ncalibration_data: {tmp_path / 'calib'}\ncalibration_algorithm: minmax\n"
+        f"calibration_cache: {tmp_path / 'c.cache'}\n")
+    p = _kiln(kiln, "calibrate", f"--config={tmp_path / 'c.yaml'}")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "c.cache").read_text().startswith("TRT-") and "MinMax" in (tmp_path / "c.cache").read_text()
+    flags = _kiln(kiln, "calibrate", f"--onnx={model}", "--backend=cpu", f"--data={tmp_path / 'calib'}", "--algo=minmax",
+                  f"--calib={tmp_path / 'flags.cache'}")
+    assert flags.returncode == 0, flags.stderr
+    assert (tmp_path / "flags.cache").read_bytes() == (tmp_path / "c.cache").read_bytes()
+    # The build refuses calibration_data (it calibrates no data); calibrate without data says what it needs.
+    p = _kiln(kiln, "build", f"--config={tmp_path / 'c.yaml'}")
+    assert p.returncode != 0 and "kiln calibrate" in p.stderr
+    (tmp_path / "nodata.yaml").write_text(f"onnx: {model}\nbackend: cpu\n")
+    p = _kiln(kiln, "calibrate", f"--config={tmp_path / 'nodata.yaml'}", f"--calib={tmp_path / 'x.cache'}")
+    assert p.returncode != 0 and "--data" in p.stderr

@@ -100,7 +100,10 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  Status st = o.config.empty() ? Status::Ok() : ApplyConfigFile(o, app);
+  Status st = o.config.empty() ? Status::Ok() : ApplyConfigFile(o, app, mode == Mode::kCalibrate);
+  if (st.ok() && mode == Mode::kCalibrate && (o.data.empty() || o.calib.empty()))
+    st = Err(StatusCode::kInvalidArgument, "kiln calibrate needs {} (as a flag or in --config)",
+             o.data.empty() ? "--data=DIR (calibration_data)" : "--calib=CACHE (calibration_cache)");
   if (st.ok()) st = CheckUnbuiltFlags(o, app);
   if (st.ok()) st = LoadPlugins(o);  // before any model is imported or engine loaded
   if (!st.ok()) return Fail(st);

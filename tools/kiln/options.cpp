@@ -98,13 +98,16 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_flag("--markAll", o.mark_all, "Compare every intermediate tensor and name the first layer that drifts");
     app.add_option("--exportOutput", o.export_output, "Write the engine's outputs: a .json file, or a folder of .npy");
   } else if (mode == Mode::kCalibrate) {
+    app.add_option("--config", o.config,
+                   "A YAML build config giving the model, calibration_data, calibration_algorithm, calibration_cache "
+                   "and backend; flags given on the command line override it");
     app.add_option("--data", o.data,
                    "Folder of calibration batches: .npz files (an array per input, named like it) or, for a model with "
-                   "one input, .npy files; taken in file-name order")
-        ->required();
+                   "one input, .npy files; taken in file-name order (required, here or in --config)");
     app.add_option("--algo", o.algo, "entropy (TensorRT's entropy-2), minmax or percentile")
         ->check(CLI::IsMember(std::vector<std::string>{"entropy", "minmax", "percentile"}));
-    app.add_option("--calib", o.calib, "Write the calibration cache (TensorRT's format) here")->required();
+    app.add_option("--calib", o.calib,
+                   "Write the calibration cache (TensorRT's format) here (required, here or in --config)");
     app.add_option("--calibBatches", o.calib_batches, "Calibrate on at most this many batches (default: all)")
         ->check(CLI::Range(1, 100000000));
     app.add_option("--calibPercentile", o.calib_percentile, "The percentile --algo=percentile keeps (default 99.99)")
@@ -121,7 +124,7 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
   }
 }
 
-Status ApplyConfigFile(Options& o, const CLI::App& app) {
+Status ApplyConfigFile(Options& o, const CLI::App& app, bool calibrate) {
   KILN_ASSIGN_OR_RETURN(BuildConfigFile c, ReadBuildConfigFile(o.config));
   auto take = [&](const char* flag, auto& field, const auto& value) {
     if (value && !Given(app, flag)) field = *value;
@@ -153,7 +156,10 @@ Status ApplyConfigFile(Options& o, const CLI::App& app) {
     if (c.activations_mb)
       o.mem_pool_size += fmt::format("{}activations:{}", o.mem_pool_size.empty() ? "" : ",", *c.activations_mb);
   }
-  if (c.calibration_data || c.calibration_algorithm)
+  if (calibrate) {
+    take("--data", o.data, c.calibration_data);
+    take("--algo", o.algo, c.calibration_algorithm);
+  } else if (c.calibration_data || c.calibration_algorithm)
     return Err(StatusCode::kInvalidArgument,
                "{}: calibration_data and calibration_algorithm are for calibrating: run kiln calibrate --onnx=... "
                "--data=... --calib=cache, then build with calibration_cache: cache",

@@ -66,8 +66,9 @@ void AddOptions(CLI::App& app, Options& o, Mode mode);
 // Errors for flags whose feature is not built yet (each says so); Ok when every given flag is usable.
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app);
 // --config: reads the file into o.config_file and sets each option the file gives and the command line does not
-// (shapes are resolved against the model's inputs when the build parses it: ProfileFromOptions).
-Status ApplyConfigFile(Options& o, const CLI::App& app);
+// (shapes are resolved against the model's inputs when the build parses it: ProfileFromOptions). `calibrate`: the
+// calibration keys (data, algorithm, cache) apply; elsewhere calibration_data and calibration_algorithm are refused.
+Status ApplyConfigFile(Options& o, const CLI::App& app, bool calibrate = false);
 // Whether `flag` was given on the command line.
 bool Given(const CLI::App& app, const char* flag);
 
