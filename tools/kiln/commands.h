@@ -59,4 +59,8 @@ Status ExportOutputs(const std::string& path, const std::vector<NamedTensor>& ou
 
 Status WriteJsonFile(const std::string& path, const nlohmann::json& j);
 
+// `kiln analyze`: builds as `kiln build` would and reports what the optimizer fused and, for each pointwise layer
+// left after a layer with a fusable epilogue, why it was not folded in (analyze_cmd.cpp).
+Status Analyze(const Options& o, ILogger& logger, nlohmann::json* report);
+
 }  // namespace kiln::cli

@@ -4,6 +4,7 @@
 //   kiln build|run|bench|inspect [flags] [--json=report.json]     the same jobs as subcommands
 //   kiln plugin new NAME [--domain D] | kiln plugin list             plugin projects and registered plugins
 //   kiln convert|optimize|benchmark ..., kiln calibrate --model ...    the documents' workflow commands (workflow.h)
+//   kiln analyze --onnx=m.onnx [build flags]                          what fused, and why the rest did not
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -79,6 +80,7 @@ int Main(int argc, char** argv) {
     else if (sub == "inspect") mode = Mode::kInspect;
     else if (sub == "compare") mode = Mode::kCompare;
     else if (sub == "calibrate") mode = Mode::kCalibrate;
+    else if (sub == "analyze") mode = Mode::kAnalyze;
     if (mode != Mode::kTrtexec) first = 2;
   }
   Options o;
@@ -90,7 +92,7 @@ int Main(int argc, char** argv) {
   }
   CLI::App app{mode == Mode::kTrtexec
                    ? "kiln: an ONNX inference optimizer and runtime.\n  kiln --onnx=model.onnx [--saveEngine=e] [flags]\n"
-                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|calibrate|plugin --help\n"
+                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|calibrate|analyze|plugin --help\n"
                      "  kiln convert --input M --output E | optimize --model M --precision P | benchmark --engine E"
                    : std::string("kiln ") + argv[1]};
   app.name(mode == Mode::kTrtexec ? "kiln" : std::string("kiln ") + argv[1]);
@@ -113,6 +115,9 @@ int Main(int argc, char** argv) {
   switch (mode) {
     case Mode::kCalibrate:
       st = Calibrate(o, logger, &report);
+      break;
+    case Mode::kAnalyze:
+      st = Analyze(o, logger, &report);
       break;
     case Mode::kCompare:
       st = Compare(o, logger, &report);

@@ -58,7 +58,7 @@ struct Options {
   int accuracy_batches = 4;
 };
 
-enum class Mode { kTrtexec, kBuild, kRun, kBench, kInspect, kCompare, kCalibrate };
+enum class Mode { kTrtexec, kBuild, kRun, kBench, kInspect, kCompare, kCalibrate, kAnalyze };
 
 // Registers the flags that `mode` takes.
 void AddOptions(CLI::App& app, Options& o, Mode mode);
