@@ -18,6 +18,7 @@ from ._calibrator import (IInt8Calibrator, IInt8EntropyCalibrator, IInt8EntropyC
                           IInt8MinMaxCalibrator, IInt8PercentileCalibrator)
 from ._compile import Engine, compile, load
 from ._config import BuildConfig
+from ._compare import compare_frameworks
 from ._network import (ErrorCode, ILayer, INetworkDefinition, ITensor, NetworkDefinitionCreationFlag, OnnxParser,
                        ParserError)
 from ._runtime import (EngineInspector, ICudaEngine, IExecutionContext, IProfiler, LayerInformationFormat,
@@ -33,7 +34,7 @@ __all__ = [
     "IInt8PercentileCalibrator", "ILayer", "ILogger", "INetworkDefinition", "IOptimizationProfile", "IProfiler",
     "ITensor", "ITimingCache", "KilnError", "LayerInformationFormat", "Logger", "MemoryPoolType",
     "NetworkDefinitionCreationFlag", "OnnxParser", "ParserError", "ProfilingVerbosity", "Runtime", "Severity",
-    "TensorIOMode", "compile", "load", "nptype", "volume", "default_backend", "backend_names",
+    "TensorIOMode", "compile", "compare_frameworks", "load", "nptype", "volume", "default_backend", "backend_names",
 ]
 
 Severity = _kiln.Severity

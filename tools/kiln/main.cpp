@@ -5,7 +5,11 @@
 //   kiln plugin new NAME [--domain D] | kiln plugin list             plugin projects and registered plugins
 //   kiln convert|optimize|benchmark ..., kiln calibrate --model ...    the documents' workflow commands (workflow.h)
 //   kiln analyze --onnx=m.onnx [build flags]                          what fused, and why the rest did not
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -57,8 +61,31 @@ Result<std::unique_ptr<Engine>> GetEngine(const Options& o, ILogger& logger, nlo
   return runtime.deserializeEngine(b.engine.data(), b.engine.size());
 }
 
+// Runs `python -m kiln benchmark ARGS` (the interpreter from KILN_PYTHON, else python3) in place of this process.
+int RunPythonCompare(int argc, char** argv) {
+  const char* env = std::getenv("KILN_PYTHON");
+  const std::string python = env && *env ? env : "python3";
+  std::vector<std::string> args = {python, "-m", "kiln", "benchmark"};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  std::fflush(stdout);
+  execvp(cargs[0], cargs.data());
+  return Fail(Err(StatusCode::kUnsupported,
+                  "kiln benchmark --compare runs '{} -m kiln benchmark', which could not start ({}): install the "
+                  "kiln Python package (pip install . in the kiln repository, which scripts/setup does) or set "
+                  "KILN_PYTHON to an interpreter that has it",
+                  python, std::strerror(errno)));
+}
+
 int Main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "plugin") == 0) return PluginCommand(argc, argv);
+  // `kiln benchmark --compare=onnxruntime`: kiln and onnxruntime in one Python process (python/kiln/_compare.py).
+  if (argc > 1 && std::strcmp(argv[1], "benchmark") == 0) {
+    for (int i = 2; i < argc; ++i)
+      if (std::strncmp(argv[i], "--compare", 9) == 0) return RunPythonCompare(argc, argv);
+  }
   // The workflow commands (workflow.h) run as the kiln command they stand for, then print the report.
   auto wf = TranslateWorkflow(std::vector<std::string>(argv, argv + argc));
   if (!wf.ok()) return Fail(wf.status());
