@@ -45,11 +45,16 @@ def main(argv=None):
     except KilnError as e:
         print(f"kiln: error: {e}", file=sys.stderr)
         return 1
+    except ImportError as e:
+        print(f"kiln: error: --compare={a.compare} needs {e.name}, which this Python lacks (pip install it)",
+              file=sys.stderr)
+        return 1
     report["status"] = "success"
     report["input_model"] = a.model
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=2)
+    print(json.dumps(report, indent=2))  # the report last on stdout, as the other workflow commands print theirs
     return 0
 
 

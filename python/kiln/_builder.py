@@ -91,13 +91,17 @@ class ITimingCache:
         fd, self._path = tempfile.mkstemp(prefix="kiln-timing-", suffix=".json")
         with os.fdopen(fd, "wb") as f:
             f.write(bytes(blob))
-        if blob:
+        if not blob:  # a new cache: no file, which the builder takes as empty (an empty file is not a cache)
+            os.unlink(self._path)
+        else:
             try:
                 json.loads(bytes(blob))
             except ValueError:
                 raise KilnError("create_timing_cache: the bytes are not a kiln timing cache (JSON)") from None
 
     def serialize(self) -> IHostMemory:
+        if not os.path.exists(self._path):
+            return IHostMemory(b"")
         with open(self._path, "rb") as f:
             return IHostMemory(f.read())
 
@@ -105,8 +109,8 @@ class ITimingCache:
         raise KilnError("ITimingCache.combine: kiln does not merge timing caches; build with one cache")
 
     def reset(self) -> bool:
-        with open(self._path, "wb"):
-            pass
+        if os.path.exists(self._path):
+            os.unlink(self._path)
         return True
 
     def __del__(self):
@@ -203,7 +207,23 @@ class IBuilderConfig:
 
     def set_calibration_profile(self, profile: IOptimizationProfile) -> bool:
         self._c.set_calibration_profile(profile._p)
+        self._calibration_profile = profile
         return True
+
+    def _calibration_shapes(self, network) -> dict:
+        """Each input's calibration shape: the calibration profile's opt shape, else the first profile's, else the
+        input's own static shape (as the builder takes them)."""
+        shapes = {}
+        for i in range(network.num_inputs):
+            t = network.get_input(i)
+            for prof in (getattr(self, "_calibration_profile", None), self._profiles[0] if self._profiles else None):
+                if prof is not None and t.name in prof._p.shapes:
+                    shapes[t.name] = tuple(prof.get_shape(t.name)[1])
+                    break
+            else:
+                if t.shape is not None and all(d >= 0 for d in t.shape):
+                    shapes[t.name] = tuple(t.shape)
+        return shapes
 
     # -- INT8 calibration
     @property
@@ -320,14 +340,16 @@ class Builder:
         """The engine's bytes. A network or config kiln cannot build raises KilnError with kiln's reason (TensorRT
         returns None and logs it)."""
         c = config._c
-        if network.get_flag(NetworkDefinitionCreationFlag.STRONGLY_TYPED):
+        typed_by_network = (network.get_flag(NetworkDefinitionCreationFlag.STRONGLY_TYPED) and
+                            not config.get_flag(BuilderFlag.STRONGLY_TYPED))
+        if typed_by_network:
             c.set_flag(_kiln.BuilderFlag.STRONGLY_TYPED)
         for layer, dtype in network._layer_precisions.items():
             c.set_layer_precision(layer, dtype)
         for layer, dtype in network._layer_output_types.items():
             c.set_layer_output_type(layer, dtype)
         if config._calibrator is not None:
-            config._calibrator._prepare(network, config._resolved_backend())
+            config._calibrator._prepare(network, config._resolved_backend(), config._calibration_shapes(network))
         cal = config._calibrator
         try:
             engine, report = self._b.build_serialized_network(network._net, c)
@@ -339,6 +361,8 @@ class Builder:
         finally:
             if cal is not None:
                 cal._release()
+            if typed_by_network:  # the network's flag, not the config's: the config stays as the caller set it
+                c.clear_flag(_kiln.BuilderFlag.STRONGLY_TYPED)
         err = cal._take_error() if cal is not None else None
         if err is not None:
             raise err

@@ -29,6 +29,8 @@ class IInt8Calibrator(_kiln._Calibrator):
         self._input_types = {}
         self._held = []
         self._error = None
+        self._input_types = {}
+        self._input_shapes = {}
 
     # -- what a subclass implements (TensorRT's names)
     def get_batch_size(self) -> int:
@@ -86,12 +88,28 @@ class IInt8Calibrator(_kiln._Calibrator):
             if self._backend != "cuda":
                 raise KilnError(f"calibration batch for '{name}' is in GPU memory, but the build is for the "
                                 f"{self._backend} backend: give a numpy array")
+            cai = b.__cuda_array_interface__
+            shape = self._input_shapes.get(name)
+            if shape is not None and tuple(cai["shape"]) != tuple(shape):
+                raise KilnError(f"calibration batch for '{name}' has shape {tuple(cai['shape'])}; the calibration "
+                                f"shape is {tuple(shape)}")
+            if cai.get("strides") is not None:
+                itemsize = np.dtype(cai["typestr"]).itemsize
+                dense = tuple(int(np.prod(cai["shape"][i + 1:], dtype=np.int64)) * itemsize
+                              for i in range(len(cai["shape"])))
+                if tuple(cai["strides"]) != dense:
+                    raise KilnError(f"calibration batch for '{name}' is not contiguous: pass x.contiguous()")
             self._held.append(b)
             return int(b.__cuda_array_interface__["data"][0])
         if hasattr(b, "detach") and hasattr(b, "numpy"):  # a CPU torch tensor
             b = b.detach().numpy()
+        shape = self._input_shapes.get(name)
         want = self._input_types.get(name)
         a = np.ascontiguousarray(b, dtype=nptype(want) if want is not None else None)
+        if shape is not None and tuple(a.shape) != tuple(shape):
+            raise KilnError(f"calibration batch for '{name}' has shape {tuple(a.shape)}; the calibration shape is "
+                            f"{tuple(shape)} (the calibration profile's opt shape, or the first profile's): give "
+                            "batches of that shape (drop a short last batch)")
         if self._backend == "cuda":
             mem = _kiln.DeviceMemory.allocate("cuda", max(a.nbytes, 1))
             stream = _kiln.DeviceStream.create("cuda")
@@ -103,10 +121,12 @@ class IInt8Calibrator(_kiln._Calibrator):
         return int(a.ctypes.data)
 
     # -- set up and torn down around a build (Builder.build_serialized_network)
-    def _prepare(self, network, backend: str) -> None:
+    def _prepare(self, network, backend: str, shapes=None) -> None:
+        """`shapes`: each input's calibration shape where known (the builder checks the rest)."""
         self._error = None
         self._backend = backend
         self._input_types = {network.get_input(i).name: network.get_input(i).dtype for i in range(network.num_inputs)}
+        self._input_shapes = dict(shapes or {})
 
     def _release(self) -> None:
         self._held = []

@@ -132,15 +132,39 @@ def compile(model, *, fp16: bool = False, bf16: bool = False, int8: bool = False
         for n in sorted(names):
             profile.set_shape(n, lo[n], mid[n], hi[n])
         config.add_optimization_profile(profile)
-    if int8 and (calibration_data is not None or calibration_cache):
+    if calibration_data is not None or calibration_cache:
+        if not (int8 or fp8):
+            raise KilnError("calibration_data / calibration_cache give INT8 or FP8 ranges: set int8=True or fp8=True")
         config.int8_calibrator = _DataCalibrator.make(calibration_data, calibration_algorithm, calibration_cache,
                                                       calibration_percentile)
+    if _config is not None:  # a BuildConfig's other fields
+        _apply_config(config, _config)
     if timing_cache:
         config._c.timing_cache_file = os.fspath(timing_cache)
     serialized = builder.build_serialized_network(network, config)
     engine = Engine(Runtime(log).deserialize_cuda_engine(serialized))
     engine.build_report = builder.last_build_report
     return engine
+
+
+_PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16", "int8": "INT8", "fp8": "FP8"}
+
+
+def _apply_config(config: IBuilderConfig, c) -> None:
+    """A BuildConfig's fields that compile() has no argument for, as `kiln build --config` applies them."""
+    from ._types import DataType
+    if c.activations_mb is not None:
+        config.set_memory_pool_limit(MemoryPoolType.ACTIVATIONS, int(c.activations_mb * (1 << 20)))
+    if c.profiling_verbosity:
+        config.profiling_verbosity = {"layer_names_only": _kiln.ProfilingVerbosity.LAYER_NAMES_ONLY,
+                                      "detailed": _kiln.ProfilingVerbosity.DETAILED,
+                                      "none": _kiln.ProfilingVerbosity.NONE}[c.profiling_verbosity]
+    if c.avg_timing is not None:
+        config.avg_timing_iterations = c.avg_timing
+    if c.precision_constraints == "obey":
+        config.set_flag(BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
+    for layer, p in c.layer_precisions.items():
+        config.set_layer_precision(layer, getattr(DataType, _PRECISIONS[p]))
 
 
 def load(path: str, logger=None) -> "Engine":
@@ -176,6 +200,7 @@ class Engine:
         self._context = engine.create_execution_context()
         self._stream = None
         self._held: List[Any] = []
+        self._sync = None  # how to wait for the last run (device arrays: their framework's stream)
         self.build_report: Optional[dict] = None
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         self._inputs = [n for n in names if engine.get_tensor_mode(n) == TensorIOMode.INPUT]
@@ -332,6 +357,8 @@ class Engine:
                 mems[n] = _kiln.DeviceMemory.allocate("cuda", max(count, 1))
                 ctx.set_tensor_address(n, mems[n].ptr)
         ctx.execute_async_v3(stream_handle)
+        self._sync = (torch.cuda.current_stream().synchronize if kind == "torch" else
+                      cupy.cuda.get_current_stream().synchronize if kind == "cupy" else None)
         if kind == "numpy":
             for n, mem in mems.items():
                 a = np.empty(self._known_shape(n), dtype=nptype(self._engine.get_tensor_dtype(n)))
@@ -365,12 +392,17 @@ class Engine:
         host wall time per run including transfers of host inputs) and throughput (runs per second)."""
         if iterations < 1:
             raise KilnError("benchmark: iterations must be at least 1")
-        for _ in range(max(0, warmup)):
+        def once():
             self(*args, **kwargs)
+            if self._sync is not None:  # device arrays: the run is asynchronous, wait for it
+                self._sync()
+
+        for _ in range(max(0, warmup)):
+            once()
         times = []
         for _ in range(iterations):
             t0 = time.perf_counter()
-            self(*args, **kwargs)
+            once()
             times.append((time.perf_counter() - t0) * 1000.0)
         s = sorted(times)
 

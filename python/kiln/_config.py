@@ -19,7 +19,8 @@ class BuildConfig:
     """A build: model and engine paths, precisions, memory pools, min/opt/max shapes, calibration, timing cache,
     optimization level. ``BuildConfig.from_yaml("kiln.yaml")`` reads kiln's keys or the documents'
     TensorRTBuildConfig names (onnx_path, engine_path, max_workspace_gb, min_shape, ...), at the top level or under
-    ``tensorrt:``; a bad key or value raises KilnError naming it and its line."""
+    ``tensorrt:``; a bad key or value raises KilnError naming it and its line. Map fields (shapes, min_shapes, ...,
+    layer_precisions) read as copies: assign a whole map to change one."""
 
     def __init__(self, **fields):
         object.__setattr__(self, "_c", _kiln.BuildConfigFile())
@@ -30,8 +31,10 @@ class BuildConfig:
     def from_yaml(cls, source: str) -> "BuildConfig":
         """From a YAML file's path, or YAML text."""
         c = cls()
-        if "\n" not in source and os.path.exists(source):
-            object.__setattr__(c, "_c", _kiln.read_build_config(os.fspath(source)))
+        if isinstance(source, os.PathLike):
+            source = os.fspath(source)
+        if "\n" not in source and (os.path.exists(source) or source.endswith((".yaml", ".yml"))):
+            object.__setattr__(c, "_c", _kiln.read_build_config(source))  # a missing file: KilnError naming it
         else:
             object.__setattr__(c, "_c", _kiln.parse_build_config(source, "yaml text"))
         return c
@@ -72,8 +75,8 @@ class BuildConfig:
         c = self._c
         kwargs = {k: bool(getattr(c, k)) for k in ("fp16", "bf16", "int8", "fp8", "strongly_typed")
                   if getattr(c, k) is not None}
-        if c.best:
-            kwargs.update(fp16=True, bf16=True, int8=True)
+        if c.best:  # as --best: every reduced float precision (INT8 and FP8 need ranges, and their own keys)
+            kwargs.update(fp16=True, bf16=True)
         if c.tf32 is not None:
             kwargs["tf32"] = bool(c.tf32)
         if c.workspace_mb is not None:

@@ -19,7 +19,7 @@ const std::map<std::string, std::string>& Keys() {
   static const std::map<std::string, std::string> k = {
       {"onnx", "onnx"}, {"onnx_path", "onnx"}, {"engine", "engine"}, {"engine_path", "engine"},
       {"fp16", "fp16"}, {"bf16", "bf16"}, {"int8", "int8"}, {"fp8", "fp8"}, {"best", "best"}, {"tf32", "tf32"},
-      {"strongly_typed", "strongly_typed"}, {"workspace_mb", "workspace_mb"}, {"max_workspace_gb", "max_workspace_gb"},
+      {"strongly_typed", "strongly_typed"}, {"workspace_mb", "workspace_mb"}, {"max_workspace_gb", "workspace_mb"},
       {"activations_mb", "activations_mb"}, {"shapes", "shapes"}, {"min_shapes", "min_shapes"},
       {"opt_shapes", "opt_shapes"}, {"max_shapes", "max_shapes"}, {"min_shape", "min_shape"},
       {"opt_shape", "opt_shape"}, {"max_shape", "max_shape"}, {"max_batch_size", "max_batch_size"},
@@ -114,6 +114,8 @@ Result<BuildConfigFile> ParseBuildConfig(const std::string& yaml, const std::str
   std::set<std::string> seen;
   auto read = [&](const YAML::Node& map, const std::string& prefix) -> Status {
     for (const auto& kv : map) {
+      if (!kv.first.IsScalar())
+        return Err(StatusCode::kInvalidArgument, "{}:{}: a key must be a name", source, kv.first.Mark().line + 1);
       const std::string key = kv.first.as<std::string>();
       const YAML::Node& v = kv.second;
       if (prefix.empty() && key == "tensorrt") continue;  // read after this level
@@ -134,12 +136,9 @@ Result<BuildConfigFile> ParseBuildConfig(const std::string& yaml, const std::str
       else if (name == "best") { KILN_ASSIGN_OR_RETURN(c.best, r.Bool(v, key)); }
       else if (name == "tf32") { KILN_ASSIGN_OR_RETURN(c.tf32, r.Bool(v, key)); }
       else if (name == "strongly_typed") { KILN_ASSIGN_OR_RETURN(c.strongly_typed, r.Bool(v, key)); }
-      else if (name == "workspace_mb") { KILN_ASSIGN_OR_RETURN(c.workspace_mb, r.Number(v, key)); }
-      else if (name == "max_workspace_gb") {
-        if (seen.count("workspace_mb") && c.workspace_mb)
-          return Err(StatusCode::kInvalidArgument, "{}: give workspace_mb or max_workspace_gb, not both", source);
-        KILN_ASSIGN_OR_RETURN(double gb, r.Number(v, key));
-        c.workspace_mb = gb * 1024;
+      else if (name == "workspace_mb") {  // or max_workspace_gb, in GiB
+        KILN_ASSIGN_OR_RETURN(double amount, r.Number(v, key));
+        c.workspace_mb = key == "max_workspace_gb" ? amount * 1024 : amount;
       }
       else if (name == "activations_mb") { KILN_ASSIGN_OR_RETURN(c.activations_mb, r.Number(v, key)); }
       else if (name == "shapes") { KILN_ASSIGN_OR_RETURN(c.shapes, r.Shapes(v, key)); }
@@ -182,12 +181,20 @@ Result<BuildConfigFile> ParseBuildConfig(const std::string& yaml, const std::str
     }
     return Status::Ok();
   };
-  KILN_RETURN_IF_ERROR(read(root, ""));
+  try {
+    KILN_RETURN_IF_ERROR(read(root, ""));
+  } catch (const YAML::Exception& e) {  // a map key that is not a name (shapes: {[x]: ...}) and the like
+    return Err(StatusCode::kInvalidArgument, "{}:{}: {}", source, e.mark.line + 1, e.msg);
+  }
   if (root["tensorrt"]) {
     if (!root["tensorrt"].IsMap())
       return Err(StatusCode::kInvalidArgument, "{}:{}: 'tensorrt' holds a map of keys ({})", source,
                  root["tensorrt"].Mark().line + 1, KeyList());
-    KILN_RETURN_IF_ERROR(read(root["tensorrt"], "tensorrt."));
+    try {
+      KILN_RETURN_IF_ERROR(read(root["tensorrt"], "tensorrt."));
+    } catch (const YAML::Exception& e) {
+      return Err(StatusCode::kInvalidArgument, "{}:{}: {}", source, e.mark.line + 1, e.msg);
+    }
   }
   return c;
 }

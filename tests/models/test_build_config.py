@@ -70,6 +70,9 @@ def test_config_errors_name_the_key(kiln, tmp_path):
          ["min_shape", "2 inputs (x, x2)"]),
         (f"onnx: {model}\nbackend: cpu\nmax_batch_size: 8\nshapes: {{x: [4, 8]}}\n", ["max_batch_size is 8", "[4,8]"]),
         ("onnx: [unclosed\n", ["not valid YAML"]),
+        (f"onnx: {model}\nmax_workspace_gb: 4\nworkspace_mb: 10\n", ["given twice"]),
+        (f"onnx: {model}\n? [a, b]\n: 1\n", ["a key must be a name"]),
+        (f"onnx: {model}\nshapes: {{[x]: [1, 8]}}\n", ["bad.yaml:2"]),
     ]
     for text, wants in cases:
         (tmp_path / "bad.yaml").write_text(text)

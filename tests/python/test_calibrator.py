@@ -90,5 +90,12 @@ def test_calibrator_errors_are_reported(tmp_path):
 
     with pytest.raises(trt.KilnError):
         build_int8(model, Wrong([], str(tmp_path / "w.cache")))
+
+    class Short(NumpyCalibrator):  # a last batch shorter than the calibration shape is refused, not over-read
+        def get_batch(self, names):
+            return [np.ones((2, 8), np.float32)]
+
+    with pytest.raises(trt.KilnError, match=r"\(2, 8\).*\(4, 8\)"):
+        build_int8(model, Short([], str(tmp_path / "s.cache")))
     with pytest.raises(TypeError):
         trt.Builder(trt.Logger()).create_builder_config().int8_calibrator = object()

@@ -69,6 +69,8 @@ def test_bad_calls_raise_kiln_errors(mlp):
         kiln.compile(b"not a model")
     with pytest.raises(kiln.KilnError, match="min_shapes"):
         kiln.compile(model, min_shapes={"x": (1, 8)})
+    with pytest.raises(kiln.KilnError, match="int8=True or fp8=True"):
+        kiln.compile(model, shapes={"x": (2, 8)}, calibration_cache="c.cache")
 
 
 def test_build_config_yaml_round_trip_and_compile(tmp_path, mlp, kiln_cli):

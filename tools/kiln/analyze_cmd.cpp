@@ -76,8 +76,10 @@ Status Analyze(const Options& in, ILogger& logger, nlohmann::json* report) {
   }
   for (size_t k = 0; k < layers.size(); ++k) {
     for (const auto& t : layers[k].value("outputs", nlohmann::json::array())) producer[t.at("name")] = k;
+    std::set<std::string> seen;  // a layer reading a tensor twice (Mul(h, h)) is one reader
     for (const auto& t : layers[k].value("inputs", nlohmann::json::array()))
-      if (!t.value("constant", false)) readers[t.at("name")].push_back(k);
+      if (!t.value("constant", false) && seen.insert(t.at("name").get<std::string>()).second)
+        readers[t.at("name")].push_back(k);
   }
   auto name_of = [&](size_t k) { return layers[k].at("name").get<std::string>(); };
   auto op_of = [&](size_t k) { return layers[k].at("op_type").get<std::string>(); };
@@ -86,9 +88,11 @@ Status Analyze(const Options& in, ILogger& logger, nlohmann::json* report) {
   for (size_t k = 0; k < layers.size(); ++k) {
     const std::string op = op_of(k);
     if (!IsPointwise(op)) continue;
+    std::set<std::string> done;
     for (const auto& t : layers[k].value("inputs", nlohmann::json::array())) {
       if (t.value("constant", false)) continue;
       const std::string tensor = t.at("name");
+      if (!done.insert(tensor).second) continue;
       auto p = producer.find(tensor);
       if (p == producer.end() || !HasEpilogue(op_of(p->second))) continue;
       const size_t pk = p->second;

@@ -60,19 +60,20 @@ Result<std::optional<Workflow>> TranslateWorkflow(const std::vector<std::string>
   } else if (cmd == "optimize") {
     KILN_ASSIGN_OR_RETURN(std::string model, Need(args, cmd, "--model"));
     KILN_ASSIGN_OR_RETURN(std::optional<std::string> precision, TakeFlag(args, "--precision"));
-    const std::string p = precision.value_or("fp16");
-    if (p != "fp32" && p != "fp16" && p != "bf16" && p != "int8" && p != "fp8" && p != "best")
+    const bool config = HasFlag(args, "--config");  // the file's precision and engine path stand unless given here
+    const std::string p = precision.value_or(config ? "" : "fp16");
+    if (!p.empty() && p != "fp32" && p != "fp16" && p != "bf16" && p != "int8" && p != "fp8" && p != "best")
       return Err(StatusCode::kInvalidArgument,
                  "kiln optimize --precision={}: give fp32, fp16, bf16, int8, fp8 or best", p);
     KILN_ASSIGN_OR_RETURN(std::optional<std::string> out, TakeFlag(args, "--output"));
     args[1] = "build";
     args.push_back("--onnx=" + model);
-    if (p != "fp32") args.push_back("--" + p);
-    args.push_back("--saveEngine=" + out.value_or(Beside(model, "." + p + ".engine")));
+    if (!p.empty() && p != "fp32") args.push_back("--" + p);
+    if (out || !config) args.push_back("--saveEngine=" + out.value_or(Beside(model, "." + p + ".engine")));
   } else if (cmd == "calibrate" && HasFlag(args, "--model")) {
     KILN_ASSIGN_OR_RETURN(std::string model, Need(args, cmd, "--model"));
     args.push_back("--onnx=" + model);
-    if (!HasFlag(args, "--calib")) args.push_back("--calib=" + Beside(model, ".cache"));
+    if (!HasFlag(args, "--calib") && !HasFlag(args, "--config")) args.push_back("--calib=" + Beside(model, ".cache"));
   } else if (cmd == "benchmark") {
     KILN_ASSIGN_OR_RETURN(std::optional<std::string> engine, TakeFlag(args, "--engine"));
     KILN_ASSIGN_OR_RETURN(std::optional<std::string> model, TakeFlag(args, "--model"));
