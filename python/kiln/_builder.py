@@ -27,9 +27,10 @@ class IHostMemory(bytes):
 
 
 class BuilderFlag(enum.IntEnum):
-    """TensorRT's builder flags that kiln has. STRICT_TYPES (TensorRT's older name) means
-    OBEY_PRECISION_CONSTRAINTS; PREFER_PRECISION_CONSTRAINTS is kiln's default behaviour (layer precisions are
-    preferences) and clears OBEY."""
+    """TensorRT's builder flags. STRICT_TYPES (TensorRT's older name) means OBEY_PRECISION_CONSTRAINTS;
+    PREFER_PRECISION_CONSTRAINTS is kiln's default behaviour (layer precisions are preferences) and clears OBEY. The
+    flags kiln has no counterpart for exist so that code naming them runs up to set_flag, which raises KilnError
+    saying why."""
 
     FP16 = 0
     BF16 = 1
@@ -40,6 +41,41 @@ class BuilderFlag(enum.IntEnum):
     OBEY_PRECISION_CONSTRAINTS = 6
     PREFER_PRECISION_CONSTRAINTS = 100
     STRICT_TYPES = 101
+    # TensorRT's flags kiln has no counterpart for: set_flag raises KilnError saying why (_UNSUPPORTED_FLAGS).
+    GPU_FALLBACK = 200
+    REFIT = 201
+    DISABLE_TIMING_CACHE = 202
+    SPARSE_WEIGHTS = 203
+    SAFETY_SCOPE = 204
+    DIRECT_IO = 205
+    REJECT_EMPTY_ALGORITHMS = 206
+    VERSION_COMPATIBLE = 207
+    EXCLUDE_LEAN_RUNTIME = 208
+    ERROR_ON_TIMING_CACHE_MISS = 209
+    WEIGHTLESS = 210
+    STRIP_PLAN = 211
+    WEIGHT_STREAMING = 212
+    INT4 = 213
+    DEBUG = 214
+
+
+_UNSUPPORTED_FLAGS = {
+    BuilderFlag.GPU_FALLBACK: "kiln has no DLA to fall back from",
+    BuilderFlag.REFIT: "kiln engines are not refittable: rebuild with the new weights",
+    BuilderFlag.DISABLE_TIMING_CACHE: "kiln uses a timing cache only when one is set (set_timing_cache): leave it unset",
+    BuilderFlag.SPARSE_WEIGHTS: "kiln has no structured-sparsity kernels",
+    BuilderFlag.SAFETY_SCOPE: "kiln has no safety runtime",
+    BuilderFlag.DIRECT_IO: "kiln's engines always read and write their I/O tensors in place",
+    BuilderFlag.REJECT_EMPTY_ALGORITHMS: "kiln has no algorithm selector",
+    BuilderFlag.VERSION_COMPATIBLE: "kiln engines load in the kiln version that built them",
+    BuilderFlag.EXCLUDE_LEAN_RUNTIME: "kiln has no lean runtime",
+    BuilderFlag.ERROR_ON_TIMING_CACHE_MISS: "kiln times a layer the cache lacks; it has no miss error",
+    BuilderFlag.WEIGHTLESS: "kiln engines carry their weights",
+    BuilderFlag.STRIP_PLAN: "kiln engines carry their weights",
+    BuilderFlag.WEIGHT_STREAMING: "kiln keeps every weight on the device",
+    BuilderFlag.INT4: "INT4 in kiln is weight-only: give 4-bit DequantizeLinear weights or kiln build --int4Weights",
+    BuilderFlag.DEBUG: "kiln has no debug tensors: compare runs with kiln compare --markAll",
+}
 
 
 class MemoryPoolType(enum.IntEnum):
@@ -142,6 +178,8 @@ class IBuilderConfig:
     # -- flags
     def set_flag(self, flag: BuilderFlag) -> None:
         flag = BuilderFlag(flag)
+        if flag in _UNSUPPORTED_FLAGS:
+            raise KilnError(f"BuilderFlag.{flag.name}: {_UNSUPPORTED_FLAGS[flag]}")
         if flag in (BuilderFlag.STRICT_TYPES, BuilderFlag.OBEY_PRECISION_CONSTRAINTS):
             self._flags.discard(BuilderFlag.PREFER_PRECISION_CONSTRAINTS)
             self._c.set_flag(_kiln.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
@@ -156,6 +194,8 @@ class IBuilderConfig:
     def clear_flag(self, flag: BuilderFlag) -> None:
         flag = BuilderFlag(flag)
         self._flags.discard(flag)
+        if flag in _UNSUPPORTED_FLAGS:
+            return  # never set
         if flag in (BuilderFlag.STRICT_TYPES, BuilderFlag.OBEY_PRECISION_CONSTRAINTS):
             if not ({BuilderFlag.STRICT_TYPES, BuilderFlag.OBEY_PRECISION_CONSTRAINTS} & self._flags):
                 self._c.clear_flag(_kiln.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)

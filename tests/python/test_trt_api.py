@@ -241,6 +241,9 @@ def test_flags_profiles_and_helpers():
     assert config.get_flag(trt.BuilderFlag.STRICT_TYPES)
     config.set_flag(trt.BuilderFlag.PREFER_PRECISION_CONSTRAINTS)
     assert not config.get_flag(trt.BuilderFlag.STRICT_TYPES)
+    with pytest.raises(trt.KilnError, match="SPARSE_WEIGHTS"):
+        config.set_flag(trt.BuilderFlag.SPARSE_WEIGHTS)
+    assert not config.get_flag(trt.BuilderFlag.SPARSE_WEIGHTS)
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     assert config.profiling_verbosity == trt.ProfilingVerbosity.DETAILED
     config.builder_optimization_level = 2
