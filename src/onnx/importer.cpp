@@ -153,7 +153,8 @@ constexpr VersionChange kVersionChanges[] = {
 // refuses them with the reason). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
 // CRD mode.
 constexpr std::pair<const char*, int64_t> kImplementedChanges[] = {
-    {"AveragePool", 22}, {"Cast", 24},           {"CastLike", 24},         {"DequantizeLinear", 23},
+    {"AveragePool", 22}, {"BitShift", 28},       {"Cast", 24},             {"CastLike", 24},
+    {"DequantizeLinear", 23},
     {"MaxPool", 22},     {"Mod", 28},            {"QuantizeLinear", 23},   {"QuantizeLinear", 25},
     {"Range", 27},       {"RMSNormalization", 23}, {"SpaceToDepth", 28},   {"Swish", 24}};
 

@@ -12,7 +12,7 @@
 namespace kiln {
 namespace {
 
-enum class Cat { kFloat, kSigned, kNumeric, kAll, kBool };
+enum class Cat { kFloat, kSigned, kNumeric, kAll, kBool, kInteger, kUnsigned };
 
 bool IsPlainFloat(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kFloat64 ||
@@ -28,6 +28,11 @@ bool InCat(DataType t, Cat c) {
     case Cat::kNumeric: return IsPlainFloat(t) || IsIntegerType(t);
     case Cat::kAll: return IsPlainFloat(t) || IsIntegerType(t) || t == DataType::kBool;
     case Cat::kBool: return t == DataType::kBool;
+    case Cat::kUnsigned:
+      return t == DataType::kUInt8 || t == DataType::kUInt16 || t == DataType::kUInt32 || t == DataType::kUInt64;
+    case Cat::kInteger:
+      return InCat(t, Cat::kUnsigned) || t == DataType::kInt8 || t == DataType::kInt16 || t == DataType::kInt32 ||
+             t == DataType::kInt64;
   }
   return false;
 }
@@ -39,6 +44,8 @@ const char* CatName(Cat c) {
     case Cat::kNumeric: return "a numeric type";
     case Cat::kAll: return "a numeric or bool type";
     case Cat::kBool: return "bool";
+    case Cat::kInteger: return "an integer type (int8, int16, int32, int64, uint8, uint16, uint32, uint64)";
+    case Cat::kUnsigned: return "an unsigned integer type (uint8, uint16, uint32, uint64)";
   }
   return "";
 }
@@ -155,6 +162,15 @@ ShapeFn Variadic(Cat c) {
     KILN_RETURN_IF_ERROR(CheckType(ctx, 0, c));
     return SetBroadcastOutput(ctx, all, ctx.in(0).dtype);
   };
+}
+
+// BitShift: unsigned integers up to opset 27, every integer type from 28 (signed: an arithmetic right shift);
+// `direction` is LEFT or RIGHT.
+Status BitShiftShape(InferContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::string dir, ctx.node.attr_string("direction", ""));
+  if (dir != "LEFT" && dir != "RIGHT")
+    return Err(StatusCode::kInvalidModel, "{}: direction must be LEFT or RIGHT, not '{}'", ctx.node.Where(), dir);
+  return Arith(ctx.node.opset >= 28 ? Cat::kInteger : Cat::kUnsigned, nullptr)(ctx);
 }
 
 Status PowShape(InferContext& ctx) {
@@ -422,6 +438,10 @@ void RegisterElementwiseOps(OpRegistry& r) {
   r.Onnx("LessOrEqual").Since(12).Shape(Compare(Cat::kNumeric));
   r.Onnx("GreaterOrEqual").Since(12).Shape(Compare(Cat::kNumeric));
   for (const char* op : {"And", "Or", "Xor"}) r.Onnx(op).Shape(Compare(Cat::kBool));
+  for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+    r.Onnx(op).Since(18).Shape(Arith(Cat::kInteger, nullptr)).LayoutNeutral();
+  r.Onnx("BitwiseNot").Since(18).Shape(Unary(Cat::kInteger)).LayoutNeutral();
+  r.Onnx("BitShift").Since(11).Shape(BitShiftShape).LayoutNeutral();
   r.Onnx("Where").Since(9).Shape(WhereShape).LayoutNeutral();
   r.Onnx("Min").Shape(Variadic(Cat::kNumeric)).LayoutNeutral().Pointwise(PwOp::kMin, 2);
   r.Onnx("Max").Shape(Variadic(Cat::kNumeric)).LayoutNeutral().Pointwise(PwOp::kMax, 2);

@@ -94,6 +94,50 @@ TEST(Elementwise, IntegerDivTruncatesAndNeverTraps) {
   EXPECT_EQ((*r)[0].ToInt64Vector(), (std::vector<int64_t>{3, -3, -3, 3, 0, std::numeric_limits<int64_t>::min()}));
 }
 
+// BitShift (ONNX 28's rule): an arithmetic right shift for signed values, a left shift dropping the bits shifted
+// out, and a shift by a negative amount or by the width or more gives -1 (a right shift of a negative value) or 0.
+// The bitwise ops on mixed signs and broadcasting.
+TEST(Elementwise, BitShiftAndBitwiseOps) {
+  auto i8 = [](std::vector<double> v) {
+    Tensor t(DataType::kInt8, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.SetFromDouble(static_cast<int64_t>(i), v[i]);
+    return t;
+  };
+  Tensor x = i8({-16, 16, -1, 64, -128, 5, -5}), y = i8({2, 2, 7, 1, -1, 8, 9});
+  for (const char* dir : {"LEFT", "RIGHT"}) {
+    SCOPED_TRACE(dir);
+    OneNode t("BitShift", 2, 28);
+    t.n->attrs["direction"] = Attribute::String(dir);
+    auto r = t.Run({&x, &y});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const std::vector<double> want = std::string(dir) == "LEFT" ? std::vector<double>{-64, 64, -128, -128, 0, 0, 0}
+                                                                 : std::vector<double>{-4, 4, -1, 32, -1, 0, -1};
+    for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ((*r)[0].GetAsDouble(i), want[i]) << "element " << i;
+  }
+  OneNode bad("BitShift", 2, 28);
+  bad.n->attrs["direction"] = Attribute::String("UP");
+  auto r = bad.Run({&x, &y});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("LEFT or RIGHT"), std::string::npos);
+
+  Tensor a = Tensor::FromInt64({12, -1, 0x0f0f}, {3}), b = Tensor::FromInt64({10}, {1});
+  const std::map<std::string, std::vector<int64_t>> want = {
+      {"BitwiseAnd", {8, 10, 10}}, {"BitwiseOr", {14, -1, 0x0f0f}}, {"BitwiseXor", {6, -11, 0x0f05}}};
+  for (const auto& [op, w] : want) {
+    OneNode t(op, 2, 18);
+    auto out = t.Run({&a, &b});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ((*out)[0].ToInt64Vector(), w) << op;
+  }
+  OneNode n("BitwiseNot", 1, 18);
+  auto out = n.Run({&a});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].ToInt64Vector(), (std::vector<int64_t>{-13, 0, ~int64_t{0x0f0f}}));
+  Tensor f = Tensor::FromFloat({1.f}, {1});
+  OneNode fl("BitwiseAnd", 2, 18);
+  EXPECT_FALSE(fl.Run({&f, &f}).ok());
+}
+
 TEST(Elementwise, DtypesHalfBf16IntsMatchNaive) {
   for (DataType dt : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat64, DataType::kInt8,
                       DataType::kUInt8, DataType::kInt32, DataType::kInt64}) {

@@ -267,6 +267,19 @@ void RegisterUnaryKernels(KernelRegistry& r) {
   });
   r.Add("Clip", ClipKernel);
   r.Add("Not", NotKernel);
+  r.Add("BitwiseNot", [](KernelContext& ctx) -> Status {
+    KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
+    const Tensor& x = ctx.in(0);
+    if (!IsIntegerType(x.dtype()) || x.dtype() == DataType::kInt4 || x.dtype() == DataType::kUInt4)
+      return Err(StatusCode::kInvalidArgument, "{}: BitwiseNot needs an integer input, got {}", ctx.node.Where(),
+                 x.Describe());
+    EnsureOutput(ctx, 0, x.dtype(), x.shape());
+    Tensor& y = ctx.out(0);
+    return DispatchNumeric(x.dtype(), ctx.node, [&]<typename T>() {
+      if constexpr (std::is_integral_v<T>)
+        for (int64_t i = 0; i < x.numel(); ++i) y.data<T>()[i] = static_cast<T>(~x.data<T>()[i]);
+    });
+  });
   r.Add("IsNaN", [](KernelContext& ctx) { return FloatPredicate(ctx, [](auto v) { return std::isnan(v); }); });
   r.Add("IsInf", [](KernelContext& ctx) {
     const bool neg = ctx.node.geti("detect_negative", 1) != 0;

@@ -75,6 +75,47 @@ KernelFn Binary(F f) {
   };
 }
 
+// ---- the bitwise ops (integers only) ----
+template <typename F>
+KernelFn IntegerBinary(F f) {
+  return [f](KernelContext& ctx) -> Status {
+    KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
+    KILN_RETURN_IF_ERROR(NeedInput(ctx, 1));
+    KILN_RETURN_IF_ERROR(NeedSameType(ctx, 0, 1));
+    const Tensor& a = ctx.in(0);
+    const Tensor& b = ctx.in(1);
+    if (!IsIntegerType(a.dtype()) || a.dtype() == DataType::kInt4 || a.dtype() == DataType::kUInt4)
+      return Err(StatusCode::kInvalidArgument, "{}: needs integer inputs, got {}", ctx.node.Where(),
+                 DataTypeName(a.dtype()));
+    KILN_ASSIGN_OR_RETURN(BroadcastPlan p, MakeBroadcastPlan(ctx.node, {a.shape(), b.shape()}));
+    EnsureOutput(ctx, 0, a.dtype(), p.out_shape);
+    Tensor& y = ctx.out(0);
+    return DispatchNumeric(a.dtype(), ctx.node, [&]<typename T>() {
+      if constexpr (std::is_integral_v<T>) RunBinary(p, a.data<T>(), b.data<T>(), y.data<T>(), f);
+    });
+  };
+}
+
+// BitShift (ONNX 28's rule for every width): a shift by a negative amount or by the width or more gives what the
+// sign alone gives (-1 for a right shift of a negative value, else 0); a right shift of a signed value is
+// arithmetic; a left shift drops the bits shifted out.
+template <bool kLeft>
+struct ShiftOp {
+  template <typename C> C operator()(C x, C y) const {
+    if constexpr (std::is_integral_v<C>) {
+      constexpr int kBits = static_cast<int>(sizeof(C) * 8);
+      using U = std::make_unsigned_t<C>;
+      const bool out_of_range = (std::is_signed_v<C> && y < C(0)) || static_cast<uint64_t>(y) >= kBits;
+      if (out_of_range) return !kLeft && std::is_signed_v<C> && x < C(0) ? C(-1) : C(0);
+      const int s = static_cast<int>(y);
+      if constexpr (kLeft) return static_cast<C>(static_cast<U>(static_cast<U>(x) << s));
+      else return static_cast<C>(x >> s);  // arithmetic for signed C (C++20)
+    } else {
+      return x;
+    }
+  }
+};
+
 struct AddOp {
   template <typename C> C operator()(C a, C b) const {
     if constexpr (std::is_integral_v<C>) return static_cast<C>(WideU<C>(a) + WideU<C>(b));
@@ -338,6 +379,15 @@ void RegisterBinaryElementwiseKernels(KernelRegistry& r) {
   r.Add("And", Binary<Cat::kBool, true>([](bool a, bool b) -> bool { return a && b; }));
   r.Add("Or", Binary<Cat::kBool, true>([](bool a, bool b) -> bool { return a || b; }));
   r.Add("Xor", Binary<Cat::kBool, true>([](bool a, bool b) -> bool { return a != b; }));
+  r.Add("BitwiseAnd", IntegerBinary([](auto a, auto b) { return static_cast<decltype(a)>(a & b); }));
+  r.Add("BitwiseOr", IntegerBinary([](auto a, auto b) { return static_cast<decltype(a)>(a | b); }));
+  r.Add("BitwiseXor", IntegerBinary([](auto a, auto b) { return static_cast<decltype(a)>(a ^ b); }));
+  r.Add("BitShift", [left = IntegerBinary(ShiftOp<true>()), right = IntegerBinary(ShiftOp<false>())](KernelContext& ctx) {
+    KILN_ASSIGN_OR_RETURN(std::string dir, ctx.node.attr_string("direction", ""));
+    if (dir == "LEFT") return left(ctx);
+    if (dir == "RIGHT") return right(ctx);
+    return Err(StatusCode::kInvalidModel, "{}: direction must be LEFT or RIGHT, not '{}'", ctx.node.Where(), dir);
+  });
   r.Add("Where", WhereKernel);
   r.Add("Min", Variadic(MinOp(), false, false));
   r.Add("Max", Variadic(MaxOp(), false, false));
