@@ -287,6 +287,8 @@ void RegisterReduceOps(OpRegistry& r) {
   r.Onnx("CumSum").Since(11).Shape(CumSumShape);
   r.Onnx("Softmax").Convert(ConvertSoftmax).Shape(SoftmaxShape);
   r.Onnx("LogSoftmax").Convert(ConvertSoftmax).Shape(SoftmaxShape);
+  // Hardmax: 1 at the first largest value along the axis (opset < 13: of the input flattened to 2-D there), else 0.
+  r.Onnx("Hardmax").Convert(ConvertSoftmax).Shape(SoftmaxShape);
 }
 
 }  // namespace kiln

@@ -81,9 +81,9 @@ void SoftmaxLoop(const T* x, T* y, const AxisSplit& s) {
   }
 }
 
-Status SoftmaxKernel(KernelContext& ctx) {
-  const Node& n = ctx.node;
-  const Tensor& x = ctx.in(0);
+// The rows Softmax, LogSoftmax and Hardmax work along: the axis, or (kiln_flatten_2d, opset < 13) everything from
+// the axis on.
+Result<AxisSplit> RowsOf(const Node& n, const Tensor& x) {
   const int64_t rank = x.rank();
   const int64_t axis = n.geti("axis", -1);
   AxisSplit s;
@@ -102,6 +102,38 @@ Status SoftmaxKernel(KernelContext& ctx) {
     if (!na) return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for rank {}", n.Where(), axis, rank);
     s = SplitAt(x.shape(), *na);
   }
+  return s;
+}
+
+// Hardmax: per row, 1 at the first largest value and 0 elsewhere (a NaN is never the largest; a row of NaNs gives
+// its first element).
+Status HardmaxKernel(KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const Tensor& x = ctx.in(0);
+  KILN_ASSIGN_OR_RETURN(const AxisSplit s, RowsOf(n, x));
+  Tensor& y = EnsureOutput(ctx, 0, x.dtype(), x.shape());
+  if (x.numel() == 0) return Status::Ok();
+  return DispatchFloat(x.dtype(), n, [&]<typename T>() {
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t in = 0; in < s.inner; ++in) {
+        const int64_t base = o * s.n * s.inner + in;
+        int64_t best = 0;
+        double best_v = static_cast<double>(Load(xp, base));
+        for (int64_t i = 1; i < s.n; ++i) {
+          const double v = static_cast<double>(Load(xp, base + i * s.inner));
+          if (v > best_v || (std::isnan(best_v) && !std::isnan(v))) best = i, best_v = v;
+        }
+        for (int64_t i = 0; i < s.n; ++i) Store(yp, base + i * s.inner, ComputeT<T>(i == best ? 1 : 0));
+      }
+  });
+}
+
+Status SoftmaxKernel(KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const Tensor& x = ctx.in(0);
+  KILN_ASSIGN_OR_RETURN(const AxisSplit s, RowsOf(n, x));
   Tensor& y = EnsureOutput(ctx, 0, x.dtype(), x.shape());
   if (x.numel() == 0) return Status::Ok();
   const bool log = n.op_type == "LogSoftmax";
@@ -116,6 +148,7 @@ Status SoftmaxKernel(KernelContext& ctx) {
 void RegisterSoftmaxKernels(KernelRegistry& r) {
   r.Add("Softmax", SoftmaxKernel);
   r.Add("LogSoftmax", SoftmaxKernel);
+  r.Add("Hardmax", HardmaxKernel);
 }
 
 }  // namespace kiln::cpu
