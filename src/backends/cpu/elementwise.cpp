@@ -270,7 +270,7 @@ void RegisterUnaryKernels(KernelRegistry& r) {
   r.Add("BitwiseNot", [](KernelContext& ctx) -> Status {
     KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
     const Tensor& x = ctx.in(0);
-    if (!IsIntegerType(x.dtype()) || x.dtype() == DataType::kInt4 || x.dtype() == DataType::kUInt4)
+    if (!IsBitwiseInteger(x.dtype()))
       return Err(StatusCode::kInvalidArgument, "{}: BitwiseNot needs an integer input, got {}", ctx.node.Where(),
                  x.Describe());
     EnsureOutput(ctx, 0, x.dtype(), x.shape());

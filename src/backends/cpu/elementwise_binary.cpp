@@ -45,7 +45,7 @@ Status NeedSameType(const KernelContext& ctx, size_t i, size_t j) {
   return Status::Ok();
 }
 
-enum class Cat { kNumeric, kAll, kBool };
+enum class Cat { kNumeric, kAll, kBool, kInteger };
 
 // Same-type binary op with result type T (arith) or bool (compare).
 template <Cat cat, bool kToBool, typename F>
@@ -65,34 +65,20 @@ KernelFn Binary(F f) {
     };
     if constexpr (cat == Cat::kNumeric) return DispatchNumeric(a.dtype(), ctx.node, body);
     else if constexpr (cat == Cat::kAll) return DispatchAll(a.dtype(), ctx.node, body);
-    else {
+    else if constexpr (cat == Cat::kInteger) {  // the bitwise ops
+      if (!IsBitwiseInteger(a.dtype()))
+        return Err(StatusCode::kInvalidArgument, "{}: needs integer inputs, got {}", ctx.node.Where(),
+                   DataTypeName(a.dtype()));
+      return DispatchNumeric(a.dtype(), ctx.node, [&]<typename T>() {
+        if constexpr (std::is_integral_v<T>) body.template operator()<T>();
+      });
+    } else {
       if (a.dtype() != DataType::kBool)
         return Err(StatusCode::kInvalidArgument, "{}: inputs must be bool, got {}", ctx.node.Where(),
                    DataTypeName(a.dtype()));
       body.template operator()<bool>();
       return Status::Ok();
     }
-  };
-}
-
-// ---- the bitwise ops (integers only) ----
-template <typename F>
-KernelFn IntegerBinary(F f) {
-  return [f](KernelContext& ctx) -> Status {
-    KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
-    KILN_RETURN_IF_ERROR(NeedInput(ctx, 1));
-    KILN_RETURN_IF_ERROR(NeedSameType(ctx, 0, 1));
-    const Tensor& a = ctx.in(0);
-    const Tensor& b = ctx.in(1);
-    if (!IsIntegerType(a.dtype()) || a.dtype() == DataType::kInt4 || a.dtype() == DataType::kUInt4)
-      return Err(StatusCode::kInvalidArgument, "{}: needs integer inputs, got {}", ctx.node.Where(),
-                 DataTypeName(a.dtype()));
-    KILN_ASSIGN_OR_RETURN(BroadcastPlan p, MakeBroadcastPlan(ctx.node, {a.shape(), b.shape()}));
-    EnsureOutput(ctx, 0, a.dtype(), p.out_shape);
-    Tensor& y = ctx.out(0);
-    return DispatchNumeric(a.dtype(), ctx.node, [&]<typename T>() {
-      if constexpr (std::is_integral_v<T>) RunBinary(p, a.data<T>(), b.data<T>(), y.data<T>(), f);
-    });
   };
 }
 
@@ -379,10 +365,11 @@ void RegisterBinaryElementwiseKernels(KernelRegistry& r) {
   r.Add("And", Binary<Cat::kBool, true>([](bool a, bool b) -> bool { return a && b; }));
   r.Add("Or", Binary<Cat::kBool, true>([](bool a, bool b) -> bool { return a || b; }));
   r.Add("Xor", Binary<Cat::kBool, true>([](bool a, bool b) -> bool { return a != b; }));
-  r.Add("BitwiseAnd", IntegerBinary([](auto a, auto b) { return static_cast<decltype(a)>(a & b); }));
-  r.Add("BitwiseOr", IntegerBinary([](auto a, auto b) { return static_cast<decltype(a)>(a | b); }));
-  r.Add("BitwiseXor", IntegerBinary([](auto a, auto b) { return static_cast<decltype(a)>(a ^ b); }));
-  r.Add("BitShift", [left = IntegerBinary(ShiftOp<true>()), right = IntegerBinary(ShiftOp<false>())](KernelContext& ctx) {
+  r.Add("BitwiseAnd", Binary<Cat::kInteger, false>([](auto a, auto b) { return static_cast<decltype(a)>(a & b); }));
+  r.Add("BitwiseOr", Binary<Cat::kInteger, false>([](auto a, auto b) { return static_cast<decltype(a)>(a | b); }));
+  r.Add("BitwiseXor", Binary<Cat::kInteger, false>([](auto a, auto b) { return static_cast<decltype(a)>(a ^ b); }));
+  r.Add("BitShift", [left = Binary<Cat::kInteger, false>(ShiftOp<true>()),
+                     right = Binary<Cat::kInteger, false>(ShiftOp<false>())](KernelContext& ctx) {
     KILN_ASSIGN_OR_RETURN(std::string dir, ctx.node.attr_string("direction", ""));
     if (dir == "LEFT") return left(ctx);
     if (dir == "RIGHT") return right(ctx);

@@ -14,6 +14,9 @@ namespace kiln::cpu::elem {
 // Elements per parallel task for cheap elementwise loops.
 inline constexpr int64_t kElemGrain = 32768;
 
+// The integer types the bitwise ops take: int8..int64 and uint8..uint64 (not the 4-bit ones).
+inline bool IsBitwiseInteger(DataType t) { return IsIntegerType(t) && t != DataType::kInt4 && t != DataType::kUInt4; }
+
 // ---- type-category dispatch (instantiates only the types an op allows; DispatchFloat is in common.h) ----
 template <typename Fn>
 Status DispatchSigned(DataType t, const Node& n, Fn&& fn) {
