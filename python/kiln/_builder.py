@@ -283,6 +283,9 @@ class IBuilderConfig:
         return ITimingCache(serialized_timing_cache)
 
     def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool = False) -> bool:
+        """The cache the build reads and updates. kiln always behaves as TensorRT's ignore_mismatch=True: a cache
+        written on another device or kiln version is ignored with a warning in the build log and every layer is timed
+        again; ignore_mismatch=False does not turn that into an error."""
         self._timing_cache = cache
         self._c.timing_cache_file = cache._path if cache is not None else ""
         return True
@@ -367,6 +370,8 @@ class Builder:
 
     @property
     def platform_has_fast_int8(self) -> bool:
+        # Whether a GPU is found; kiln's INT8 GPU kernels also need compute capability 9.0 (elsewhere the build
+        # refuses INT8 with the reason).
         return _kiln.default_backend() == "cuda"
 
     @property
