@@ -1,7 +1,8 @@
 """kiln's high-level API: compile(model, ...) builds an engine and returns it callable; load(path) reads one back.
 
     engine = kiln.compile("resnet50.onnx", fp16=True, shapes={"x": (8, 3, 224, 224)})
-    y = engine(x)                      # numpy in, numpy out; CUDA torch tensors in, CUDA torch tensors out
+    y = engine(x)                      # numpy in, numpy out; CUDA torch tensors in, CUDA torch tensors out;
+                                       # other CUDA DLPack objects in, DLPack objects out
     engine.save("r50.engine"); engine = kiln.load("r50.engine")
 """
 from __future__ import annotations
@@ -188,12 +189,60 @@ def _cuda_pointer(x) -> Optional[int]:
     return None
 
 
+# DLPack's dtype (code, bits) and kiln's numpy spelling of it; device types CUDA (2) and CUDA managed (13).
+_DLPACK_DTYPES = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64", (1, 8): "uint8",
+                  (1, 16): "uint16", (1, 32): "uint32", (1, 64): "uint64", (2, 16): "float16", (2, 32): "float32",
+                  (2, 64): "float64", (4, 16): "bfloat16", (6, 8): "bool"}
+_DLPACK_CODES = {v: k for k, v in _DLPACK_DTYPES.items()}
+_DL_CUDA, _DL_CUDA_MANAGED = 2, 13
+
+
+def _dlpack_device(x):
+    """(device type, id) of a DLPack object that is not numpy/torch/CuPy-shaped, or None."""
+    if _cuda_pointer(x) is not None or isinstance(x, np.ndarray) or not hasattr(x, "__dlpack__"):
+        return None
+    try:
+        return tuple(int(v) for v in x.__dlpack_device__())
+    except Exception:  # noqa: BLE001 - a producer without __dlpack_device__: let numpy try it
+        return None
+
+
+def _is_cuda_dlpack(x) -> bool:
+    d = _dlpack_device(x)
+    return d is not None and d[0] in (_DL_CUDA, _DL_CUDA_MANAGED)
+
+
+def _dlpack_input(name: str, x, stream_handle: int):
+    """(address, shape, kiln dtype name) of a CUDA DLPack object, read in place; the producer orders its work
+    before `stream_handle` (the DLPack stream handshake)."""
+    try:
+        capsule = x.__dlpack__(stream=stream_handle)
+    except TypeError:  # a producer predating the stream argument
+        capsule = x.__dlpack__()
+    ptr, shape, strides, code, bits, lanes, _, _ = _kiln.dlpack_view(capsule)
+    dtype = _DLPACK_DTYPES.get((code, bits)) if lanes == 1 else None
+    if dtype is None:
+        raise KilnError(f"input '{name}' has DLPack dtype code {code} with {bits} bits x {lanes} lanes, which kiln "
+                        "does not take")
+    expect, step = [], 1
+    for d in reversed(shape):
+        expect.append(step)
+        step *= max(int(d), 1)
+    expect.reverse()
+    if any(s != e and d > 1 for s, e, d in zip(strides, expect, shape)):
+        raise KilnError(f"input '{name}' is not contiguous (strides {tuple(strides)} for shape {tuple(shape)}): "
+                        "pass a contiguous copy")
+    return ptr, tuple(shape), dtype
+
+
 class Engine:
     """A built engine, callable: ``engine(x)``, ``engine(x=..., mask=...)`` or ``engine.run({"x": x})``.
 
-    Inputs are numpy arrays (or anything numpy converts) on either backend, or CUDA arrays (torch tensors, CuPy
-    arrays: anything with __cuda_array_interface__) on cuda, read in place. Outputs come back as the inputs came:
-    numpy arrays for host inputs, torch tensors on the inputs' device for torch inputs (CuPy arrays for CuPy)."""
+    Inputs are numpy arrays (or anything numpy converts, host DLPack objects included) on either backend, or CUDA
+    arrays on cuda, read in place: torch tensors, CuPy arrays, anything with __cuda_array_interface__, and any
+    DLPack object on a CUDA device (JAX, TensorFlow, ...). Outputs come back as the inputs came: numpy arrays for
+    host inputs, torch tensors on the inputs' device for torch inputs, CuPy arrays for CuPy, and DLPack objects
+    (read them with your framework's from_dlpack) for other DLPack inputs."""
 
     def __init__(self, engine: ICudaEngine):
         self._engine = engine
@@ -260,10 +309,12 @@ class Engine:
 
     # -- the cpu backend: host memory throughout
     def _host_input(self, name: str, value) -> np.ndarray:
-        if _cuda_pointer(value) is not None:
+        if _cuda_pointer(value) is not None or _is_cuda_dlpack(value):
             raise KilnError(f"input '{name}' is in GPU memory, but this engine runs on the {self.backend} backend")
         if hasattr(value, "detach") and hasattr(value, "numpy"):
             value = value.detach().numpy()
+        elif not isinstance(value, np.ndarray) and _dlpack_device(value) is not None:
+            value = np.from_dlpack(value)  # a host DLPack object (CUDA ones are refused above or read in place)
         want = nptype(self._engine.get_tensor_dtype(name))
         a = np.asarray(value)
         if a.dtype != want and not np.can_cast(a.dtype, want, casting="same_kind"):
@@ -308,6 +359,8 @@ class Engine:
             if _cuda_pointer(v) is not None:
                 kind = "torch" if type(v).__module__.startswith("torch") else "cupy"
                 break
+        if kind == "numpy" and any(_is_cuda_dlpack(v) for v in feeds.values()):
+            kind = "dlpack"  # outputs come back as DLPack objects (jax.dlpack.from_dlpack, torch.from_dlpack...)
         if kind == "torch":
             import torch  # noqa: F811
             stream_handle = torch.cuda.current_stream().cuda_stream
@@ -322,7 +375,14 @@ class Engine:
         for n in self._inputs:
             v = feeds[n]
             want = self._engine.get_tensor_dtype(n)
-            if device_inputs[n] is not None:
+            if device_inputs[n] is None and _is_cuda_dlpack(v):
+                ptr, shape, got = _dlpack_input(n, v, stream_handle)
+                if got != _kiln.data_type_name(want):
+                    raise KilnError(f"input '{n}' is {got}, the engine takes {_kiln.data_type_name(want)}")
+                ctx.set_input_shape(n, shape)
+                ctx.set_tensor_address(n, ptr)
+                held.append(v)
+            elif device_inputs[n] is not None:
                 ctx.set_input_shape(n, tuple(v.shape))
                 self._check_device_dtype(n, v, want)
                 if hasattr(v, "is_contiguous") and not v.is_contiguous():
@@ -357,6 +417,18 @@ class Engine:
                 mems[n] = _kiln.DeviceMemory.allocate("cuda", max(count, 1))
                 ctx.set_tensor_address(n, mems[n].ptr)
         ctx.execute_async_v3(stream_handle)
+        if kind == "dlpack":  # the consumer reads them on its own stream: finish here
+            self._stream.synchronize()
+            self._sync = None
+            device_id = next(_dlpack_device(v)[1] for v in feeds.values() if _is_cuda_dlpack(v))
+            for n, mem in mems.items():
+                name = _kiln.data_type_name(self._engine.get_tensor_dtype(n))
+                if name not in _DLPACK_CODES:
+                    raise KilnError(f"output '{n}' is {name}, which DLPack cannot carry")
+                code, bits = _DLPACK_CODES[name]
+                outs[n] = _kiln.dlpack_export(mem, mem.ptr, list(self._known_shape(n)), code, bits, _DL_CUDA,
+                                              device_id)
+            return outs
         self._sync = (torch.cuda.current_stream().synchronize if kind == "torch" else
                       cupy.cuda.get_current_stream().synchronize if kind == "cupy" else None)
         if kind == "numpy":

@@ -58,6 +58,7 @@ R GuardedCall(const char* what, R fallback, F&& f) noexcept {
 
 void BindTypes(nb::module_& m);    // bind_types.cpp: enums, loggers, profilers, backends and device memory
 void BindBuild(nb::module_& m);    // bind_build.cpp: network, ONNX parser, builder config, builder, calibrators
+void BindDlpack(nb::module_& m);   // bind_dlpack.cpp: DLPack tensors in and out
 void BindRuntime(nb::module_& m);  // bind_runtime.cpp: runtime, engine, execution context
 
 }  // namespace kiln::python

@@ -24,4 +24,5 @@ NB_MODULE(_kiln, m) {
   BindTypes(m);
   BindBuild(m);
   BindRuntime(m);
+  BindDlpack(m);
 }

@@ -136,3 +136,37 @@ def test_python_calibrator_on_the_gpu_matches_kiln_calibrate(tmp_path, kiln_cli)
     subprocess.run([kiln_cli, "calibrate", f"--onnx={path}", f"--data={tmp_path / 'calib'}", "--algo=entropy",
                     f"--calib={tmp_path / 'cli.cache'}", "--backend=cuda"], check=True, capture_output=True)
     assert (tmp_path / "py.cache").read_bytes() == (tmp_path / "cli.cache").read_bytes()
+
+
+class DlpackOnly:
+    """A CUDA tensor seen only through DLPack (no __cuda_array_interface__), as JAX or TensorFlow arrays are."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, **kw):
+        return self._t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def test_cuda_dlpack_objects_in_place_and_out(tmp_path):
+    m = small_cnn().cuda().eval()
+    x = torch.randn(4, 3, 32, 32, device="cuda")
+    engine = kiln.compile(export(m, x, tmp_path / "m.onnx"), tf32=False)
+    y = engine(DlpackOnly(x))
+    assert not isinstance(y, (np.ndarray, torch.Tensor)) and y.__dlpack_device__()[0] == 2  # a CUDA DLPack object
+    yt = torch.from_dlpack(y)
+    assert yt.is_cuda
+    with torch.no_grad():
+        torch.testing.assert_close(yt, m(x), rtol=1e-3, atol=1e-3)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        engine(DlpackOnly(x))
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events()]
+    assert not any("Memcpy HtoD" in n or "Memcpy DtoH" in n for n in names), names
+    with pytest.raises(kiln.KilnError, match="not contiguous"):
+        engine(DlpackOnly(x.transpose(2, 3)))
+    with pytest.raises(kiln.KilnError, match="float16, the engine takes float32"):
+        engine(DlpackOnly(x.half()))

@@ -196,6 +196,39 @@ __global__ void ModKernel(bool truncated, const T* __restrict__ a, const T* __re
   }
 }
 
+// ---- BitwiseAnd/Or/Xor, BitShift (integers only) ----
+template <typename T>
+__device__ __forceinline__ T BitwiseValue(int op, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    constexpr int kBits = static_cast<int>(sizeof(T) * 8);
+    switch (op) {
+      case kPwBitAnd: return static_cast<T>(a & b);
+      case kPwBitOr: return static_cast<T>(a | b);
+      case kPwBitXor: return static_cast<T>(a ^ b);
+      default: break;
+    }
+    const bool left = op == kPwShiftLeft;
+    const bool out_of_range = (std::is_signed_v<T> && b < T(0)) || static_cast<uint64_t>(b) >= kBits;
+    if (out_of_range) return !left && std::is_signed_v<T> && a < T(0) ? T(-1) : T(0);
+    const int s = static_cast<int>(b);
+    if (left) return static_cast<T>(static_cast<U>(static_cast<U>(a) << s));
+    return static_cast<T>(a >> s);  // arithmetic for signed T
+  } else {
+    return a;
+  }
+}
+
+template <typename T, typename I>
+__global__ void BitwiseKernel(int op, const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
+                              const PwBroadcast bc) {
+  KILN_PW_GRID_LOOP(i, bc.numel) {
+    I off[2];
+    pw::Offsets<2, I>(bc, static_cast<I>(i), off);
+    y[i] = BitwiseValue<T>(op, a[off[0]], b[off[1]]);
+  }
+}
+
 // ---- Pow ----
 // The exponent is read as a pw::Scalar of its own dtype.
 template <typename CT>
@@ -324,6 +357,17 @@ cudaError_t LaunchMod(int dtype, bool truncated, const void* a, const void* b, v
   const bool ok = DispatchNumeric(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     KILN_PW_LAUNCH_INDEXED(ModKernel, T, bc, stream, truncated, static_cast<const T*>(a), static_cast<const T*>(b),
+                           static_cast<T*>(y));
+  });
+  return pw::LaunchResult(ok);
+}
+
+cudaError_t LaunchBitwise(int op, int dtype, const void* a, const void* b, void* y, const PwBroadcast& bc,
+                          cudaStream_t stream) {
+  if (bc.numel <= 0) return cudaSuccess;
+  const bool ok = DispatchInt(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    KILN_PW_LAUNCH_INDEXED(BitwiseKernel, T, bc, stream, op, static_cast<const T*>(a), static_cast<const T*>(b),
                            static_cast<T*>(y));
   });
   return pw::LaunchResult(ok);

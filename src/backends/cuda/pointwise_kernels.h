@@ -36,8 +36,8 @@ struct PwBroadcast {
 cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, void* y, int64_t n,
                           cudaStream_t stream);
 
-// Integer unary ops (Abs, Neg, Sign, Relu, Erf of the numeric CPU reference) on signed/unsigned ints.
-enum PwIntUnaryOp : int { kPwIntAbs, kPwIntNeg, kPwIntSign, kPwIntRelu, kPwIntErf };
+// Integer unary ops (Abs, Neg, Sign, Relu, Erf of the numeric CPU reference; BitwiseNot) on signed/unsigned ints.
+enum PwIntUnaryOp : int { kPwIntAbs, kPwIntNeg, kPwIntSign, kPwIntRelu, kPwIntErf, kPwIntBitNot };
 cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
 
 // Clip for every numeric dtype: lo/hi point to one element of x's dtype in device memory (nullptr: no bound).
@@ -67,6 +67,12 @@ cudaError_t LaunchCompare(int op, int dtype, const void* a, const void* b, void*
 // computed in float32 for the 16-bit types (exact in every format); x mod 0 is NaN.
 cudaError_t LaunchMod(int dtype, bool truncated, const void* a, const void* b, void* y, const PwBroadcast& bc,
                       cudaStream_t stream);
+// BitwiseAnd/Or/Xor and BitShift on same-dtype integers (every int dtype), result of that dtype. Shifts follow
+// ONNX 28 as the CPU reference does: a right shift of a signed value is arithmetic; a shift by a negative amount or
+// by the width or more gives what the sign alone gives (-1 for a right shift of a negative value, else 0).
+enum PwBitwiseOp : int { kPwBitAnd, kPwBitOr, kPwBitXor, kPwShiftLeft, kPwShiftRight };
+cudaError_t LaunchBitwise(int op, int dtype, const void* a, const void* b, void* y, const PwBroadcast& bc,
+                          cudaStream_t stream);
 // Pow: base dtype float32/16, bfloat16, float64, int32, int64 (result of that dtype); exponent any numeric dtype.
 // `simple_exponents`: the CPU reference's fast path (a float base shaped like the output and one float exponent):
 // exponents 1, 2, 3 and 0.5 give x, x*x, x*x*x and sqrt(x) instead of pow.

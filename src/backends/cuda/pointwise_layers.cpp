@@ -1,6 +1,6 @@
 // CUDA layers of the pointwise family, part 1: the unary formulas (ops/pointwise_formulas.h) and Gelu, Clip,
-// IsNaN/IsInf/Not, broadcasting binary arithmetic, comparisons and logic, Mod, Pow, Where, variadic
-// Sum/Mean/Max/Min, and the family's registration.
+// IsNaN/IsInf/Not/BitwiseNot, broadcasting binary arithmetic, comparisons and logic, Mod, BitwiseAnd/Or/Xor,
+// BitShift, Pow, Where, variadic Sum/Mean/Max/Min, and the family's registration.
 // Casts, Q/DQ and kiln.FusedPointwise are in pointwise_cast_layers.cpp; kernels in pointwise_*.cu.
 // Semantics follow the CPU reference (src/backends/cpu/elementwise*.cpp). One tactic each ("default").
 #include <algorithm>
@@ -276,6 +276,49 @@ LayerFactory ModFactory() {
   });
 }
 
+// BitwiseAnd/Or/Xor (op >= 0) and BitShift (op < 0: the direction attribute picks the shift): same-dtype integers.
+bool IsBitwiseInt(DataType t) { return IsIntegerType(t) && t != DataType::kInt4 && t != DataType::kUInt4; }
+
+LayerFactory BitwiseFactory(int op) {
+  return Factory([op](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    const DataType a = InputType(n, 0), b = InputType(n, 1);
+    if (a != b)
+      return NotSupported(n, fmt::format("inputs of different dtypes ({} and {})", TypeName(a), TypeName(b)),
+                          "cast them to one dtype");
+    if (!IsBitwiseInt(a))
+      return NotSupported(n, "input dtype " + TypeName(a), "it takes 8- to 64-bit integer inputs");
+    int kind = op;
+    if (op < 0) {
+      const std::string dir = n.gets("direction", "");
+      if (dir != "LEFT" && dir != "RIGHT")
+        return Err(StatusCode::kInvalidModel, "{}: direction must be LEFT or RIGHT, not '{}'", n.Where(), dir);
+      kind = dir == "LEFT" ? kPwShiftLeft : kPwShiftRight;
+    }
+    const std::string where = n.Where();
+    return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                         std::vector<DeviceTensor>& out) -> Status {
+      KILN_ASSIGN_OR_RETURN(PwBroadcast bc, pwl::MakePwBroadcast(where, out[0].shape, {in[0].shape, in[1].shape}));
+      return InNode(where, KILN_CUDA_STATUS(LaunchBitwise(kind, Code(in[0].dtype), in[0].data, in[1].data,
+                                                          out[0].data, bc, ctx.stream)));
+    });
+  });
+}
+
+LayerFactory BitwiseNotFactory() {
+  return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    if (!IsBitwiseInt(InputType(n, 0)))
+      return NotSupported(n, "input dtype " + TypeName(InputType(n, 0)), "BitwiseNot takes 8- to 64-bit integers");
+    const std::string where = n.Where();
+    return MakeLayer([where](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                             std::vector<DeviceTensor>& out) -> Status {
+      return InNode(where, KILN_CUDA_STATUS(LaunchIntUnary(kPwIntBitNot, Code(in[0].dtype), in[0].data, out[0].data,
+                                                           out[0].numel(), ctx.stream)));
+    });
+  });
+}
+
 LayerFactory PowFactory() {
   return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
     const Node& n = spec.node;
@@ -391,6 +434,11 @@ void RegisterPointwiseLayers(LayerRegistry& r) {
   r.Add("Or", BinaryFactory(BinKind::kCompare, kPwOr, TypeSet::kBool));
   r.Add("Xor", BinaryFactory(BinKind::kCompare, kPwXor, TypeSet::kBool));
   r.Add("Mod", ModFactory());
+  r.Add("BitwiseAnd", BitwiseFactory(kPwBitAnd));
+  r.Add("BitwiseOr", BitwiseFactory(kPwBitOr));
+  r.Add("BitwiseXor", BitwiseFactory(kPwBitXor));
+  r.Add("BitShift", BitwiseFactory(-1));
+  r.Add("BitwiseNot", BitwiseNotFactory());
   r.Add("Pow", PowFactory());
   r.Add("Where", WhereFactory());
   r.Add("Sum", VariadicFactory(kPwVarSum, false, true));

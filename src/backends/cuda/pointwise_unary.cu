@@ -51,6 +51,7 @@ __device__ __forceinline__ T IntUnary(int op, T x) {
       case kPwIntSign: return x > T(0) ? T(1) : T(0);
       case kPwIntRelu: return x;
       case kPwIntErf: return static_cast<T>(erf(static_cast<double>(x)));
+      case kPwIntBitNot: return static_cast<T>(~x);
       default: return x;
     }
   } else {
@@ -60,6 +61,7 @@ __device__ __forceinline__ T IntUnary(int op, T x) {
       case kPwIntSign: return x > T(0) ? T(1) : (x < T(0) ? static_cast<T>(-1) : x);
       case kPwIntRelu: return x < T(0) ? T(0) : x;
       case kPwIntErf: return static_cast<T>(erf(static_cast<double>(x)));
+      case kPwIntBitNot: return static_cast<T>(~x);
       default: return x;
     }
   }

@@ -32,6 +32,11 @@ cudaError_t LaunchReduce(ReduceOpCode op, int dtype, const void* x, void* y, con
 cudaError_t LaunchSoftmax(int dtype, bool log, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
                           bool force_block_rows, cudaStream_t stream);
 
+// Hardmax of x seen as [outer, n, inner] along n: 1 at the first largest value of each row, 0 elsewhere; a NaN is
+// never the largest (a row of NaNs gives its first element), as the CPU reference. float32/float16/bfloat16.
+cudaError_t LaunchHardmax(int dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                          cudaStream_t stream);
+
 // TopK along n of x seen as [outer, n, inner]: values [outer, k, inner] (x's dtype) and int64 indices (may be
 // null), ordered like the CPU reference (NaN largest, equal values by lower index). Not bool. n <= 2^30.
 // Rows of more than TopKSharedSortMax() elements sort in `workspace` (TopKWorkspaceBytes).

@@ -1,5 +1,5 @@
 // CUDA layers of the reduce family: ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp, ArgMax/ArgMin,
-// Softmax/LogSoftmax, TopK and CumSum, in their canonical forms (axes / K / axis as input 1; Softmax with an
+// Softmax/LogSoftmax/Hardmax, TopK and CumSum, in their canonical forms (axes / K / axis as input 1; Softmax with an
 // explicit axis and kiln_flatten_2d for the opset < 13 semantics). Kernels are in reduce.cu, softmax.cu, topk.cu
 // and cumsum.cu (reduce_kernels.h). Values carried by inputs (axes, K, axis) come from the node's constants, or
 // at run time from the host copy the runtime keeps of small integer tensors.
@@ -181,10 +181,12 @@ void AddArg(LayerRegistry& r, const char* op_type, ReduceOpCode op) {
   r.Add(op_type, MakeFactory(validate, make));
 }
 
-// ---------------- Softmax / LogSoftmax ----------------
-void AddSoftmax(LayerRegistry& r, const char* op_type, bool log) {
+// ---------------- Softmax / LogSoftmax / Hardmax ----------------
+enum class RowOp { kSoftmax, kLogSoftmax, kHardmax };
+
+void AddSoftmax(LayerRegistry& r, const char* op_type, RowOp op) {
   auto validate = [](const Node& n) { return CheckInput(n, Accepts::kFloat); };
-  auto make = [log](const Node& n, const std::string& tactic) -> std::unique_ptr<Layer> {
+  auto make = [op](const Node& n, const std::string& tactic) -> std::unique_ptr<Layer> {
     const std::string where = n.Where();
     const int64_t axis = n.geti("axis", -1);
     const bool flatten = n.geti("kiln_flatten_2d", 0) != 0;
@@ -194,7 +196,7 @@ void AddSoftmax(LayerRegistry& r, const char* op_type, bool log) {
       const DeviceTensor& x = in[0];
       const int64_t rank = static_cast<int64_t>(x.shape.size());
       Split s;
-      if (flatten) {
+      if (flatten) {  // opset < 13: the input flattened to 2-D at the axis
         if (axis < -rank || axis > rank)
           return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for rank {}", where, axis, rank);
         const int64_t a = axis < 0 ? axis + rank : axis;
@@ -204,11 +206,14 @@ void AddSoftmax(LayerRegistry& r, const char* op_type, bool log) {
         if (!na) return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for rank {}", where, axis, rank);
         s = SplitAt(x.shape, *na);
       }
-      return KILN_CUDA_STATUS(
-          LaunchSoftmax(Code(x.dtype), log, x.data, out[0].data, s.outer, s.n, s.inner, block_rows, ctx.stream));
+      if (op == RowOp::kHardmax)
+        return KILN_CUDA_STATUS(LaunchHardmax(Code(x.dtype), x.data, out[0].data, s.outer, s.n, s.inner, ctx.stream));
+      return KILN_CUDA_STATUS(LaunchSoftmax(Code(x.dtype), op == RowOp::kLogSoftmax, x.data, out[0].data, s.outer,
+                                            s.n, s.inner, block_rows, ctx.stream));
     });
   };
-  r.Add(op_type, MakeFactory(validate, make, {"default", "block_rows"}));
+  if (op == RowOp::kHardmax) r.Add(op_type, MakeFactory(validate, make));
+  else r.Add(op_type, MakeFactory(validate, make, {"default", "block_rows"}));
 }
 
 // ---------------- TopK ----------------
@@ -309,8 +314,9 @@ void RegisterReduceLayers(LayerRegistry& r) {
   AddReduce(r, "ReduceLogSumExp", ReduceOpCode::kLogSumExp);
   AddArg(r, "ArgMax", ReduceOpCode::kArgMax);
   AddArg(r, "ArgMin", ReduceOpCode::kArgMin);
-  AddSoftmax(r, "Softmax", false);
-  AddSoftmax(r, "LogSoftmax", true);
+  AddSoftmax(r, "Softmax", RowOp::kSoftmax);
+  AddSoftmax(r, "LogSoftmax", RowOp::kLogSoftmax);
+  AddSoftmax(r, "Hardmax", RowOp::kHardmax);
   AddTopK(r);
   AddCumSum(r);
 }

@@ -1,4 +1,4 @@
-// Softmax / LogSoftmax kernels over x seen as [outer, n, inner], computed in float32 like the CPU reference
+// Softmax / LogSoftmax kernels (and Hardmax's, at the end) over x seen as [outer, n, inner], computed in float32 like the CPU reference
 // (max-subtract, sum of exp, then scale or subtract the log of the sum).
 //  - inner == 1, n <= 1024: one warp per row, the row held in registers (kPerLane values per lane).
 //  - inner == 1, any n: one block per row, three passes over the row (max, sum, write).
@@ -154,7 +154,55 @@ void LaunchTyped(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool
   }
 }
 
+// ---- Hardmax: one warp per row of [outer, n, inner] (row r = (o, i), element k at o*n*inner + k*inner + i) ----
+// (value, index) pairs ordered as the CPU reference picks: a NaN loses to any number, a larger value wins, equal
+// values (or two NaNs) go to the lower index.
+__device__ __forceinline__ bool HardmaxBetter(float v, int64_t i, float bv, int64_t bi) {
+  const bool vn = v != v, bn = bv != bv;
+  if (vn != bn) return bn;
+  if (!vn && v != bv) return v > bv;
+  return i < bi;
+}
+
+template <typename T>
+__global__ void HardmaxKernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n, int64_t inner) {
+  const int lane = threadIdx.x;
+  const int64_t rows = outer * inner;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpRowsPerBlock + threadIdx.y; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * kWarpRowsPerBlock) {
+    const int64_t o = row / inner, in = row - o * inner;
+    const T* xr = x + o * n * inner + in;
+    T* yr = y + o * n * inner + in;
+    float bv = NAN;
+    int64_t bi = INT64_MAX;
+    for (int64_t k = lane; k < n; k += 32) {
+      const float v = ToF32(xr[k * inner]);
+      if (HardmaxBetter(v, k, bv, bi)) bv = v, bi = k;
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      const float ov = __shfl_xor_sync(kFullMask, bv, off);
+      const int64_t oi = __shfl_xor_sync(kFullMask, bi, off);
+      if (HardmaxBetter(ov, oi, bv, bi)) bv = ov, bi = oi;
+    }
+    for (int64_t k = lane; k < n; k += 32) yr[k * inner] = FromF32<T>(k == bi ? 1.f : 0.f);
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchHardmax(int dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                          cudaStream_t stream) {
+  if (outer * n * inner == 0) return cudaSuccess;
+  const int64_t rows = outer * inner;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min((rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock, kMaxBlocks));
+  const bool ok = KILN_DISPATCH_FLOAT(dtype, T, {
+    HardmaxKernel<T><<<blocks, dim3(32, kWarpRowsPerBlock), 0, stream>>>(static_cast<const T*>(x),
+                                                                         static_cast<T*>(y), outer, n, inner);
+  });
+  if (!ok) return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchSoftmax(int dtype, bool log, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
                           bool force_block_rows, cudaStream_t stream) {
