@@ -5,7 +5,7 @@
 tar xJf .bundle.txz; tar xJf .pybundle.txz
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:/usr/local/cuda/lib64:$PWD/.bundle/lib
 PY=/opt/torch/.venv/bin/python3
-mkdir -p gpu_py/kiln && cp python/kiln/*.py python/kiln/py.typed gpu_py/kiln/ && cp .pybundle/kiln/_kiln*.so gpu_py/kiln/
+mkdir -p gpu_py/kiln && cp python/kiln/*.py python/kiln/py.typed gpu_py/kiln/ && cp .pybundle/kiln/_kiln*.so .pybundle/kiln/_kiln.pyi gpu_py/kiln/
 $PY -c "import pytest" 2>/dev/null || { mkdir -p pydeps && $PY -m pip install -q --no-index --target pydeps .whl/*.whl; }
 export PYTHONPATH=$PWD/gpu_py:$PWD/pydeps
 nvidia-smi --query-gpu=name --format=csv,noheader > $OUT/py.log
