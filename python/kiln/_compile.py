@@ -213,13 +213,23 @@ def _is_cuda_dlpack(x) -> bool:
 
 
 def _dlpack_input(name: str, x, stream_handle: int):
-    """(address, shape, kiln dtype name) of a CUDA DLPack object, read in place; the producer orders its work
-    before `stream_handle` (the DLPack stream handshake)."""
+    """(address, shape, kiln dtype name, owner) of a CUDA DLPack object, read in place (hold `owner` until the run
+    is done); the producer orders its work before `stream_handle` (the DLPack stream handshake; the legacy default
+    stream, 1, stands for stream 0, which the protocol does not allow)."""
+    stream = stream_handle if stream_handle else 1
     try:
-        capsule = x.__dlpack__(stream=stream_handle)
-    except TypeError:  # a producer predating the stream argument
-        capsule = x.__dlpack__()
-    ptr, shape, strides, code, bits, lanes, _, _ = _kiln.dlpack_view(capsule)
+        try:
+            capsule = x.__dlpack__(stream=stream)
+        except TypeError:  # a producer predating the stream argument
+            capsule = x.__dlpack__()
+        ptr, shape, strides, code, bits, lanes, dev_type, dev_id, owner = _kiln.dlpack_view(capsule)
+    except KilnError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the producer's refusal, as kiln's error
+        raise KilnError(f"input '{name}': its DLPack export failed: {type(e).__name__}: {e}") from None
+    if dev_id != 0:
+        raise KilnError(f"input '{name}' is on CUDA device {dev_id}; kiln runs on the first visible GPU (device 0): "
+                        "move it there, or set CUDA_VISIBLE_DEVICES")
     dtype = _DLPACK_DTYPES.get((code, bits)) if lanes == 1 else None
     if dtype is None:
         raise KilnError(f"input '{name}' has DLPack dtype code {code} with {bits} bits x {lanes} lanes, which kiln "
@@ -232,7 +242,7 @@ def _dlpack_input(name: str, x, stream_handle: int):
     if any(s != e and d > 1 for s, e, d in zip(strides, expect, shape)):
         raise KilnError(f"input '{name}' is not contiguous (strides {tuple(strides)} for shape {tuple(shape)}): "
                         "pass a contiguous copy")
-    return ptr, tuple(shape), dtype
+    return ptr, tuple(shape), dtype, owner
 
 
 class Engine:
@@ -317,9 +327,11 @@ class Engine:
             value = np.from_dlpack(value)  # a host DLPack object (CUDA ones are refused above or read in place)
         want = nptype(self._engine.get_tensor_dtype(name))
         a = np.asarray(value)
-        if a.dtype != want and not np.can_cast(a.dtype, want, casting="same_kind"):
+        if a.dtype != want and (a.dtype.kind != np.dtype(want).kind or
+                                not np.can_cast(a.dtype, want, casting="same_kind")):
             raise KilnError(f"input '{name}' is {a.dtype}, the engine takes {np.dtype(want)}")
-        return np.ascontiguousarray(a, dtype=want)
+        a = np.asarray(a, dtype=want)  # (np.ascontiguousarray would make a 0-d array 1-d)
+        return a if a.flags.c_contiguous else a.copy(order="C")
 
     def _run_host(self, feeds):
         ctx = self._context
@@ -376,12 +388,12 @@ class Engine:
             v = feeds[n]
             want = self._engine.get_tensor_dtype(n)
             if device_inputs[n] is None and _is_cuda_dlpack(v):
-                ptr, shape, got = _dlpack_input(n, v, stream_handle)
+                ptr, shape, got, owner = _dlpack_input(n, v, stream_handle)
                 if got != _kiln.data_type_name(want):
                     raise KilnError(f"input '{n}' is {got}, the engine takes {_kiln.data_type_name(want)}")
                 ctx.set_input_shape(n, shape)
                 ctx.set_tensor_address(n, ptr)
-                held.append(v)
+                held.append((v, owner))  # until the run is done (kind "dlpack" synchronizes before returning)
             elif device_inputs[n] is not None:
                 ctx.set_input_shape(n, tuple(v.shape))
                 self._check_device_dtype(n, v, want)
@@ -398,6 +410,7 @@ class Engine:
                 held.append((a, mem))
                 ctx.set_input_shape(n, a.shape)
                 ctx.set_tensor_address(n, mem.ptr)
+        self._held = held  # inputs' owners and copies live until the next run (device work may still read them)
         outs, mems = {}, {}
         for n in self._outputs:
             shape = self._known_shape(n)
@@ -420,7 +433,7 @@ class Engine:
         if kind == "dlpack":  # the consumer reads them on its own stream: finish here
             self._stream.synchronize()
             self._sync = None
-            device_id = next(_dlpack_device(v)[1] for v in feeds.values() if _is_cuda_dlpack(v))
+            device_id = 0  # kiln's memory is on the first visible GPU
             for n, mem in mems.items():
                 name = _kiln.data_type_name(self._engine.get_tensor_dtype(n))
                 if name not in _DLPACK_CODES:

@@ -21,12 +21,15 @@ void BindDlpack(nb::module_& m) {
           strides.push_back(a.stride(i));
         }
         const nb::dlpack::dtype t = a.dtype();
+        // The last element keeps the imported tensor (and so the producer's memory) alive: hold it until the work
+        // that reads the address is done.
+        nb::object keep = nb::cast(nb::ndarray<nb::array_api, nb::ro>(a));
         return nb::make_tuple(reinterpret_cast<uintptr_t>(a.data()), shape, strides, int(t.code), int(t.bits),
-                              int(t.lanes), a.device_type(), a.device_id());
+                              int(t.lanes), a.device_type(), a.device_id(), keep);
       },
       nb::arg("array"),
-      "(address, shape, strides in elements, DLPack dtype code, bits, lanes, DLPack device type, device id) of a "
-      "DLPack or buffer-protocol object. The address stays valid while the object it came from lives.");
+      "(address, shape, strides in elements, DLPack dtype code, bits, lanes, DLPack device type, device id, owner) "
+      "of a DLPack or buffer-protocol object. The address stays valid while `owner` lives.");
   m.def(
       "dlpack_export",
       [](nb::handle owner, uintptr_t ptr, const std::vector<int64_t>& shape, int code, int bits, int device_type,

@@ -167,3 +167,84 @@ def test_dlpack_only_objects_on_the_cpu_backend():
     assert isinstance(y, np.ndarray)
     with torch.no_grad():
         close(torch.from_numpy(y), m(x))
+
+
+def test_torch_compile_backend_runs_in_place_writes_eagerly():
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(1))
+
+        def forward(self, x):
+            self.count.add_(1)
+            return x * self.count
+
+    m = Counter().to(DEVICE)
+    x = torch.ones(2, 3, device=DEVICE)
+    torch._dynamo.reset()
+    compiled = torch.compile(m, backend="kiln")
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="in place"):
+        first = compiled(x)
+    second = compiled(x)
+    assert float(first[0, 0]) == 1 and float(second[0, 0]) == 2 and float(m.count) == 2
+
+
+def test_torch_compile_backend_notices_changed_weights():
+    m = small_cnn().to(DEVICE).eval()
+    x = torch.randn(2, 3, 16, 16, device=DEVICE)
+    torch._dynamo.reset()
+    compiled = torch.compile(m, backend="kiln", options={"tf32": False})
+    with torch.no_grad():
+        close(compiled(x), m(x))
+        m[0].weight.mul_(2)
+        with pytest.warns(RuntimeWarning, match="changed after it was built"):
+            y = compiled(x)
+        close(y, m(x))
+
+
+def test_dynamic_shapes_by_argument_name_and_scalar_inputs():
+    class Two(torch.nn.Module):
+        def forward(self, x, m, s):
+            return (x * s).sum(dim=1), m.sum(dim=1)
+
+    mod = Two().to(DEVICE)
+    x, m, s = torch.randn(2, 4, device=DEVICE), torch.randn(3, 5, device=DEVICE), torch.tensor(2.0, device=DEVICE)
+    km = kiln.torch.compile(mod, (x, m, s), dynamic_shapes={"m": {0: torch.export.Dim("rows", max=16)},
+                                                             "x": {0: torch.export.Dim("batch", max=8)}, "s": None},
+                            tf32=False)
+    prof = {i["name"]: i.get("profile") for i in km.engine.inputs}
+    xs = [p for n, p in prof.items() if p and p[1][1] == 4]
+    ms = [p for n, p in prof.items() if p and p[1][1] == 5]
+    assert xs and xs[0][2][0] == 8 and ms and ms[0][2][0] == 16, prof
+    got = km(torch.randn(7, 4, device=DEVICE), torch.randn(11, 5, device=DEVICE), s)
+    assert got[0].shape == (7,) and got[1].shape == (11,)
+    with pytest.raises(kiln.KilnError, match="not arguments"):
+        kiln.torch.compile(mod, (x, m, s), dynamic_shapes={"y": {0: torch.export.Dim("b", max=4)}})
+
+
+def test_torch_compile_backend_folds_buffers():
+    m = small_cnn().to(DEVICE).eval()  # BatchNorm's running stats are buffers: constants of the engine
+    x = torch.randn(2, 3, 16, 16, device=DEVICE)
+    torch._dynamo.reset()
+    seen = []
+    orig = kiln.torch.compile
+
+    def spy(module, examples, **kw):
+        seen.append(len(examples))
+        return orig(module, examples, **kw)
+
+    kiln.torch.compile = spy
+    try:
+        compiled = torch.compile(m, backend="kiln", options={"tf32": False})
+        with torch.no_grad():
+            close(compiled(x), m(x))
+    finally:
+        kiln.torch.compile = orig
+    assert seen == [1], seen  # only x is an engine input
+
+
+def test_damaged_save_file(tmp_path):
+    p = tmp_path / "bad.kiln"
+    p.write_bytes(kiln.torch._MAGIC + (5).to_bytes(8, "little") + b"{oops" + b"x")
+    with pytest.raises(kiln.KilnError, match="damaged"):
+        kiln.torch.load(p)
