@@ -5,6 +5,7 @@
 //   kiln plugin new NAME [--domain D] | kiln plugin list             plugin projects and registered plugins
 //   kiln convert|optimize|benchmark ..., kiln calibrate --model ...    the documents' workflow commands (workflow.h)
 //   kiln analyze --onnx=m.onnx [build flags]                          what fused, and why the rest did not
+//   kiln serve --model-repository=DIR [tritonserver flags]            the KServe v2 / Triton-protocol server
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +17,7 @@
 #include "commands.h"
 #include "kiln/error.h"
 #include "plugin_cmd.h"
+#include "serve_cmd.h"
 #include "workflow.h"
 
 namespace kiln::cli {
@@ -81,6 +83,7 @@ int RunPythonCompare(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "plugin") == 0) return PluginCommand(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "serve") == 0) return ServeCommand(argc, argv);
   // `kiln benchmark --compare=onnxruntime`: kiln and onnxruntime in one Python process (python/kiln/_compare.py).
   if (argc > 1 && std::strcmp(argv[1], "benchmark") == 0) {
     for (int i = 2; i < argc; ++i)
@@ -119,7 +122,7 @@ int Main(int argc, char** argv) {
   }
   CLI::App app{mode == Mode::kTrtexec
                    ? "kiln: an ONNX inference optimizer and runtime.\n  kiln --onnx=model.onnx [--saveEngine=e] [flags]\n"
-                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|calibrate|analyze|plugin --help\n"
+                     "  kiln --loadEngine=e [flags]\n  kiln build|run|bench|inspect|compare|calibrate|analyze|plugin|serve --help\n"
                      "  kiln convert --input M --output E | optimize --model M --precision P | benchmark --engine E"
                    : std::string("kiln ") + argv[1]};
   app.name(mode == Mode::kTrtexec ? "kiln" : std::string("kiln ") + argv[1]);

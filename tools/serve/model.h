@@ -1,0 +1,94 @@
+// kiln serve — one loaded model version: its engine, its instances (an execution context each, on its own stream,
+// with device buffers it keeps between runs), the queue its requests wait in, and the dynamic batcher that merges
+// them along the batch dim. Each instance has a worker thread that takes the next batch when it is free.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "infer_types.h"
+#include "kiln/backend.h"
+#include "kiln/logger.h"
+#include "kiln/runtime.h"
+#include "model_config.h"
+
+namespace kiln::serve {
+
+// Counters and durations of one model version (Triton's metric set), read by the metrics endpoint.
+struct ModelStats {
+  std::atomic<uint64_t> request_success{0}, request_failure{0};
+  std::atomic<uint64_t> inference_count{0};  // samples run (a batch of 8 counts 8)
+  std::atomic<uint64_t> execution_count{0};  // engine runs
+  std::atomic<uint64_t> request_us{0}, queue_us{0}, compute_input_us{0}, compute_infer_us{0}, compute_output_us{0};
+  static constexpr int kBatchBuckets = 12;                 // batch sizes <= 1, 2, 4, ..., 1024, 2048, +Inf
+  std::atomic<uint64_t> batch_buckets[kBatchBuckets] = {};  // cumulative counts are built when exposed
+  std::atomic<uint64_t> batch_sum{0};
+  void AddBatch(int64_t size);
+};
+
+struct Pending;  // a queued request (model.cpp)
+
+class LoadedModel {
+ public:
+  // Builds or loads the engine (model.engine, or model.onnx built for the instance kind's backend), completes and
+  // checks the config, creates the instances and starts their workers.
+  static Result<std::unique_ptr<LoadedModel>> Load(const std::string& name, const std::string& version,
+                                                   const std::string& version_dir, const std::string& config_text,
+                                                   bool have_config, const std::string& default_backend,
+                                                   const std::string& timing_cache, size_t max_queue,
+                                                   ILogger& logger);
+  ~LoadedModel();
+
+  const std::string& name() const { return name_; }
+  const std::string& version() const { return version_; }
+  const inference::ModelConfig& config() const { return config_; }
+  const ModelMetadata& metadata() const { return metadata_; }
+  ModelStats& stats() { return stats_; }
+  size_t device_memory_bytes() const;
+
+  // Checks the request against the model, queues it and waits for its answer (or its deadline).
+  Outcome Infer(InferRequest request, InferResponse* response);
+  // Stops taking requests, answers those still queued after `drain` with 503, and joins the workers.
+  void Stop(std::chrono::milliseconds drain);
+  size_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  struct Instance;
+  LoadedModel() = default;
+  Outcome Validate(const InferRequest& r, int64_t* batch) const;
+  void Worker(Instance* inst);
+  std::vector<std::unique_ptr<Pending>> NextBatch(std::unique_lock<std::mutex>& lock);
+  void ExpireQueued();
+  void RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>& batch);
+
+  std::string name_, version_;
+  inference::ModelConfig config_;
+  ModelMetadata metadata_;
+  std::vector<std::string> inputs_, outputs_;
+  std::unique_ptr<Engine> engine_;
+  std::string backend_;
+  bool device_memory_ = false;
+  ModelStats stats_;
+  ILogger* logger_ = nullptr;
+  size_t max_queue_ = 4096;
+
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::vector<std::thread> workers_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Pending>> queue_;
+  bool stopping_ = false;
+  std::atomic<size_t> in_flight_{0};
+};
+
+}  // namespace kiln::serve

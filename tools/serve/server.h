@@ -1,0 +1,79 @@
+// kiln serve — the server core the protocol front ends (http_server.cpp, grpc_server.cpp) call: a model repository
+// in Triton's layout, models loaded into instances (execution contexts on their own streams), a dynamic batcher per
+// model, and the metrics. Thread-safe: every call may come from any front-end thread at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infer_types.h"
+#include "kiln/logger.h"
+
+namespace kiln::serve {
+
+struct ServerOptions {
+  std::string model_repository;
+  // "none": every model of the repository is loaded at start and stays; "explicit": only those named in
+  // load_models (or "*" for all) are, and the repository API loads and unloads (Triton's --model-control-mode).
+  std::string model_control_mode = "none";
+  std::vector<std::string> load_models;
+  std::string backend;                   // "" = the default (cuda where a GPU is found, else cpu)
+  std::string timing_cache;              // where ONNX models' builds keep their timing cache ("" = none)
+  std::chrono::microseconds request_timeout{0};  // 0 = none
+  size_t max_queue_size = 4096;          // requests waiting per model; more are refused with 503
+  int log_verbose = 0;
+  bool strict_model_config = false;      // a config.pbtxt is required (no auto-complete from the engine)
+};
+
+struct RepositoryEntry {
+  std::string name, version, state, reason;  // state: READY, UNAVAILABLE, LOADING, UNLOADING
+};
+
+class ServerImpl;
+
+class Server {
+ public:
+  // Loads the repository's models as the control mode says; a model that fails to load is UNAVAILABLE with its
+  // reason (the server starts anyway, as Triton's does with --exit-on-error=false), unless `exit_on_error`.
+  static Result<std::unique_ptr<Server>> Create(const ServerOptions& options, ILogger& logger,
+                                                bool exit_on_error = true);
+  ~Server();
+
+  bool Live() const;
+  bool Ready() const;  // live, not shutting down, and every model that should be loaded is READY
+  std::string Name() const { return "kiln"; }
+  std::string Version() const;
+  std::vector<std::string> Extensions() const;
+
+  // version "" = the model's latest ready version.
+  Outcome ModelReady(const std::string& model, const std::string& version) const;
+  Outcome Metadata(const std::string& model, const std::string& version, ModelMetadata* out) const;
+  // The model's configuration, Triton's ModelConfig as JSON (what GET /v2/models/{m}/config returns) and as the
+  // serialized inference.ModelConfig protobuf (gRPC ModelConfig).
+  Outcome ConfigJson(const std::string& model, const std::string& version, std::string* json) const;
+  Outcome ConfigProto(const std::string& model, const std::string& version, std::string* serialized) const;
+
+  // Runs one request (blocking the calling thread until it is answered): validated against the model, queued,
+  // batched with others where the model batches, run on a free instance, and split back.
+  Outcome Infer(InferRequest request, InferResponse* response);
+
+  std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const;
+  Outcome LoadModel(const std::string& model);
+  Outcome UnloadModel(const std::string& model);
+
+  // Prometheus text exposition of every model's counters, durations and batch sizes, and device memory.
+  std::string MetricsText() const;
+
+  // Stops taking requests (new ones get 503), waits for those queued or running to finish (at most `drain`), then
+  // unloads everything.
+  void Shutdown(std::chrono::milliseconds drain);
+
+ private:
+  explicit Server(std::unique_ptr<ServerImpl> impl);
+  std::unique_ptr<ServerImpl> impl_;
+};
+
+}  // namespace kiln::serve
