@@ -10,8 +10,17 @@
 #include "bind_common.h"
 
 namespace kiln::python {
+namespace {
+
+// Holds an imported DLPack tensor: while it lives, so does the producer's memory.
+struct DlpackHold {
+  nb::ndarray<nb::ro> array;
+};
+
+}  // namespace
 
 void BindDlpack(nb::module_& m) {
+  nb::class_<DlpackHold>(m, "DlpackHold", "Keeps an imported DLPack tensor (and its producer's memory) alive");
   m.def(
       "dlpack_view",
       [](nb::ndarray<nb::ro> a) {
@@ -23,7 +32,7 @@ void BindDlpack(nb::module_& m) {
         const nb::dlpack::dtype t = a.dtype();
         // The last element keeps the imported tensor (and so the producer's memory) alive: hold it until the work
         // that reads the address is done.
-        nb::object keep = nb::cast(nb::ndarray<nb::array_api, nb::ro>(a));
+        nb::object keep = nb::cast(DlpackHold{a});
         return nb::make_tuple(reinterpret_cast<uintptr_t>(a.data()), shape, strides, int(t.code), int(t.bits),
                               int(t.lanes), a.device_type(), a.device_id(), keep);
       },

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "kiln/builder.h"
@@ -47,6 +48,13 @@ Result<std::string> BackendOf(const inference::ModelInstanceGroup& g, const std:
 
 }  // namespace
 
+void ModelStats::Reset() {
+  for (auto* a : {&request_success, &request_failure, &inference_count, &execution_count, &request_us, &queue_us,
+                  &compute_input_us, &compute_infer_us, &compute_output_us, &batch_sum})
+    a->store(0);
+  for (auto& b : batch_buckets) b.store(0);
+}
+
 void ModelStats::AddBatch(int64_t size) {
   int b = 0;
   while (b < kBatchBuckets - 1 && size > (int64_t{1} << b)) ++b;
@@ -67,7 +75,8 @@ struct LoadedModel::Instance {
   std::unique_ptr<ExecutionContext> context;
   DeviceStream stream;                         // device backends
   std::map<std::string, DeviceMemory> buffers;  // device backends: per I/O tensor, grown on demand
-  std::vector<std::string> host_inputs;        // concatenated batch inputs
+  std::map<std::string, DeviceMemory> pinned;   // device backends: page-locked staging per I/O tensor
+  std::vector<std::string> host_inputs;        // host backends: concatenated batch inputs
   size_t device_bytes = 0;
 };
 
@@ -221,11 +230,61 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& name, 
       m->instances_.push_back(std::move(inst));
     }
   }
+  // Bucket sizes (device backends with dynamic batching): powers of two, the preferred sizes and max_batch_size.
+  const int64_t mb = m->config_.max_batch_size();
+  if (m->device_memory_ && mb > 0 && m->config_.has_dynamic_batching()) {
+    std::set<int64_t> sizes = {mb};
+    for (int64_t b = 1; b < mb; b *= 2) sizes.insert(b);
+    for (int32_t p : m->config_.dynamic_batching().preferred_batch_size()) sizes.insert(p);
+    m->buckets_.assign(sizes.begin(), sizes.end());
+    KILN_RETURN_IF_ERROR(m->WarmUp());
+  }
   for (auto& inst : m->instances_) m->workers_.emplace_back([mp = m.get(), i = inst.get()] { mp->Worker(i); });
   return m;
 }
 
 LoadedModel::~LoadedModel() { Stop(std::chrono::milliseconds(0)); }
+
+int64_t LoadedModel::PaddedBatch(int64_t rows) const {
+  for (int64_t b : buckets_)
+    if (b >= rows) return b;
+  return rows;
+}
+
+// Runs every bucket size once on every instance (zero inputs; the other dynamic dims at the profile's opt), so that
+// requests do not pay for the launch plans.
+Status LoadedModel::WarmUp() {
+  for (auto& inst : instances_) {
+    for (int64_t b : buckets_) {
+      std::vector<std::unique_ptr<Pending>> batch;
+      auto p = std::make_unique<Pending>();
+      p->batch = b;
+      for (size_t i = 0; i < inputs_.size(); ++i) {
+        TensorData t;
+        t.name = inputs_[i];
+        t.dtype = engine_->getTensorDataType(inputs_[i]);
+        Dims d = engine_->getTensorShape(inputs_[i]);
+        if (engine_->getNbOptimizationProfiles() > 0)
+          for (size_t k = 0; k < d.size(); ++k)
+            if (d[k] < 0) d[k] = engine_->getProfileShape(inputs_[i], 0, ProfileSelector::kOpt)[k];
+        d[0] = b;
+        t.shape.assign(d.begin(), d.end());
+        t.bytes.assign(static_cast<size_t>(NumElements(d)) * DataTypeSize(t.dtype), '\0');
+        p->request.inputs.push_back(std::move(t));
+        p->order.push_back(static_cast<int>(i));
+      }
+      auto answer = p->promise.get_future();
+      batch.push_back(std::move(p));
+      RunBatch(inst.get(), batch);
+      auto [outcome, unused] = answer.get();
+      if (!outcome.ok())
+        return Status(StatusCode::kInternal, fmt::format("model '{}': the warm-up run at batch {} failed: {}", name_, b,
+                                                         outcome.message));
+    }
+  }
+  stats_.Reset();
+  return Status::Ok();
+}
 
 size_t LoadedModel::device_memory_bytes() const {
   if (!device_memory_) return 0;
@@ -420,8 +479,11 @@ void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>
   const auto t_start = Clock::now();
   const bool batching = config_.max_batch_size() > 0;
   int64_t total = 0;
+  for (const auto& p : batch) total += p->batch;
+  // Device backends run the batch at the next bucket size (zero rows after the requests'): each new shape costs the
+  // engine a launch plan, so the shapes stay few (buckets_) and are planned at load.
+  const int64_t run_rows = PaddedBatch(total);
   for (const auto& p : batch) {
-    total += p->batch;
     stats_.queue_us.fetch_add(
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(t_start - p->enqueued).count()));
   }
@@ -431,19 +493,45 @@ void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>
   auto fail_status = [&](const Status& s) { fail_all(Outcome::FromStatus(s)); };
   ExecutionContext& ctx = *inst->context;
 
-  // Inputs: one request's tensors as they are; several requests' concatenated along the batch dim.
+  // Page-locked staging (device backends): the batch's inputs are gathered there, so the copy to the device is one
+  // asynchronous DMA, and outputs come back there.
+  auto pinned_buffer = [&](const std::string& key, size_t bytes) -> Result<char*> {
+    auto it = inst->pinned.find(key);
+    if (it == inst->pinned.end() || it->second.size() < bytes) {
+      KILN_ASSIGN_OR_RETURN(DeviceMemory mem,
+                            DeviceMemory::allocate(backend_, std::max<size_t>(bytes, 1), DeviceMemory::Kind::kPinnedHost));
+      inst->pinned[key] = std::move(mem);
+    }
+    return static_cast<char*>(inst->pinned[key].data());
+  };
+
+  // Inputs: one request's tensors as they are (host backends), or several requests' concatenated along the batch dim.
   std::vector<const void*> in_ptr(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const TensorData& first = batch[0]->request.inputs[batch[0]->order[i]];
     Dims shape(first.shape.begin(), first.shape.end());
-    if (batch.size() == 1) {
+    if (batch.size() > 1 || run_rows != total) shape[0] = run_rows;
+    if (device_memory_) {
+      size_t bytes = 0;
+      for (const auto& p : batch) bytes += p->request.inputs[p->order[i]].bytes.size();
+      const size_t padded = run_rows == total ? bytes : bytes / static_cast<size_t>(total) * run_rows;
+      auto buf = pinned_buffer("in:" + inputs_[i], padded);
+      if (!buf.ok()) return fail_status(buf.status());
+      char* dst = *buf;
+      for (const auto& p : batch) {
+        const std::string& b = p->request.inputs[p->order[i]].bytes;
+        if (!b.empty()) std::memcpy(dst, b.data(), b.size());
+        dst += b.size();
+      }
+      if (padded > bytes) std::memset(dst, 0, padded - bytes);
+      in_ptr[i] = *buf;
+    } else if (batch.size() == 1) {
       in_ptr[i] = first.bytes.data();
     } else {
       std::string& buf = inst->host_inputs[i];
       buf.clear();
       for (const auto& p : batch) buf += p->request.inputs[p->order[i]].bytes;
       in_ptr[i] = buf.data();
-      shape[0] = total;
     }
     if (Status s = ctx.setInputShape(inputs_[i], shape); !s.ok()) return fail_status(s);
   }
@@ -495,7 +583,7 @@ void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>
   }
   const auto t_infer = Clock::now();
   if (Status s = ctx.enqueue(device_memory_ ? inst->stream.get() : nullptr); !s.ok()) return fail_status(s);
-  if (device_memory_)
+  if (device_memory_)  // (the wait splits compute from output time in the metrics; the copies are stream-ordered)
     if (Status s = inst->stream.synchronize(); !s.ok()) return fail_status(s);
   const auto t_output = Clock::now();
   for (size_t o = 0; o < outputs_.size(); ++o) {
@@ -514,20 +602,25 @@ void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>
         std::memcpy(out_host[o].data(), *buf, out_host[o].size());
       }
     } else if (device_memory_) {
-      if (Status st = CopyToHost(out_host[o].data(), inst->buffers[outputs_[o]].data(), out_host[o].size(),
-                                 inst->stream);
+      auto staging = pinned_buffer("out:" + outputs_[o], out_host[o].size());
+      if (!staging.ok()) return fail_status(staging.status());
+      if (Status st = CopyToHost(*staging, inst->buffers[outputs_[o]].data(), out_host[o].size(), inst->stream);
           !st.ok())
         return fail_status(st);
     }
   }
-  if (device_memory_)
+  if (device_memory_) {
     if (Status s = inst->stream.synchronize(); !s.ok()) return fail_status(s);
+    for (size_t o = 0; o < outputs_.size(); ++o)
+      if (known[o] && !out_host[o].empty()) std::memcpy(out_host[o].data(), inst->pinned["out:" + outputs_[o]].data(),
+                                                        out_host[o].size());
+  }
   if (batching)
     for (size_t o = 0; o < outputs_.size(); ++o)
-      if (out_shape[o].empty() || out_shape[o][0] != total)
+      if (out_shape[o].empty() || out_shape[o][0] != run_rows)
         return fail_all(Outcome::Internal(fmt::format("model '{}': output '{}' has shape {} for a batch of {}; its "
                                                       "first dim is not the batch, so results cannot be split",
-                                                      name_, outputs_[o], ShapeToString(out_shape[o]), total)));
+                                                      name_, outputs_[o], ShapeToString(out_shape[o]), run_rows)));
   const auto t_done = Clock::now();
   auto us = [](Clock::time_point a, Clock::time_point b) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
@@ -537,7 +630,7 @@ void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>
   stats_.compute_output_us.fetch_add(us(t_output, t_done));
   stats_.execution_count.fetch_add(1);
   stats_.inference_count.fetch_add(static_cast<uint64_t>(total));
-  stats_.AddBatch(total);
+  stats_.AddBatch(run_rows);
   (void)t_input;
 
   // Split along the batch dim and answer each request with the outputs it asked for.
@@ -560,10 +653,10 @@ void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>
       t.name = outputs_[o];
       t.dtype = engine_->getTensorDataType(outputs_[o]);
       t.shape.assign(out_shape[o].begin(), out_shape[o].end());
-      if (batch.size() == 1 || !batching) {
+      if (!batching || (batch.size() == 1 && run_rows == total)) {
         t.bytes = out_host[o];
       } else {
-        const size_t row_bytes = out_host[o].size() / static_cast<size_t>(total);
+        const size_t row_bytes = out_host[o].size() / static_cast<size_t>(run_rows);
         t.shape[0] = p->batch;
         t.bytes = out_host[o].substr(static_cast<size_t>(row) * row_bytes, static_cast<size_t>(p->batch) * row_bytes);
       }

@@ -34,6 +34,7 @@ struct ModelStats {
   std::atomic<uint64_t> batch_buckets[kBatchBuckets] = {};  // cumulative counts are built when exposed
   std::atomic<uint64_t> batch_sum{0};
   void AddBatch(int64_t size);
+  void Reset();
 };
 
 struct Pending;  // a queued request (model.cpp)
@@ -70,6 +71,8 @@ class LoadedModel {
   std::vector<std::unique_ptr<Pending>> NextBatch(std::unique_lock<std::mutex>& lock);
   void ExpireQueued();
   void RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>& batch);
+  int64_t PaddedBatch(int64_t rows) const;
+  Status WarmUp();
 
   std::string name_, version_;
   inference::ModelConfig config_;
@@ -81,6 +84,7 @@ class LoadedModel {
   ModelStats stats_;
   ILogger* logger_ = nullptr;
   size_t max_queue_ = 4096;
+  std::vector<int64_t> buckets_;  // batch sizes a batch is padded to (empty: run as it comes)
 
   std::vector<std::unique_ptr<Instance>> instances_;
   std::vector<std::thread> workers_;

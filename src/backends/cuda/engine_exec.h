@@ -58,7 +58,7 @@ class GpuContext {
   int captures() const { return captures_; }
   // Launch plans (and their CUDA graphs) kept per context: alternating between this many sets of shapes or
   // addresses neither rebuilds nor captures again.
-  static constexpr size_t kMaxPlans = 4;
+  static constexpr size_t kMaxPlans = 16;
 
  private:
   struct Launch {

@@ -1,0 +1,140 @@
+"""A load generator for kiln serve (or any KServe v2 HTTP server): P processes x T threads, each thread with its own
+keep-alive connection, send infer requests with Triton's binary tensor data extension for D seconds. Every response
+is checked against its own input's reference output (taken from one request per distinct input before the run), so
+batching cross-talk shows up as mismatches. Needs only the standard library and numpy.
+
+  python3 serve_load.py --url 127.0.0.1:8000 --model resnet50 --input x:8x3x224x224:FP32 --processes 8 --threads 4 \
+      --duration 20 --json load.json
+
+Prints one line and writes JSON: requests/s, inferences/s (requests x batch), latency p50/p90/p99 (ms), errors,
+mismatches."""
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import threading
+import time
+
+import numpy as np
+
+DTYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32, "UINT8": np.uint8}
+
+
+def body_for(name, dtype, arr):
+    raw = arr.tobytes()
+    header = json.dumps({"inputs": [{"name": name, "shape": list(arr.shape), "datatype": dtype,
+                                     "parameters": {"binary_data_size": len(raw)}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    return header + raw, len(header)
+
+
+def infer(conn, model, body, header_len):
+    conn.request("POST", f"/v2/models/{model}/infer", body=body,
+                 headers={"Inference-Header-Content-Length": str(header_len),
+                          "Content-Type": "application/octet-stream"})
+    r = conn.getresponse()
+    data = r.read()
+    if r.status != 200:
+        raise RuntimeError(f"HTTP {r.status}: {data[:200]!r}")
+    n = int(r.getheader("Inference-Header-Content-Length", len(data)))
+    head = json.loads(data[:n])
+    out = head["outputs"][0]
+    return np.frombuffer(data[n:], dtype=DTYPES[out["datatype"]]).reshape(out["shape"])
+
+
+def worker(args, seed, results):
+    host, port = args.url.split(":")
+    name, shape, dtype = args.input.split(":")
+    shape = [int(d) for d in shape.split("x")]
+    rng = np.random.default_rng(seed)
+    inputs = [rng.standard_normal(shape).astype(DTYPES[dtype]) for _ in range(args.distinct)]
+    bodies = [body_for(name, dtype, x) for x in inputs]
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
+    refs = [infer(conn, args.model, b, n) for b, n in bodies]  # each input's own answer
+    lat, errors, mismatches = [], 0, 0
+    start_at = results["start"]
+    while time.time() < start_at:
+        time.sleep(0.001)
+    end = start_at + args.duration
+    i = 0
+    while time.time() < end:
+        k = i % len(bodies)
+        t0 = time.perf_counter()
+        try:
+            y = infer(conn, args.model, *bodies[k])
+        except Exception:  # noqa: BLE001 - counted; the connection is reopened
+            errors += 1
+            conn = http.client.HTTPConnection(host, int(port), timeout=120)
+            continue
+        lat.append(time.perf_counter() - t0)
+        yf, rf = y.astype(np.float32), refs[k].astype(np.float32)
+        if yf.shape != rf.shape or not np.allclose(yf, rf, rtol=args.rtol, atol=args.rtol, equal_nan=True):
+            mismatches += 1
+            if len(results["details"]) < 8 and yf.shape == rf.shape:
+                # Which of this thread's inputs does the answer fit best (another one's: cross-talk)?
+                dist = [float(np.nanmax(np.abs(yf - r.astype(np.float32)))) if r.shape == yf.shape else float("inf")
+                        for r in refs]
+                results["details"].append({"own": k, "closest": int(np.argmin(dist)), "max_abs_diff": dist[k],
+                                           "max_abs_ref": float(np.nanmax(np.abs(rf))),
+                                           "nonfinite_y": int((~np.isfinite(yf)).sum()),
+                                           "nonfinite_ref": int((~np.isfinite(rf)).sum()),
+                                           "rel_l2": float(np.linalg.norm(np.nan_to_num(yf - rf)) /
+                                                           max(np.linalg.norm(np.nan_to_num(rf)), 1e-30))})
+        i += 1
+    results["lat"].extend(lat)
+    results["errors"] += errors
+    results["mismatches"] += mismatches
+
+
+def process(args, pid, start_at, queue):
+    shared = {"lat": [], "errors": 0, "mismatches": 0, "start": start_at, "details": []}
+    threads = [threading.Thread(target=worker, args=(args, pid * 1000 + t, shared)) for t in range(args.threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    queue.put((shared["lat"], shared["errors"], shared["mismatches"], shared["details"]))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--url", default="127.0.0.1:8000")
+    p.add_argument("--model", required=True)
+    p.add_argument("--input", required=True, help="name:AxBxC:DATATYPE")
+    p.add_argument("--processes", type=int, default=4)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--duration", type=float, default=10)
+    p.add_argument("--distinct", type=int, default=3, help="distinct inputs per thread")
+    p.add_argument("--rtol", type=float, default=2e-2)
+    p.add_argument("--json")
+    args = p.parse_args()
+    batch = int(args.input.split(":")[1].split("x")[0])
+    start_at = time.time() + 5 + 0.2 * args.processes * args.threads  # after every thread has its references
+    q = mp.Queue()
+    procs = [mp.Process(target=process, args=(args, i, start_at, q)) for i in range(args.processes)]
+    for pr in procs:
+        pr.start()
+    lat, errors, mismatches, details = [], 0, 0, []
+    for _ in procs:
+        l_, e, m, d = q.get()
+        lat += l_
+        errors += e
+        mismatches += m
+        details += d
+    for pr in procs:
+        pr.join()
+    lat = np.array(lat) * 1000
+    res = {"model": args.model, "request_batch": batch, "concurrency": args.processes * args.threads,
+           "duration_s": args.duration, "requests": int(lat.size), "requests_per_s": lat.size / args.duration,
+           "inferences_per_s": lat.size * batch / args.duration,
+           "p50_ms": float(np.percentile(lat, 50)) if lat.size else None,
+           "p90_ms": float(np.percentile(lat, 90)) if lat.size else None,
+           "p99_ms": float(np.percentile(lat, 99)) if lat.size else None, "errors": errors, "mismatches": mismatches, "mismatch_details": details[:8]}
+    print(json.dumps(res))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
