@@ -55,7 +55,8 @@ Diff Measure(const Tensor& engine, const Tensor& ref, double atol, double rtol) 
   return d;
 }
 
-Result<std::map<std::string, Tensor>> RunEngine(const Engine& e, const std::map<std::string, Tensor>& inputs) {
+Result<std::map<std::string, Tensor>> RunEngine(const Engine& e, const std::map<std::string, Tensor>& inputs,
+                                                int runs) {
   KILN_ASSIGN_OR_RETURN(auto ctx, e.createExecutionContext());
   std::vector<std::string> outputs;
   for (int i = 0; i < e.getNbIOTensors(); ++i)
@@ -71,7 +72,7 @@ Result<std::map<std::string, Tensor>> RunEngine(const Engine& e, const std::map<
   if (backend.device_memory) {
     KILN_ASSIGN_OR_RETURN(auto run, DeviceSetup(*ctx, e, host_in, outputs, false));
     RunTimes rt;
-    KILN_RETURN_IF_ERROR(DeviceRunOnce(*run, *ctx, true, &rt));
+    for (int r = 0; r < runs; ++r) KILN_RETURN_IF_ERROR(DeviceRunOnce(*run, *ctx, true, &rt));
     KILN_ASSIGN_OR_RETURN(auto bytes, DeviceFetchOutputs(*run, *ctx));
     for (const auto& n : outputs) {
       KILN_ASSIGN_OR_RETURN(Dims d, ctx->getTensorShape(n));
@@ -82,7 +83,7 @@ Result<std::map<std::string, Tensor>> RunEngine(const Engine& e, const std::map<
     return out;
   }
   for (auto& [n, bytes] : host_in) KILN_RETURN_IF_ERROR(ctx->setTensorAddress(n, bytes.data()));
-  KILN_RETURN_IF_ERROR(ctx->enqueue(nullptr));
+  for (int r = 0; r < runs; ++r) KILN_RETURN_IF_ERROR(ctx->enqueue(nullptr));
   for (const auto& n : outputs) {
     KILN_ASSIGN_OR_RETURN(const void* p, ctx->getOutputBuffer(n));
     KILN_ASSIGN_OR_RETURN(Dims d, ctx->getTensorShape(n));
@@ -163,7 +164,7 @@ Status Compare(const Options& o, ILogger& logger, nlohmann::json* report) {
     KILN_ASSIGN_OR_RETURN(engine, runtime.deserializeEngine(b.engine.data(), b.engine.size()));
   }
   KILN_ASSIGN_OR_RETURN(auto inputs, MakeEngineInputs(*engine, o));
-  KILN_ASSIGN_OR_RETURN(auto got, RunEngine(*engine, inputs));
+  KILN_ASSIGN_OR_RETURN(auto got, RunEngine(*engine, inputs, o.compare_run));
 
   // The reference: the model as imported, at the inputs' shapes.
   NetworkDefinition ref_net;

@@ -96,6 +96,10 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_option("--reference", o.reference, "cpu (kiln's reference backend, unoptimized graph) or onnxruntime")
         ->check(CLI::IsMember(std::vector<std::string>{debug::ReferenceBackendName(), "onnxruntime"}));
     app.add_flag("--markAll", o.mark_all, "Compare every intermediate tensor and name the first layer that drifts");
+    app.add_option("--compareRun", o.compare_run,
+                   "Compare the outputs of the Nth run of one execution context (default 1): a layer that depends on "
+                   "what an earlier run left in memory drifts on the 2nd")
+        ->check(CLI::Range(1, 1000));
     app.add_option("--exportOutput", o.export_output, "Write the engine's outputs: a .json file, or a folder of .npy");
   } else if (mode == Mode::kCalibrate) {
     app.add_option("--config", o.config,

@@ -50,6 +50,7 @@ struct Options {
   double atol = 1e-3, rtol = 1e-3;
   std::string reference = debug::ReferenceBackendName();  // kiln's reference backend, or onnxruntime
   bool mark_all = false;
+  int compare_run = 1;  // kiln compare: compare the Nth run of one context (state earlier runs leave shows up)
   // kiln calibrate.
   std::string data, algo = "entropy";
   int calib_batches = 0;  // 0: every batch
