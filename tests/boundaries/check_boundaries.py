@@ -3,7 +3,9 @@
 
 1. No code outside src/backends/cpu, src/backends/cuda and the backend factory names a backend ("cpu", "cuda") or
    asks whether CUDA was compiled in (KILN_HAVE_CUDA). Comments do not count.
-2. tools/ includes public headers ("kiln/...") and its own headers only (a file next to the including one).
+2. tools/ includes public headers ("kiln/...") and the tools' own headers only: a file in a tools/ folder (its own or
+   another tool's library, as kiln serve's is to the kiln command), or a header protoc generates from a .proto under
+   tools/.
 3. No op-name tables outside src/ops and the backends: the planner, passes and conformance runner read OpDef
    traits (a std::set/array of op-type strings there fails this check).
 
@@ -38,8 +40,22 @@ def sources(root, folder):
 TEMPLATES = ("tools/kiln/plugin_template.cpp",)
 
 
+def tools_headers(root):
+    """Header names the tools may include: those in tools/ folders, and the protoc outputs of tools' .proto files."""
+    names = set()
+    for dirpath, _, files in os.walk(os.path.join(root, "tools")):
+        for f in files:
+            if f.endswith((".h", ".cuh")):
+                names.add(f)
+            elif f.endswith(".proto"):
+                stem = f[:-len(".proto")]
+                names.update({stem + ".pb.h", stem + ".grpc.pb.h"})
+    return names
+
+
 def main(root):
     bad = []
+    own_headers = tools_headers(root)
     allowed_backend = ("src/backends/cpu/", "src/backends/cuda/", "src/backends/factory.")
     for folder in ("src", "tools"):
         for path in sources(root, folder):
@@ -55,7 +71,8 @@ def main(root):
                 if rel.startswith("tools/"):
                     m = INCLUDE.match(line)
                     if m and not m.group(1).startswith("kiln/") and \
-                            not os.path.exists(os.path.join(os.path.dirname(path), m.group(1))):
+                            not os.path.exists(os.path.join(os.path.dirname(path), m.group(1))) and \
+                            m.group(1) not in own_headers:
                         bad.append(f"{rel}:{no}: includes a non-public header: {line.strip()}")
                 if rel.startswith(("src/plan/", "src/passes/", "src/quant/", "tools/conformance/")) and OP_TABLE.search(code):
                     bad.append(f"{rel}:{no}: an op-name table (read OpDef traits instead): {line.strip()}")

@@ -4,6 +4,7 @@
                (20 ms window), two CPU instances; weights also in mlp_weights.npz for the tests' reference
   mlp_engine/  the same network as a model.engine built by `kiln build` (no config.pbtxt: completed from the engine)
   typed/       a, mask, k -> y = Where(mask, a, 2a) + float(k) (FP32), z = FP16(y); BOOL, INT64, FP16 tensors
+  slow/        mlp again with a 5 s batching window (requests wait in the queue: the graceful-shutdown test)
   broken/      a config.pbtxt that does not parse (the model is UNAVAILABLE; the server starts anyway)
 
 Usage: make_repository.py DIR KILN"""
@@ -53,7 +54,7 @@ def typed(path):
 
 
 def main(root, kiln):
-    for d in ("mlp/1", "mlp_engine/1", "typed/1", "broken/1"):
+    for d in ("mlp/1", "mlp_engine/1", "typed/1", "broken/1", "slow/1"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     w1, b1, w2 = mlp(os.path.join(root, "mlp/1/model.onnx"))
     np.savez(os.path.join(os.path.dirname(root), "mlp_weights.npz"), w1=w1, b1=b1, w2=w2)
@@ -67,6 +68,10 @@ def main(root, kiln):
                     "--minShapes=x:1x8", "--optShapes=x:4x8", "--maxShapes=x:16x8",
                     "--saveEngine=" + os.path.join(root, "mlp_engine/1/model.engine")], check=True,
                    stdout=subprocess.DEVNULL)
+    mlp(os.path.join(root, "slow/1/model.onnx"))
+    with open(os.path.join(root, "slow/config.pbtxt"), "w") as f:
+        f.write('max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 5000000 }\n'
+                'instance_group [ { kind: KIND_CPU } ]\n')
     typed(os.path.join(root, "typed/1/model.onnx"))
     with open(os.path.join(root, "typed/config.pbtxt"), "w") as f:
         f.write('max_batch_size: 4\ninstance_group [ { kind: KIND_CPU } ]\n')

@@ -188,7 +188,7 @@ Result<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(Server& server, const 
     s->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     s->set_payload_max_length(options.max_body_bytes);
     s->set_keep_alive_max_count(100000);
-    s->set_keep_alive_timeout(60);
+    s->set_keep_alive_timeout(5);  // an idle kept-alive connection holds a thread, and shutdown waits for it
     s->set_read_timeout(60);
     s->set_write_timeout(60);
     s->set_tcp_nodelay(true);

@@ -32,18 +32,26 @@ std::string ReadFile(const fs::path& p) {
   return ss.str();
 }
 
-// The backend an instance group's kind asks for.
+// The backend an instance group's kind asks for: KIND_GPU the first available backend with device memory, KIND_CPU
+// the first available host backend, KIND_AUTO the server's default.
 Result<std::string> BackendOf(const inference::ModelInstanceGroup& g, const std::string& default_backend,
                               const std::string& model) {
-  switch (g.kind()) {
-    case inference::ModelInstanceGroup::KIND_CPU: return std::string("cpu");
-    case inference::ModelInstanceGroup::KIND_GPU: return std::string("cuda");
-    case inference::ModelInstanceGroup::KIND_AUTO: return default_backend;
-    default:
-      return Status(StatusCode::kUnsupported,
-                    fmt::format("model '{}': instance_group kind {} is not supported (KIND_AUTO, KIND_GPU, KIND_CPU)",
-                                model, inference::ModelInstanceGroup::Kind_Name(g.kind())));
+  if (g.kind() == inference::ModelInstanceGroup::KIND_AUTO) return default_backend;
+  if (g.kind() != inference::ModelInstanceGroup::KIND_GPU && g.kind() != inference::ModelInstanceGroup::KIND_CPU)
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("model '{}': instance_group kind {} is not supported (KIND_AUTO, KIND_GPU, KIND_CPU)",
+                              model, inference::ModelInstanceGroup::Kind_Name(g.kind())));
+  const bool want_device = g.kind() == inference::ModelInstanceGroup::KIND_GPU;
+  std::string why;
+  for (const std::string& name : GetBackendNames()) {
+    auto info = GetBackendInfo(name);
+    if (!info.ok() || info->device_memory != want_device) continue;
+    if (info->available) return name;
+    why = info->description;
   }
+  return Status(StatusCode::kUnsupported,
+                fmt::format("model '{}': instance_group kind {} has no backend here{}", model,
+                            inference::ModelInstanceGroup::Kind_Name(g.kind()), why.empty() ? "" : ": " + why));
 }
 
 }  // namespace
@@ -105,7 +113,8 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& name, 
                                 "backend: give every group the same kind",
                                 name, backend, b));
     backend = b;
-    if (b == "cuda")
+    KILN_ASSIGN_OR_RETURN(BackendInfo group_info, GetBackendInfo(b));
+    if (group_info.device_memory)
       for (int gpu : g.gpus())
         if (gpu != 0)
           return Status(StatusCode::kUnsupported,
@@ -219,7 +228,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& name, 
 
   // Instances: `count` contexts per group (each group's gpus list places them; only GPU 0 exists to kiln so far).
   for (const auto& g : m->config_.instance_group()) {
-    const int per_group = g.count() * std::max(1, backend == "cuda" ? g.gpus_size() : 1);
+    const int per_group = g.count() * std::max(1, m->device_memory_ ? g.gpus_size() : 1);
     for (int k = 0; k < per_group; ++k) {
       auto inst = std::make_unique<Instance>();
       KILN_ASSIGN_OR_RETURN(inst->context, m->engine_->createExecutionContext());
