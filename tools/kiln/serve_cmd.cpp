@@ -80,7 +80,10 @@ int ServeCommand(int argc, char** argv) {
   std::unique_ptr<serve::GrpcFrontEnd> grpc;
   if (allow_http || allow_metrics) {
     serve::HttpOptions opts = ho;
-    if (!allow_http) opts.port = 0;  // metrics only: the REST listener exists but is not announced
+    if (!allow_http) {  // metrics only: the REST routes are left out
+      opts.rest = false;
+      opts.port = 0;
+    }
     auto h = serve::HttpFrontEnd::Start(**server, opts, logger);
     if (!h.ok()) {
       std::fprintf(stderr, "kiln serve: error: %s\n", h.status().message().c_str());

@@ -60,6 +60,12 @@ json MetadataJson(const ModelMetadata& m) {
 }  // namespace
 
 void HttpFrontEndImpl::Routes() {
+  auto metrics_handler = [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(server.MetricsText(), "text/plain; version=0.0.4");
+  };
+  if (separate_metrics) metrics.Get("/metrics", metrics_handler);
+  else http.Get("/metrics", metrics_handler);
+  if (!opts.rest) return;
   http.Get("/v2/health/live", [this](const httplib::Request&, httplib::Response& res) {
     res.status = server.Live() ? 200 : 503;
   });
@@ -111,16 +117,20 @@ void HttpFrontEndImpl::Routes() {
   http.Post(R"(/v2/repository/models/([^/]+)/(load|unload))", [this](const httplib::Request& req,
                                                                      httplib::Response& res) {
     const std::string model = Group(req, 1);
+    if (!req.body.empty()) {  // Triton's load parameters ("config", "file:..." overrides): kiln reads the repository
+      const json j = json::parse(req.body, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) return ReplyError(res, Outcome::BadRequest("the body is not a JSON object"));
+      if (j.contains("parameters") && j["parameters"].is_object())
+        for (const auto& [k, v] : j["parameters"].items())
+          if (k != "unload_dependents")
+            return ReplyError(res, Outcome::BadRequest(fmt::format(
+                                       "repository parameter '{}' is not supported: kiln serve loads what the "
+                                       "repository holds (edit config.pbtxt or the model files, then load)", k)));
+    }
     Outcome o = Group(req, 2) == "load" ? server.LoadModel(model) : server.UnloadModel(model);
     if (!o.ok()) return ReplyError(res, o);
     Reply(res, 200, json::object());
   });
-  auto metrics_handler = [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(server.MetricsText(), "text/plain; version=0.0.4");
-  };
-  if (separate_metrics) metrics.Get("/metrics", metrics_handler);
-  else http.Get("/metrics", metrics_handler);
-
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
@@ -154,6 +164,10 @@ void HttpFrontEndImpl::Infer(const httplib::Request& req, httplib::Response& res
                                                              "within the {}-byte body", v, req.body.size())));
     header_len = static_cast<size_t>(n);
   }
+  if (header_len > opts.max_json_bytes)
+    return ReplyError(res, Outcome::TooLarge(fmt::format("the JSON part of the request is {} bytes (at most {}): send "
+                                                         "large tensors as binary data (binary_data_size)",
+                                                         header_len, opts.max_json_bytes)));
   InferRequest request;
   request.model = model;
   request.version = version;
@@ -187,7 +201,9 @@ Result<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(Server& server, const 
   for (httplib::Server* s : {&impl->http, &impl->metrics}) {
     s->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     s->set_payload_max_length(options.max_body_bytes);
-    s->set_keep_alive_max_count(100000);
+    // A kept-alive connection holds a pool thread while it sends; after this many requests it is closed (the client
+    // reconnects), so connections beyond the pool's size are not starved.
+    s->set_keep_alive_max_count(16);
     s->set_keep_alive_timeout(5);  // an idle kept-alive connection holds a thread, and shutdown waits for it
     s->set_read_timeout(60);
     s->set_write_timeout(60);

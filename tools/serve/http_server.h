@@ -18,6 +18,10 @@ struct HttpOptions {
   int metrics_port = -1;      // -1: /metrics on `port`; 0 or more: its own listener (0 picks one)
   int threads = 64;           // connections served at once (each blocks while its request runs)
   size_t max_body_bytes = 256u << 20;
+  // JSON parses into a tree many times its size: larger JSON headers are refused (413) and large tensors should come
+  // as binary data.
+  size_t max_json_bytes = 64u << 20;
+  bool rest = true;  // false: only /metrics (--allow-http=false with metrics on)
 };
 
 class HttpFrontEndImpl;

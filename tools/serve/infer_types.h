@@ -33,7 +33,9 @@ struct TensorData {
 
 struct RequestedOutput {
   std::string name;
-  bool binary = false;  // HTTP: return this output in the binary section (Triton's binary tensor data extension)
+  // HTTP: return this output in the binary section (Triton's binary tensor data extension); unset: the request's
+  // binary_data_output decides.
+  std::optional<bool> binary;
 };
 
 struct InferRequest {

@@ -360,6 +360,11 @@ Outcome LoadedModel::Validate(const InferRequest& r, int64_t* batch) const {
                                                it->shape[0]));
       first = false;
     }
+    if (want == DataType::kBool)
+      for (size_t k = 0; k < it->bytes.size(); ++k)
+        if (static_cast<unsigned char>(it->bytes[k]) > 1)
+          return Outcome::BadRequest(fmt::format("{}: input '{}' is BOOL but element {} is {} (BOOL elements are 0 or 1)",
+                                                 who, n, k, static_cast<int>(static_cast<unsigned char>(it->bytes[k]))));
     const int64_t volume = NumElements(it->shape);
     const uint64_t want_bytes = static_cast<uint64_t>(volume) * DataTypeSize(want);
     if (it->bytes.size() != want_bytes)
@@ -391,6 +396,7 @@ Outcome LoadedModel::Infer(InferRequest request, InferResponse* response) {
   }
   p->request = std::move(request);
   auto future = p->promise.get_future();
+  const Pending* mine = p.get();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
@@ -407,6 +413,21 @@ Outcome LoadedModel::Infer(InferRequest request, InferResponse* response) {
     in_flight_.fetch_add(1);
   }
   cv_.notify_all();
+  // Past the deadline while still queued: answered with a timeout now (a request already running finishes).
+  if (mine->request.deadline != Clock::time_point::max() &&
+      future.wait_until(mine->request.deadline) == std::future_status::timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& q) { return q.get() == mine; });
+    if (it != queue_.end()) {
+      std::unique_ptr<Pending> gone = std::move(*it);
+      queue_.erase(it);
+      lock.unlock();
+      in_flight_.fetch_sub(1);
+      stats_.request_failure.fetch_add(1);
+      return Outcome::Timeout(fmt::format("model '{}': the request timed out after waiting {} us in the queue", name_,
+                                          MicrosSince(gone->enqueued)));
+    }
+  }
   auto [outcome, result] = future.get();
   in_flight_.fetch_sub(1);
   stats_.request_us.fetch_add(MicrosSince(start));
@@ -456,7 +477,7 @@ std::vector<std::unique_ptr<Pending>> LoadedModel::NextBatch(std::unique_lock<st
     const std::string key = queue_.front()->key;
     int64_t total = 0;
     for (auto it = queue_.begin(); it != queue_.end();) {
-      if ((*it)->key == key && total + (*it)->batch <= mb) {
+      if ((*it)->key == key && total + (*it)->batch <= target) {
         total += (*it)->batch;
         batch.push_back(std::move(*it));
         it = queue_.erase(it);
@@ -485,6 +506,19 @@ void LoadedModel::Worker(Instance* inst) {
 }
 
 void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>& batch) {
+  try {
+    RunBatchUnguarded(inst, batch);
+  } catch (const std::exception& e) {  // (out of memory, mostly): every request not yet answered gets the error
+    for (auto& p : batch) {
+      try {
+        p->promise.set_value({Outcome::Internal(fmt::format("model '{}': the batch failed: {}", name_, e.what())), {}});
+      } catch (const std::future_error&) {  // answered already
+      }
+    }
+  }
+}
+
+void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<Pending>>& batch) {
   const auto t_start = Clock::now();
   const bool batching = config_.max_batch_size() > 0;
   int64_t total = 0;
@@ -597,6 +631,10 @@ void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>
   const auto t_output = Clock::now();
   for (size_t o = 0; o < outputs_.size(); ++o) {
     const size_t elem = DataTypeSize(engine_->getTensorDataType(outputs_[o]));
+    if (!known[o] && (batch.size() > 1 || run_rows != total))
+      return fail_all(Outcome::Internal(fmt::format("model '{}': output '{}' has a size that depends on the data, so a "
+                                                    "merged batch cannot be split: set max_batch_size: 0 or leave out "
+                                                    "dynamic_batching", name_, outputs_[o])));
     if (!known[o]) {  // a size that depends on the data: the context's own buffer
       auto s = ctx.getTensorShape(outputs_[o]);
       auto buf = ctx.getOutputBuffer(outputs_[o]);
@@ -655,7 +693,7 @@ void LoadedModel::RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>
     } else {
       for (const auto& r : p->request.outputs)
         wanted.push_back({static_cast<size_t>(std::find(outputs_.begin(), outputs_.end(), r.name) - outputs_.begin()),
-                          r.binary || p->request.binary_outputs});
+                          r.binary.value_or(p->request.binary_outputs)});
     }
     for (auto [o, binary] : wanted) {
       TensorData t;

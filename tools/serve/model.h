@@ -71,6 +71,7 @@ class LoadedModel {
   std::vector<std::unique_ptr<Pending>> NextBatch(std::unique_lock<std::mutex>& lock);
   void ExpireQueued();
   void RunBatch(Instance* inst, std::vector<std::unique_ptr<Pending>>& batch);
+  void RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<Pending>>& batch);
   int64_t PaddedBatch(int64_t rows) const;
   Status WarmUp();
 

@@ -120,6 +120,9 @@ class ServerImpl {
     if (entry.versions.empty()) entry.reason = entry.failed.begin()->second;
     const bool ready = !entry.versions.empty();
     const std::string reason = entry.reason;
+    if (!ready && Serving(name))  // a failed reload leaves the versions being served in place (as Triton does)
+      return Outcome::BadRequest(fmt::format("failed to load model '{}' (the loaded versions keep serving): {}", name,
+                                             reason));
     ModelEntry old;  // a reload: the old versions finish their requests after the new ones take over
     {
       std::unique_lock<std::shared_mutex> lock(mu);
@@ -132,7 +135,16 @@ class ServerImpl {
     return Outcome::BadRequest(fmt::format("failed to load model '{}': {}", name, reason));
   }
 
+  bool Serving(const std::string& name) const {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    auto it = models.find(name);
+    return it != models.end() && !it->second.versions.empty();
+  }
+
   Outcome Fail(const std::string& name, const std::string& why) {
+    if (Serving(name))
+      return Outcome::BadRequest(fmt::format("failed to load model '{}' (the loaded versions keep serving): {}", name,
+                                             why));
     ModelEntry old;
     {
       std::unique_lock<std::shared_mutex> lock(mu);
@@ -151,7 +163,9 @@ class ServerImpl {
   }
 
   // The loaded model for a request: the version named, or the latest ready one.
-  Outcome Get(const std::string& name, const std::string& version, std::shared_ptr<LoadedModel>* out) const {
+  Outcome Get(const std::string& name, const std::string& version, std::shared_ptr<LoadedModel>* out,
+              std::vector<std::string>* versions = nullptr) const {
+    if (shutting_down) return Outcome::Unavailable("the server is shutting down");
     std::shared_lock<std::shared_mutex> lock(mu);
     auto it = models.find(name);
     if (it == models.end()) return Outcome::NotFound(fmt::format("unknown model '{}'", name));
@@ -161,6 +175,8 @@ class ServerImpl {
         return Outcome::Unavailable(fmt::format("model '{}' is not ready{}", name,
                                                 e.reason.empty() ? "" : ": " + e.reason));
       *out = e.versions.rbegin()->second;
+      if (versions)
+        for (const auto& [v, _] : e.versions) versions->push_back(std::to_string(v));
       return Outcome::Ok();
     }
     int64_t v = -1;
@@ -178,6 +194,8 @@ class ServerImpl {
       return Outcome::NotFound(fmt::format("model '{}' has no version '{}'", name, version));
     }
     *out = vit->second;
+    if (versions)
+      for (const auto& [v2, _] : e.versions) versions->push_back(std::to_string(v2));
     return Outcome::Ok();
   }
 };
@@ -246,12 +264,11 @@ Outcome Server::ModelReady(const std::string& model, const std::string& version)
 
 Outcome Server::Metadata(const std::string& model, const std::string& version, ModelMetadata* out) const {
   std::shared_ptr<LoadedModel> m;
-  Outcome o = impl_->Get(model, version, &m);
+  std::vector<std::string> versions;
+  Outcome o = impl_->Get(model, version, &m, &versions);
   if (!o.ok()) return o;
   *out = m->metadata();
-  std::shared_lock<std::shared_mutex> lock(impl_->mu);
-  out->versions.clear();
-  for (const auto& [v, _] : impl_->models.at(model).versions) out->versions.push_back(std::to_string(v));
+  out->versions = std::move(versions);
   return Outcome::Ok();
 }
 
@@ -335,8 +352,11 @@ void Server::Shutdown(std::chrono::milliseconds drain) {
     std::unique_lock<std::shared_mutex> lock(impl_->mu);
     models.swap(impl_->models);
   }
+  const auto until = std::chrono::steady_clock::now() + drain;  // one deadline for every model
   for (auto& [n, e] : models)
-    for (auto& [v, m] : e.versions) m->Stop(drain);
+    for (auto& [v, m] : e.versions)
+      m->Stop(std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                         until - std::chrono::steady_clock::now())));
 }
 
 std::string Server::MetricsText() const {

@@ -228,7 +228,8 @@ Outcome ParseInferRequest(std::string_view header, std::string_view binary, Infe
     if (p.contains("timeout")) {
       if (!p["timeout"].is_number_integer() || p["timeout"].get<int64_t>() < 0)
         return Outcome::BadRequest("parameter \"timeout\" must be microseconds (an integer >= 0)");
-      const int64_t us = p["timeout"].get<int64_t>();
+      // (at most a day: a larger one is no timeout, and would overflow the clock)
+      const int64_t us = std::min<int64_t>(p["timeout"].get<int64_t>(), int64_t{86400} * 1000000);
       if (us > 0) request->deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
     }
   }
@@ -278,7 +279,7 @@ Outcome ParseInferRequest(std::string_view header, std::string_view binary, Infe
     } else {
       if (!in.contains("data")) return Outcome::BadRequest(fmt::format("{} needs \"data\" (or binary_data_size)", who));
       int64_t count = 0;
-      t.bytes.reserve(static_cast<size_t>(volume) * elem);
+      // (no reserve from the shape: a huge shape with little data must not allocate; the count is checked below)
       const std::string err = Flatten(in["data"], t.dtype, &t.bytes, &count, volume);
       if (!err.empty()) return Outcome::BadRequest(fmt::format("{}: data: {}", who, err));
       if (count != volume)
@@ -295,7 +296,7 @@ Outcome ParseInferRequest(std::string_view header, std::string_view binary, Infe
     for (const json& o : j["outputs"]) {
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
         return Outcome::BadRequest("each requested output needs a \"name\" string");
-      RequestedOutput r{o["name"].get<std::string>(), false};
+      RequestedOutput r{o["name"].get<std::string>(), std::nullopt};
       if (o.contains("parameters")) {
         const json& p = o["parameters"];
         if (!p.is_object()) return Outcome::BadRequest(fmt::format("output '{}': \"parameters\" must be an object",
