@@ -282,6 +282,25 @@ def test_concurrent_clients_get_their_own_results_batched(server, repository):
     assert executions < 32 * 100, "requests were never merged into batches"  # batch sizes above 1 on average
 
 
+def test_statistics_extension(server):
+    inp = httpclient.InferInput("x", [2, 8], "FP32")
+    inp.set_data_from_numpy(np.ones((2, 8), np.float32))
+    http_client(server).infer("mlp", [inp])
+    h = http_client(server).get_inference_statistics("mlp")["model_stats"]
+    g = grpc_client(server).get_inference_statistics("mlp", as_json=True)["model_stats"]
+    for stats in (h, g):
+        (m,) = stats
+        assert m["name"] == "mlp" and m["version"] == "1"
+        success = m["inference_stats"]["success"]
+        assert int(success["count"]) >= 1 and int(success["ns"]) > 0
+        assert int(m["inference_count"]) >= 2 and int(m["execution_count"]) >= 1
+        assert any(int(b["batch_size"]) >= 2 for b in m["batch_stats"])
+    everything = http_client(server).get_inference_statistics()["model_stats"]
+    assert {"mlp", "mlp_engine", "typed"} <= {m["name"] for m in everything}
+    with pytest.raises(InferenceServerException, match="unknown model"):
+        grpc_client(server).get_inference_statistics("nope")
+
+
 def test_repository_load_unload(server):
     c = http_client(server)
     index = {m["name"]: m for m in c.get_model_repository_index()}

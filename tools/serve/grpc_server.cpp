@@ -345,6 +345,42 @@ class GrpcFrontEndImpl final : public inference::GRPCInferenceService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status ModelStatistics(grpc::ServerContext*, const inference::ModelStatisticsRequest* req,
+                               inference::ModelStatisticsResponse* resp) override {
+    std::vector<ModelStatisticsData> data;
+    const Outcome o = server_.Statistics(req->name(), req->version(), &data);
+    if (!o.ok()) return Finish("ModelStatistics", ToGrpc(o));
+    auto put = [](inference::StatisticDuration* to, const DurationStat& d) {
+      to->set_count(d.count);
+      to->set_ns(d.ns);
+    };
+    for (const auto& d : data) {
+      inference::ModelStatistics* m = resp->add_model_stats();
+      m->set_name(d.name);
+      m->set_version(d.version);
+      m->set_last_inference(d.last_inference_ms);
+      m->set_inference_count(d.inference_count);
+      m->set_execution_count(d.execution_count);
+      inference::InferStatistics* s = m->mutable_inference_stats();
+      put(s->mutable_success(), d.success);
+      put(s->mutable_fail(), d.fail);
+      put(s->mutable_queue(), d.queue);
+      put(s->mutable_compute_input(), d.compute_input);
+      put(s->mutable_compute_infer(), d.compute_infer);
+      put(s->mutable_compute_output(), d.compute_output);
+      s->mutable_cache_hit();
+      s->mutable_cache_miss();
+      for (const auto& b : d.batches) {
+        inference::InferBatchStatistics* bs = m->add_batch_stats();
+        bs->set_batch_size(static_cast<uint64_t>(b.batch_size));
+        put(bs->mutable_compute_input(), b.compute_input);
+        put(bs->mutable_compute_infer(), b.compute_infer);
+        put(bs->mutable_compute_output(), b.compute_output);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
   // --- Inference --------------------------------------------------------------------------------------------
 
   grpc::Status ModelInfer(grpc::ServerContext* ctx, const inference::ModelInferRequest* req,

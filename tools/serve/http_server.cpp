@@ -86,8 +86,31 @@ void HttpFrontEndImpl::Routes() {
     if (!o.ok()) return ReplyError(res, o);
     res.set_content(body, "application/json");
   });
-  http.Get(std::string(kModelPath) + "/stats", [](const httplib::Request&, httplib::Response& res) {
-    ReplyError(res, Outcome::BadRequest("kiln serve has no per-request statistics endpoint; read /metrics"));
+  auto stats = [this](const std::string& model, const std::string& version, httplib::Response& res) {
+    std::vector<ModelStatisticsData> data;
+    Outcome o = server.Statistics(model, version, &data);
+    if (!o.ok()) return ReplyError(res, o);
+    auto dur = [](const DurationStat& d) { return json{{"count", d.count}, {"ns", d.ns}}; };
+    json list = json::array();
+    for (const auto& d : data) {
+      json batches = json::array();
+      for (const auto& b : d.batches)
+        batches.push_back({{"batch_size", b.batch_size}, {"compute_input", dur(b.compute_input)},
+                           {"compute_infer", dur(b.compute_infer)}, {"compute_output", dur(b.compute_output)}});
+      list.push_back({{"name", d.name}, {"version", d.version}, {"last_inference", d.last_inference_ms},
+                      {"inference_count", d.inference_count}, {"execution_count", d.execution_count},
+                      {"inference_stats", {{"success", dur(d.success)}, {"fail", dur(d.fail)}, {"queue", dur(d.queue)},
+                                           {"compute_input", dur(d.compute_input)},
+                                           {"compute_infer", dur(d.compute_infer)},
+                                           {"compute_output", dur(d.compute_output)},
+                                           {"cache_hit", dur({})}, {"cache_miss", dur({})}}},
+                      {"batch_stats", batches}});
+    }
+    Reply(res, 200, json{{"model_stats", list}});
+  };
+  http.Get("/v2/models/stats", [stats](const httplib::Request&, httplib::Response& res) { stats("", "", res); });
+  http.Get(std::string(kModelPath) + "/stats", [stats](const httplib::Request& req, httplib::Response& res) {
+    stats(Group(req, 1), Group(req, 3), res);
   });
   http.Get(std::string(kModelPath), [this](const httplib::Request& req, httplib::Response& res) {
     ModelMetadata m;

@@ -57,10 +57,27 @@ Result<std::string> BackendOf(const inference::ModelInstanceGroup& g, const std:
 }  // namespace
 
 void ModelStats::Reset() {
-  for (auto* a : {&request_success, &request_failure, &inference_count, &execution_count, &request_us, &queue_us,
-                  &compute_input_us, &compute_infer_us, &compute_output_us, &batch_sum})
+  for (auto* a : {&request_success, &request_failure, &inference_count, &execution_count, &computed, &request_us,
+                  &success_us, &fail_us, &queue_us, &compute_input_us, &compute_infer_us, &compute_output_us,
+                  &batch_sum, &last_inference_ms})
     a->store(0);
   for (auto& b : batch_buckets) b.store(0);
+  std::lock_guard<std::mutex> lock(batch_mu);
+  per_batch.clear();
+}
+
+void ModelStats::AddExecution(int64_t size, uint64_t input_us, uint64_t infer_us, uint64_t output_us) {
+  std::lock_guard<std::mutex> lock(batch_mu);
+  PerBatch& b = per_batch[size];
+  ++b.count;
+  b.input_us += input_us;
+  b.infer_us += infer_us;
+  b.output_us += output_us;
+}
+
+std::map<int64_t, ModelStats::PerBatch> ModelStats::PerBatchCopy() const {
+  std::lock_guard<std::mutex> lock(batch_mu);
+  return per_batch;
 }
 
 void ModelStats::AddBatch(int64_t size) {
@@ -396,7 +413,8 @@ Outcome LoadedModel::Infer(InferRequest request, InferResponse* response) {
   }
   p->request = std::move(request);
   auto future = p->promise.get_future();
-  const Pending* mine = p.get();
+  const Pending* mine = p.get();  // compared, never read: the worker may free it once answered
+  const Clock::time_point deadline = p->request.deadline;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
@@ -414,8 +432,7 @@ Outcome LoadedModel::Infer(InferRequest request, InferResponse* response) {
   }
   cv_.notify_all();
   // Past the deadline while still queued: answered with a timeout now (a request already running finishes).
-  if (mine->request.deadline != Clock::time_point::max() &&
-      future.wait_until(mine->request.deadline) == std::future_status::timeout) {
+  if (deadline != Clock::time_point::max() && future.wait_until(deadline) == std::future_status::timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = std::find_if(queue_.begin(), queue_.end(), [&](const auto& q) { return q.get() == mine; });
     if (it != queue_.end()) {
@@ -424,14 +441,17 @@ Outcome LoadedModel::Infer(InferRequest request, InferResponse* response) {
       lock.unlock();
       in_flight_.fetch_sub(1);
       stats_.request_failure.fetch_add(1);
+      stats_.fail_us.fetch_add(MicrosSince(start));
       return Outcome::Timeout(fmt::format("model '{}': the request timed out after waiting {} us in the queue", name_,
                                           MicrosSince(gone->enqueued)));
     }
   }
   auto [outcome, result] = future.get();
   in_flight_.fetch_sub(1);
-  stats_.request_us.fetch_add(MicrosSince(start));
+  const uint64_t took = MicrosSince(start);
+  stats_.request_us.fetch_add(took);
   (outcome.ok() ? stats_.request_success : stats_.request_failure).fetch_add(1);
+  (outcome.ok() ? stats_.success_us : stats_.fail_us).fetch_add(took);
   if (outcome.ok()) *response = std::move(result);
   return outcome;
 }
@@ -672,9 +692,15 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
   auto us = [](Clock::time_point a, Clock::time_point b) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
   };
-  stats_.compute_input_us.fetch_add(us(t_start, t_infer));
-  stats_.compute_infer_us.fetch_add(us(t_infer, t_output));
-  stats_.compute_output_us.fetch_add(us(t_output, t_done));
+  const uint64_t n = batch.size();
+  stats_.compute_input_us.fetch_add(us(t_start, t_infer) * n);
+  stats_.compute_infer_us.fetch_add(us(t_infer, t_output) * n);
+  stats_.compute_output_us.fetch_add(us(t_output, t_done) * n);
+  stats_.computed.fetch_add(n);
+  stats_.AddExecution(run_rows, us(t_start, t_infer), us(t_infer, t_output), us(t_output, t_done));
+  stats_.last_inference_ms.store(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                          std::chrono::system_clock::now().time_since_epoch())
+                                                          .count()));
   stats_.execution_count.fetch_add(1);
   stats_.inference_count.fetch_add(static_cast<uint64_t>(total));
   stats_.AddBatch(run_rows);

@@ -25,15 +25,27 @@
 namespace kiln::serve {
 
 // Counters and durations of one model version (Triton's metric set), read by the metrics endpoint.
+// Durations are per request, as Triton counts them: a batch's compute time counts once for each request in it.
 struct ModelStats {
   std::atomic<uint64_t> request_success{0}, request_failure{0};
   std::atomic<uint64_t> inference_count{0};  // samples run (a batch of 8 counts 8)
   std::atomic<uint64_t> execution_count{0};  // engine runs
-  std::atomic<uint64_t> request_us{0}, queue_us{0}, compute_input_us{0}, compute_infer_us{0}, compute_output_us{0};
+  std::atomic<uint64_t> computed{0};         // requests that reached the engine (the compute and queue counts)
+  std::atomic<uint64_t> request_us{0}, success_us{0}, fail_us{0}, queue_us{0};
+  std::atomic<uint64_t> compute_input_us{0}, compute_infer_us{0}, compute_output_us{0};
+  std::atomic<uint64_t> last_inference_ms{0};  // since the epoch
   static constexpr int kBatchBuckets = 12;                 // batch sizes <= 1, 2, 4, ..., 1024, 2048, +Inf
   std::atomic<uint64_t> batch_buckets[kBatchBuckets] = {};  // cumulative counts are built when exposed
   std::atomic<uint64_t> batch_sum{0};
+  // Per batch size the engine ran: executions and their input / infer / output microseconds (Triton's batch_stats).
+  struct PerBatch {
+    uint64_t count = 0, input_us = 0, infer_us = 0, output_us = 0;
+  };
+  mutable std::mutex batch_mu;
+  std::map<int64_t, PerBatch> per_batch;
   void AddBatch(int64_t size);
+  void AddExecution(int64_t size, uint64_t input_us, uint64_t infer_us, uint64_t output_us);
+  std::map<int64_t, PerBatch> PerBatchCopy() const;
   void Reset();
 };
 

@@ -254,7 +254,7 @@ bool Server::Ready() const {
 std::string Server::Version() const { return "0.1.0"; }
 
 std::vector<std::string> Server::Extensions() const {
-  return {"binary_tensor_data", "model_repository", "model_configuration"};
+  return {"binary_tensor_data", "model_repository", "model_configuration", "statistics"};
 }
 
 Outcome Server::ModelReady(const std::string& model, const std::string& version) const {
@@ -294,6 +294,50 @@ Outcome Server::Infer(InferRequest request, InferResponse* response) {
   if (impl_->opts.request_timeout.count() > 0)
     request.deadline = std::min(request.deadline, std::chrono::steady_clock::now() + impl_->opts.request_timeout);
   return m->Infer(std::move(request), response);
+}
+
+Outcome Server::Statistics(const std::string& model, const std::string& version,
+                           std::vector<ModelStatisticsData>* out) const {
+  std::vector<std::pair<std::string, std::shared_ptr<LoadedModel>>> picked;
+  if (model.empty()) {
+    std::shared_lock<std::shared_mutex> lock(impl_->mu);
+    for (const auto& [name, e] : impl_->models)
+      for (const auto& [v, m] : e.versions) picked.push_back({name, m});
+  } else if (version.empty()) {
+    std::shared_ptr<LoadedModel> any;
+    Outcome o = impl_->Get(model, "", &any);
+    if (!o.ok()) return o;
+    std::shared_lock<std::shared_mutex> lock(impl_->mu);
+    auto it = impl_->models.find(model);
+    if (it != impl_->models.end())
+      for (const auto& [v, m] : it->second.versions) picked.push_back({model, m});
+  } else {
+    std::shared_ptr<LoadedModel> m;
+    Outcome o = impl_->Get(model, version, &m);
+    if (!o.ok()) return o;
+    picked.push_back({model, m});
+  }
+  const auto ns = [](uint64_t us) { return us * 1000; };
+  for (const auto& [name, m] : picked) {
+    ModelStats& s = m->stats();
+    ModelStatisticsData d;
+    d.name = name;
+    d.version = m->version();
+    d.last_inference_ms = s.last_inference_ms.load();
+    d.inference_count = s.inference_count.load();
+    d.execution_count = s.execution_count.load();
+    d.success = {s.request_success.load(), ns(s.success_us.load())};
+    d.fail = {s.request_failure.load(), ns(s.fail_us.load())};
+    const uint64_t computed = s.computed.load();
+    d.queue = {computed, ns(s.queue_us.load())};
+    d.compute_input = {computed, ns(s.compute_input_us.load())};
+    d.compute_infer = {computed, ns(s.compute_infer_us.load())};
+    d.compute_output = {computed, ns(s.compute_output_us.load())};
+    for (const auto& [size, b] : s.PerBatchCopy())
+      d.batches.push_back({size, {b.count, ns(b.input_us)}, {b.count, ns(b.infer_us)}, {b.count, ns(b.output_us)}});
+    out->push_back(std::move(d));
+  }
+  return Outcome::Ok();
 }
 
 std::vector<RepositoryEntry> Server::RepositoryIndex(bool ready_only) const {

@@ -28,6 +28,22 @@ struct ServerOptions {
   bool strict_model_config = false;      // a config.pbtxt is required (no auto-complete from the engine)
 };
 
+// Triton's statistics extension: per model version, request counts and cumulative durations (ns), and per batch size
+// the engine ran, its executions and their compute durations.
+struct DurationStat {
+  uint64_t count = 0, ns = 0;
+};
+struct BatchStatistics {
+  int64_t batch_size = 0;
+  DurationStat compute_input, compute_infer, compute_output;
+};
+struct ModelStatisticsData {
+  std::string name, version;
+  uint64_t last_inference_ms = 0, inference_count = 0, execution_count = 0;
+  DurationStat success, fail, queue, compute_input, compute_infer, compute_output;
+  std::vector<BatchStatistics> batches;
+};
+
 struct RepositoryEntry {
   std::string name, version, state, reason;  // state: READY, UNAVAILABLE, LOADING, UNLOADING
 };
@@ -59,6 +75,10 @@ class Server {
   // Runs one request (blocking the calling thread until it is answered): validated against the model, queued,
   // batched with others where the model batches, run on a free instance, and split back.
   Outcome Infer(InferRequest request, InferResponse* response);
+
+  // model "" = every loaded model; version "" = every loaded version of it.
+  Outcome Statistics(const std::string& model, const std::string& version,
+                     std::vector<ModelStatisticsData>* out) const;
 
   std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const;
   Outcome LoadModel(const std::string& model);
