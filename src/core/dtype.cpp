@@ -106,10 +106,7 @@ std::pair<int64_t, int64_t> IntegerRange(DataType t) {
   }
 }
 
-bool IsSupportedType(DataType t) {
-  return DataTypeSize(t) != 0 && t != DataType::kFloat8E4M3FNUZ && t != DataType::kFloat8E5M2 &&
-         t != DataType::kFloat8E5M2FNUZ;
-}
+bool IsSupportedType(DataType t) { return DataTypeSize(t) != 0; }
 
 float HalfToFloat(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16;

@@ -264,6 +264,19 @@ TEST(GpuPointwise, CastAllPairs) {
                   .Attr("to", Attribute::Int(static_cast<int64_t>(DataType::kFloat8E4M3FN)))
                   .Attr("saturate", Attribute::Int(0))
                   .MatchesCpu(0, 0));
+  // Every float8 format, both saturate modes, with NaNs of both signs, infinities, signed zeros, subnormals and
+  // out-of-range values: the bytes must equal the CPU's (E5M2's NaN is 0x7e, as ONNX writes it).
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DataType to : {DataType::kFloat8E4M3FN, DataType::kFloat8E4M3FNUZ, DataType::kFloat8E5M2,
+                      DataType::kFloat8E5M2FNUZ})
+    for (int64_t sat : {0, 1})
+      EXPECT_TRUE(OneNode("Cast")
+                      .Opset(21)
+                      .Input(FromValues(kF32, {12}, {nan, -nan, inf, -inf, 0.0, -0.0, 1e-7, -3e-6, 1e6, -1e6, 0.3, 240}))
+                      .Attr("to", Attribute::Int(static_cast<int64_t>(to)))
+                      .Attr("saturate", Attribute::Int(sat))
+                      .MatchesCpu(0, 0))
+          << DataTypeName(to) << " saturate=" << sat;
 }
 
 // A 16-bit X marked kiln_x_widened (the optimizer's folded Cast) quantizes as its float32 value: the fast per-tensor

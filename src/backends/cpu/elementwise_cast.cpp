@@ -30,8 +30,11 @@ F8Format FormatOf(DataType t) {
   }
 }
 
-// NaN: 0x80 in the FNUZ formats, 0x7f with the sign kept otherwise.
-uint8_t NanCode(const F8Format& f, uint8_t sign) { return f.uz ? 0x80 : static_cast<uint8_t>(sign | 0x7f); }
+// NaN: 0x80 in the FNUZ formats; otherwise the sign kept with 0x7f (E4M3FN's only NaN) or 0x7e (E5M2's quiet NaN,
+// what float16 NaN truncates to and ONNX's reference writes).
+uint8_t NanCode(const F8Format& f, uint8_t sign) {
+  return f.uz ? 0x80 : static_cast<uint8_t>(sign | (f.has_inf ? 0x7e : 0x7f));
+}
 }  // namespace
 
 bool IsFloat8Type(DataType t) {

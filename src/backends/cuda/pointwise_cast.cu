@@ -26,8 +26,9 @@ using pw::ScalarAsDouble;
 using pw::ScalarAsFloat;
 
 // ---- float8 encoding ----
+// NaN: as the CPU reference (elementwise_cast.cpp): 0x80 (FNUZ), sign | 0x7f (E4M3FN), sign | 0x7e (E5M2).
 __device__ __forceinline__ uint8_t NanCode(const F8Format& f, uint8_t sign) {
-  return f.uz ? 0x80 : static_cast<uint8_t>(sign | 0x7f);
+  return f.uz ? 0x80 : static_cast<uint8_t>(sign | (f.has_inf ? 0x7e : 0x7f));
 }
 
 __device__ uint8_t FloatToFloat8(int code, float x, bool saturate) {
