@@ -19,7 +19,7 @@ bool Is4BitType(DataType t);     // int4, uint4
 // The range of an integer type's values (int4: [-8, 7]); {0, 0} for other types.
 std::pair<int64_t, int64_t> IntegerRange(DataType t);
 bool IsSignedType(DataType t);
-// Types kiln's kernels compute with (everything except string and the fp8 variants other than E4M3FN).
+// Types kiln holds (everything but string): graph inputs, initializers and tensor files of these types import.
 bool IsSupportedType(DataType t);
 
 // ---- 16-bit and 8-bit float storage types ----
