@@ -14,6 +14,7 @@
 #include "onnx.pb.h"
 #include "ops/onnx_schema.h"
 #include "ops/op_def.h"
+#include "onnx/legacy_opsets.h"
 #include "onnx/tensor_proto.h"
 
 namespace kiln {
@@ -300,8 +301,14 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
       KILN_ASSIGN_OR_RETURN(Attribute attr, ConvertAttribute(a, data_dirs, where));
       n->attrs[a.name()] = std::move(attr);
     }
+    // Below opset 7, a node is rewritten to its op's opset-7 form (or refused) and looked up there.
+    if (const std::string legacy = onnx_import::RewriteLegacyNode(*n); !legacy.empty()) {
+      unsupported.push_back(fmt::format("{} opset {}: {}", where, n->opset, legacy));
+      continue;
+    }
+    const int64_t lookup_opset = n->domain.empty() && n->opset < 7 ? 7 : n->opset;
     // ONNX ops and plugin ops by (domain, name, the domain's opset); kiln's internal domain is not for models.
-    const OpDef* def = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, n->opset);
+    const OpDef* def = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, lookup_opset);
     if (!def) {
       const OpDef* any = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, 0);
       if (n->domain == kKilnDomain)

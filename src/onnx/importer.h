@@ -33,7 +33,7 @@ Result<Tensor> ReadTensorProtoFile(const std::string& path, std::string* name = 
 // The opset range kiln accepts for the default domain: the newest onnx's (1.23, opset 28). kiln's ops follow their
 // versions up to kImplementedOpset; past it, a node whose op has a version there that changes more than its types
 // (onnx_version_changes.inc) is refused with the version and what changed.
-inline constexpr int64_t kMinOpset = 7;
+inline constexpr int64_t kMinOpset = 1;  // below 7: legacy_opsets.h rewrites or refuses each node
 inline constexpr int64_t kMaxOpset = 28;
 inline constexpr int64_t kImplementedOpset = 21;
 

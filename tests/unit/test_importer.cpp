@@ -207,8 +207,8 @@ TEST(Importer, InconsistentModelsGiveErrorsThatNameTheNode) {
                         }),
                         {"bad.onnx", "'B'", raw ? "needs 4398046511104" : "holds 1099511627776"});
   // Opset out of range.
-  ExpectErrorMentions(ImportModified([](onnx::ModelProto& m) { m.mutable_opset_import(0)->set_version(5); }),
-                      {"opset 5"});
+  ExpectErrorMentions(ImportModified([](onnx::ModelProto& m) { m.mutable_opset_import(0)->set_version(0); }),
+                      {"opset 0"});
   // Two nodes writing one output.
   ExpectErrorMentions(ImportModified([](onnx::ModelProto& m) { m.mutable_graph()->mutable_node(1)->set_output(0, "c"); }),
                       {"c"});
@@ -279,7 +279,61 @@ TEST(Importer, NewerOpsetsImportWhereTheirOpsChangedOnlyTypes) {
   auto cast25 = ImportOnnxBytes(m.SerializeAsString(), ".", "cast25.onnx", Opts());
   EXPECT_TRUE(cast25.ok()) << cast25.status().ToString();
   ExpectErrorMentions(ImportModified([](onnx::ModelProto& mm) { mm.mutable_opset_import(0)->set_version(29); }),
-                      {"opset 29", "7 to 28"});
+                      {"opset 29", "1 to 28"});
+}
+
+// Opsets below 7 (legacy_opsets.cpp): legacy attributes dropped or translated where the meaning is the same, refused
+// with the version and what changed where it is not.
+TEST(Importer, LegacyOpsetsRewriteOrRefuseEachNode) {
+  auto model = [](int64_t opset, const std::function<void(onnx::GraphProto*)>& body) {
+    onnx::ModelProto m;
+    auto* g = testing::StartModel(m, "legacy");
+    m.mutable_opset_import(0)->set_version(opset);
+    SetValueInfo(g->add_input(), "A", {"2", "3"});
+    SetValueInfo(g->add_input(), "B", {"3"});
+    SetValueInfo(g->add_output(), "Y", {});
+    body(g);
+    return m.SerializeAsString();
+  };
+  // Add-6 with broadcast=1 and no axis: numpy's suffix broadcast, the same result.
+  auto ok = ImportOnnxBytes(model(6, [](onnx::GraphProto* g) {
+                              auto* n = AddNode(g, "Add", "add", {"A", "B"}, {"Y"});
+                              testing::IntAttr(n, "broadcast", 1);
+                            }),
+                            ".", "add6.onnx", Opts());
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)->nodes()[0]->attrs.count("broadcast"), 0u);
+  // With an axis that numpy broadcasting cannot express: refused, naming the node and the change.
+  auto axis = ImportOnnxBytes(model(6, [](onnx::GraphProto* g) {
+                                auto* n = AddNode(g, "Add", "add_axis", {"A", "B"}, {"Y"});
+                                testing::IntAttr(n, "broadcast", 1);
+                                testing::IntAttr(n, "axis", 0);
+                              }),
+                              ".", "axis.onnx", Opts());
+  ExpectErrorMentions(axis.status(), {"add_axis", "broadcast=1 with an axis", "version_converter"});
+  // Relu-1's consumed_inputs is dropped; Cast-1's string `to` becomes the type code; Concat-1's default axis is 1.
+  auto v1 = ImportOnnxBytes(model(1, [](onnx::GraphProto* g) {
+                              auto* r = AddNode(g, "Relu", "relu", {"A"}, {"R"});
+                              testing::IntsAttr(r, "consumed_inputs", {0});
+                              auto* c = AddNode(g, "Cast", "cast", {"R"}, {"C"});
+                              auto* to = c->add_attribute();
+                              to->set_name("to");
+                              to->set_type(onnx::AttributeProto::STRING);
+                              to->set_s("FLOAT");
+                              AddNode(g, "Concat", "concat", {"C", "C"}, {"Y"});
+                            }),
+                            ".", "v1.onnx", Opts());
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  for (const auto& n : (*v1)->nodes()) {
+    EXPECT_EQ(n->attrs.count("consumed_inputs"), 0u) << n->op_type;
+    if (n->op_type == "Cast") EXPECT_EQ(n->attrs.at("to").i, static_cast<int64_t>(DataType::kFloat32));
+    if (n->op_type == "Concat") EXPECT_EQ(n->attrs.at("axis").i, 1);
+  }
+  EXPECT_EQ((*v1)->outputs[0]->shape.size(), 2u);
+  // Tile-1 (tiles and axis inputs): refused with what changed.
+  auto tile = ImportOnnxBytes(model(1, [](onnx::GraphProto* g) { AddNode(g, "Tile", "tile1", {"A", "B"}, {"Y"}); }),
+                              ".", "tile.onnx", Opts());
+  ExpectErrorMentions(tile.status(), {"tile1", "Tile-6", "repeats"});
 }
 
 TEST(Importer, FileErrorsNameTheFile) {
