@@ -10,7 +10,8 @@
 //  - Concat before 4 had a default axis of 1: made explicit;
 //  - AveragePool before 7 has no count_include_pad (its default, 0, is the old behaviour); PRelu-6 broadcast less:
 //    both taken as they are;
-//  - Pad-1 (paddings), Split-1 (split as an input), Tile-1 (tiles/axis inputs), Upsample-1 (height/width scales),
+//  - Pad-1 (paddings), Reshape-1 (shape as an attribute), Split-1 (split as an input), Tile-1 (tiles/axis inputs),
+//    Upsample-1 (height/width scales),
 //    LpPool/GlobalLpPool-1 (float p), and the RNNs before 7: refused, naming the change.
 #include "onnx/legacy_opsets.h"
 
@@ -77,6 +78,7 @@ std::string RewriteLegacyNode(Node& n) {
   };
   static constexpr Refused kRefused[] = {
       {"Pad", 2, "'paddings' became 'pads'"},
+      {"Reshape", 5, "the 'shape' attribute became an input"},
       {"Split", 2, "the split sizes moved from an input to an attribute"},
       {"Tile", 6, "'tiles' and 'axis' became one 'repeats' input"},
       {"Upsample", 7, "'height_scale'/'width_scale' became 'scales'"},

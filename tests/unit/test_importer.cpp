@@ -334,6 +334,11 @@ TEST(Importer, LegacyOpsetsRewriteOrRefuseEachNode) {
   auto tile = ImportOnnxBytes(model(1, [](onnx::GraphProto* g) { AddNode(g, "Tile", "tile1", {"A", "B"}, {"Y"}); }),
                               ".", "tile.onnx", Opts());
   ExpectErrorMentions(tile.status(), {"tile1", "Tile-6", "repeats"});
+  auto reshape = ImportOnnxBytes(model(4, [](onnx::GraphProto* g) {
+                                   testing::IntsAttr(AddNode(g, "Reshape", "reshape4", {"A"}, {"Y"}), "shape", {6});
+                                 }),
+                                 ".", "reshape.onnx", Opts());
+  ExpectErrorMentions(reshape.status(), {"reshape4", "Reshape-5", "became an input"});
 }
 
 TEST(Importer, FileErrorsNameTheFile) {
