@@ -243,6 +243,46 @@ Status TriluShape(InferContext& c) {
   return Status::Ok();
 }
 
+// EyeLike: the input's 2-D shape; its type, or the `dtype` attribute's.
+Status EyeLikeShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  const TensorInfo& x = c.in(0);
+  if (x.has_shape && x.rank() != 2)
+    return Err(StatusCode::kInvalidModel, "{}: the input must be 2-D, got {}", c.node.Where(), ShapeToString(x.shape));
+  KILN_ASSIGN_OR_RETURN(int64_t k, c.node.attr_int("k", 0));
+  (void)k;
+  DataType t = x.dtype;
+  if (c.node.attrs.count("dtype")) {
+    KILN_ASSIGN_OR_RETURN(int64_t code, c.node.attr_int("dtype", 0));
+    t = static_cast<DataType>(code);
+    if (t != DataType::kBool && !IsIntegerType(t) && !IsFloatType(t))
+      return Err(StatusCode::kInvalidModel, "{}: dtype {} is not a numeric or bool type", c.node.Where(), code);
+  }
+  c.set_output(0, t, x.has_shape ? x.shape : Shape{Dim::Unknown(), Dim::Unknown()});
+  return Status::Ok();
+}
+
+// HannWindow / HammingWindow / BlackmanWindow: a 1-D window of `size` (a scalar input) elements of output_datatype.
+Status WindowShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  const TensorInfo& size = c.in(0);
+  if (size.dtype != DataType::kInt32 && size.dtype != DataType::kInt64 && size.dtype != DataType::kUndefined)
+    return Err(StatusCode::kInvalidModel, "{}: size must be int32 or int64, got {}", c.node.Where(),
+               DataTypeName(size.dtype));
+  KILN_ASSIGN_OR_RETURN(int64_t code, c.node.attr_int("output_datatype", 1));
+  const DataType t = static_cast<DataType>(code);
+  if (!IsIntegerType(t) && !IsFloatType(t))
+    return Err(StatusCode::kInvalidModel, "{}: output_datatype {} is not a numeric type", c.node.Where(), code);
+  if (const Tensor* v = c.value(0); v && v->numel() == 1) {
+    const int64_t n = v->GetAsInt(0);
+    if (n < 0) return Err(StatusCode::kInvalidModel, "{}: size {} is negative", c.node.Where(), n);
+    c.set_output(0, t, {Dim(n)});
+  } else {
+    c.set_output(0, t, {Dim::Unknown()});
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- converters: operands older opsets gave as attributes become constant inputs ----
@@ -279,6 +319,8 @@ void RegisterTensorOpsMore(OpRegistry& r) {
   r.Onnx("DepthToSpace").Shape([](InferContext& c) { return BlockShape(c, true); });
   r.Onnx("SpaceToDepth").Shape([](InferContext& c) { return BlockShape(c, false); });
   r.Onnx("Trilu").Since(14).Shape(TriluShape);
+  r.Onnx("EyeLike").Since(9).Shape(EyeLikeShape);
+  for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"}) r.Onnx(w).Since(17).Shape(WindowShape);
 }
 
 }  // namespace kiln

@@ -195,7 +195,10 @@ Status ConstantOfShapeKernel(KernelContext& c) {
 
 }  // namespace
 
+void RegisterGeneratorKernels(KernelRegistry& r);  // generators.cpp: Shrink, EyeLike, the window ops
+
 void RegisterTensorMiscKernels(KernelRegistry& r) {
+  RegisterGeneratorKernels(r);
   r.Add("Pad", PadKernel);
   r.Add("Trilu", TriluKernel);
   r.Add("Range", RangeKernel);
