@@ -283,6 +283,83 @@ Status WindowShape(InferContext& c) {
   return Status::Ok();
 }
 
+// ReverseSequence: the input's shape and type (sequence_lens is a 1-D int64 of the batch size).
+Status ReverseSequenceShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 2));
+  const TensorInfo& x = c.in(0);
+  if (c.in(1).dtype != DataType::kInt64 && c.in(1).dtype != DataType::kUndefined)
+    return Err(StatusCode::kInvalidModel, "{}: sequence_lens must be int64, got {}", c.node.Where(),
+               DataTypeName(c.in(1).dtype));
+  KILN_ASSIGN_OR_RETURN(int64_t batch_axis, c.node.attr_int("batch_axis", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t time_axis, c.node.attr_int("time_axis", 0));
+  if ((batch_axis != 0 && batch_axis != 1) || (time_axis != 0 && time_axis != 1) || batch_axis == time_axis)
+    return Err(StatusCode::kInvalidModel, "{}: batch_axis and time_axis must be 0 and 1 (or 1 and 0), got {} and {}",
+               c.node.Where(), batch_axis, time_axis);
+  if (x.has_shape && x.rank() < 2)
+    return Err(StatusCode::kInvalidModel, "{}: the input must have rank >= 2, got {}", c.node.Where(),
+               ShapeToString(x.shape));
+  if (x.has_shape) c.set_output(0, x.dtype, x.shape);
+  else c.set_output_rank_unknown(0, x.dtype);
+  return Status::Ok();
+}
+
+// Compress: the selected slices along `axis` (or of the flattened input): their count is known only from a constant
+// condition.
+Status CompressShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 2));
+  const TensorInfo& x = c.in(0);
+  if (c.in(1).dtype != DataType::kBool && c.in(1).dtype != DataType::kUndefined)
+    return Err(StatusCode::kInvalidModel, "{}: condition must be bool, got {}", c.node.Where(),
+               DataTypeName(c.in(1).dtype));
+  Dim count = Dim::Unknown();
+  if (const Tensor* cond = c.value(1)) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < cond->numel(); ++i) n += cond->data<bool>()[i] ? 1 : 0;
+    count = Dim(n);
+  }
+  if (!c.node.attrs.count("axis")) {
+    c.set_output(0, x.dtype, {count});
+    return Status::Ok();
+  }
+  if (!x.has_shape) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, c.node.attr_int("axis", 0));
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (axis < -rank || axis >= rank)
+    return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for rank {}", c.node.Where(), axis, rank);
+  Shape out = x.shape;
+  out[axis < 0 ? axis + rank : axis] = count;
+  c.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
+// LRN and MeanVarianceNormalization: a float input's shape and type.
+Status SameFloatShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  const TensorInfo& x = c.in(0);
+  if (x.dtype != DataType::kUndefined && !IsFloatType(x.dtype))
+    return Err(StatusCode::kInvalidModel, "{}: the input must be a float type, got {}", c.node.Where(),
+               DataTypeName(x.dtype));
+  if (x.has_shape) c.set_output(0, x.dtype, x.shape);
+  else c.set_output_rank_unknown(0, x.dtype);
+  return Status::Ok();
+}
+
+// DynamicQuantizeLinear: y (uint8, x's shape), y_scale (float32 scalar), y_zero_point (uint8 scalar).
+Status DynamicQuantizeLinearShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  const TensorInfo& x = c.in(0);
+  if (x.dtype != DataType::kFloat32 && x.dtype != DataType::kUndefined)
+    return Err(StatusCode::kInvalidModel, "{}: x must be float32, got {}", c.node.Where(), DataTypeName(x.dtype));
+  if (x.has_shape) c.set_output(0, DataType::kUInt8, x.shape);
+  else c.set_output_rank_unknown(0, DataType::kUInt8);
+  c.set_output(1, DataType::kFloat32, {});
+  c.set_output(2, DataType::kUInt8, {});
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- converters: operands older opsets gave as attributes become constant inputs ----
@@ -320,6 +397,11 @@ void RegisterTensorOpsMore(OpRegistry& r) {
   r.Onnx("SpaceToDepth").Shape([](InferContext& c) { return BlockShape(c, false); });
   r.Onnx("Trilu").Since(14).Shape(TriluShape);
   r.Onnx("EyeLike").Since(9).Shape(EyeLikeShape);
+  r.Onnx("ReverseSequence").Since(10).Shape(ReverseSequenceShape);
+  r.Onnx("Compress").Since(9).Shape(CompressShape);
+  r.Onnx("LRN").Shape(SameFloatShape);
+  r.Onnx("MeanVarianceNormalization").Since(9).Shape(SameFloatShape);
+  r.Onnx("DynamicQuantizeLinear").Since(11).Shape(DynamicQuantizeLinearShape);
   for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"}) r.Onnx(w).Since(17).Shape(WindowShape);
 }
 

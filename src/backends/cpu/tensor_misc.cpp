@@ -195,10 +195,13 @@ Status ConstantOfShapeKernel(KernelContext& c) {
 
 }  // namespace
 
-void RegisterGeneratorKernels(KernelRegistry& r);  // generators.cpp: Shrink, EyeLike, the window ops
+void RegisterGeneratorKernels(KernelRegistry& r);     // generators.cpp: Shrink, EyeLike, the window ops
+void RegisterTensorMoreOpKernels(KernelRegistry& r);  // tensor_more_ops.cpp: ReverseSequence, Compress, LRN, MVN,
+                                                      // DynamicQuantizeLinear
 
 void RegisterTensorMiscKernels(KernelRegistry& r) {
   RegisterGeneratorKernels(r);
+  RegisterTensorMoreOpKernels(r);
   r.Add("Pad", PadKernel);
   r.Add("Trilu", TriluKernel);
   r.Add("Range", RangeKernel);
