@@ -1,4 +1,7 @@
-// Shape functions of the linear-algebra family: MatMul (batched, broadcasting, 1-D operands), Gemm, Einsum.
+// Shape functions of the linear-algebra family: MatMul (batched, broadcasting, 1-D operands), Gemm, Einsum, and the
+// integer matmuls MatMulInteger and QLinearMatMul.
+#include <optional>
+
 #include "core/error.h"
 #include "ops/einsum_equation.h"
 #include "ops/families.h"
@@ -54,6 +57,58 @@ Status MatMulShape(InferContext& ctx) {
   if (!a1) out.push_back(sa[sa.size() - 2]);
   if (!b1) out.push_back(sb[sb.size() - 1]);
   ctx.set_output(0, a.dtype, out);
+  return Status::Ok();
+}
+
+// The output shape of a numpy matmul of inputs ia and ib (empty when a shape is unknown).
+Result<std::optional<Shape>> MatMulOutShape(const InferContext& ctx, size_t ia, size_t ib) {
+  const Node& n = ctx.node;
+  const TensorInfo& a = ctx.in(ia);
+  const TensorInfo& b = ctx.in(ib);
+  if (!a.has_shape || !b.has_shape) return std::optional<Shape>();
+  if (a.rank() < 1 || b.rank() < 1)
+    return Err(StatusCode::kInvalidModel, "{}: matmul operands must have rank >= 1, got {} and {}", n.Where(),
+               ShapeToString(a.shape), ShapeToString(b.shape));
+  Shape sa = a.shape, sb = b.shape;
+  const bool a1 = sa.size() == 1, b1 = sb.size() == 1;
+  if (a1) sa.insert(sa.begin(), Dim(1));
+  if (b1) sb.push_back(Dim(1));
+  const Dim ka = sa[sa.size() - 1], kb = sb[sb.size() - 2];
+  if (ka.known() && kb.known() && ka.value != kb.value)
+    return Err(StatusCode::kInvalidModel, "{}: inner dimensions differ: {} x {}", n.Where(), ShapeToString(a.shape),
+               ShapeToString(b.shape));
+  const Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  KILN_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(n, ba, bb));
+  if (!a1) out.push_back(sa[sa.size() - 2]);
+  if (!b1) out.push_back(sb[sb.size() - 1]);
+  return std::optional<Shape>(out);
+}
+
+bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+
+// MatMulInteger(A, B, a_zero_point?, b_zero_point?): int8/uint8 operands, an int32 result.
+Status MatMulIntegerShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  for (size_t i : {0, 1})
+    if (ctx.in(i).dtype != DataType::kUndefined && !Is8Bit(ctx.in(i).dtype))
+      return Err(StatusCode::kInvalidModel, "{}: input {} must be int8 or uint8, got {}", ctx.node.Where(), i,
+                 DataTypeName(ctx.in(i).dtype));
+  KILN_ASSIGN_OR_RETURN(std::optional<Shape> out, MatMulOutShape(ctx, 0, 1));
+  if (out) ctx.set_output(0, DataType::kInt32, *out);
+  else ctx.set_output_rank_unknown(0, DataType::kInt32);
+  return Status::Ok();
+}
+
+// QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point): y of y_zero_point's type.
+Status QLinearMatMulShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 8));
+  const DataType t = ctx.in(7).dtype;
+  if (t != DataType::kUndefined && !Is8Bit(t))
+    return Err(StatusCode::kInvalidModel, "{}: y_zero_point must be int8 or uint8, got {}", ctx.node.Where(),
+               DataTypeName(t));
+  KILN_ASSIGN_OR_RETURN(std::optional<Shape> out, MatMulOutShape(ctx, 0, 3));
+  if (out) ctx.set_output(0, t, *out);
+  else ctx.set_output_rank_unknown(0, t);
   return Status::Ok();
 }
 
@@ -146,6 +201,8 @@ void RegisterLinalgOps(OpRegistry& r) {
   r.Onnx("MatMul").Shape(MatMulShape).Int8Layer();
   r.Onnx("Gemm").Since(6).Convert(ConvertGemm).Shape(GemmShape).Int8Layer();
   r.Onnx("Einsum").Since(12).Shape(EinsumShape);
+  r.Onnx("MatMulInteger").Since(10).Shape(MatMulIntegerShape);
+  r.Onnx("QLinearMatMul").Since(10).Shape(QLinearMatMulShape);
 }
 
 }  // namespace kiln

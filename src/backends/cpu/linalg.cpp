@@ -234,7 +234,10 @@ Status GemmKernel(KernelContext& ctx) {
 
 }  // namespace
 
+void RegisterIntegerMatMulKernels(KernelRegistry& r);  // linalg_integer.cpp: MatMulInteger, QLinearMatMul
+
 void RegisterLinalgKernels(KernelRegistry& r) {
+  RegisterIntegerMatMulKernels(r);
   r.Add("MatMul", MatMulKernel);
   r.Add("Gemm", GemmKernel);
   r.Add("Einsum", EinsumKernel);
