@@ -199,7 +199,44 @@ Status ConvertUpsample(ConvertContext& c) {
 
 }  // namespace
 
+namespace {
+
+// GridSample: X [N, C, D1..Dr] sampled at grid [N, H1..Hr, r] gives Y [N, C, H1..Hr].
+Status GridSampleShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 2));
+  const TensorInfo& x = c.in(0);
+  const TensorInfo& g = c.in(1);
+  for (const TensorInfo* t : {&x, &g})
+    if (t->dtype != DataType::kUndefined && !IsFloatType(t->dtype))
+      return Err(StatusCode::kInvalidModel, "{}: X and grid must be float types, got {}", c.node.Where(),
+                 DataTypeName(t->dtype));
+  const std::string mode = c.node.gets("mode", c.node.opset >= 20 ? "linear" : "bilinear");
+  if (mode != "linear" && mode != "bilinear" && mode != "nearest" && mode != "cubic" && mode != "bicubic")
+    return Err(StatusCode::kInvalidModel, "{}: mode '{}' is not linear, nearest or cubic", c.node.Where(), mode);
+  const std::string pad = c.node.gets("padding_mode", "zeros");
+  if (pad != "zeros" && pad != "border" && pad != "reflection")
+    return Err(StatusCode::kInvalidModel, "{}: padding_mode '{}' is not zeros, border or reflection", c.node.Where(),
+               pad);
+  if (!x.has_shape || !g.has_shape) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  if (x.rank() < 3 || g.rank() != x.rank())
+    return Err(StatusCode::kInvalidModel, "{}: X {} and grid {} must be [N, C, spatial...] and [N, spatial..., r]",
+               c.node.Where(), ShapeToString(x.shape), ShapeToString(g.shape));
+  if (g.shape.back().known() && g.shape.back().value != static_cast<int64_t>(x.rank()) - 2)
+    return Err(StatusCode::kInvalidModel, "{}: grid's last dim must be {} (the spatial rank), got {}", c.node.Where(),
+               x.rank() - 2, g.shape.back().value);
+  Shape out = {x.shape[0], x.shape[1]};
+  out.insert(out.end(), g.shape.begin() + 1, g.shape.end() - 1);
+  c.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
+}  // namespace
+
 void RegisterResizeOps(OpRegistry& r) {
+  r.Onnx("GridSample").Since(16).Shape(GridSampleShape);
   // roi and scales are parameters: they stay float32 in an FP16/BF16 engine
   r.Onnx("Resize").Since(10).Convert(ConvertResize).Shape(ResizeShape).ParameterInputsFrom(1);
   r.Onnx("Upsample").Since(7).Convert(ConvertUpsample).Shape(UpsampleShape).ParameterInputsFrom(1).ImportOnly();

@@ -316,6 +316,11 @@ Status Resize(KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterResizeKernels(KernelRegistry& r) { r.Add("Resize", Resize); }
+void RegisterGridSampleKernels(KernelRegistry& r);  // grid_sample.cpp
+
+void RegisterResizeKernels(KernelRegistry& r) {
+  r.Add("Resize", Resize);
+  RegisterGridSampleKernels(r);
+}
 
 }  // namespace kiln::cpu
