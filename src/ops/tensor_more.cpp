@@ -360,6 +360,58 @@ Status DynamicQuantizeLinearShape(InferContext& c) {
   return Status::Ok();
 }
 
+// CenterCropPad(input, shape; axes): the input with the dims of `axes` (default all) set to `shape`'s values.
+Status CenterCropPadShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 2));
+  const TensorInfo& x = c.in(0);
+  if (!x.has_shape) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  std::vector<int64_t> axes;
+  KILN_ASSIGN_OR_RETURN(axes, c.node.attr_ints("axes", {}));
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  Shape out = x.shape;
+  const Tensor* shape = c.value(1);
+  if (shape && shape->numel() != static_cast<int64_t>(axes.size()))
+    return Err(StatusCode::kInvalidModel, "{}: shape has {} values for {} axes", c.node.Where(), shape->numel(),
+               axes.size());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i];
+    if (a < -rank || a >= rank)
+      return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for rank {}", c.node.Where(), a, rank);
+    if (a < 0) a += rank;
+    out[static_cast<size_t>(a)] = shape ? Dim(shape->GetAsInt(static_cast<int64_t>(i))) : Dim::Unknown();
+  }
+  c.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
+// AffineGrid(theta [N, 2, 3] or [N, 3, 4], size [N, C, H, W] or [N, C, D, H, W]): grid [N, H, W, 2] or
+// [N, D, H, W, 3] of theta's type.
+Status AffineGridShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 2));
+  const TensorInfo& theta = c.in(0);
+  if (theta.dtype != DataType::kUndefined && !IsFloatType(theta.dtype))
+    return Err(StatusCode::kInvalidModel, "{}: theta must be a float type, got {}", c.node.Where(),
+               DataTypeName(theta.dtype));
+  const Tensor* size = c.value(1);
+  if (!size) {
+    c.set_output_rank_unknown(0, theta.dtype);
+    return Status::Ok();
+  }
+  if (size->numel() != 4 && size->numel() != 5)
+    return Err(StatusCode::kInvalidModel, "{}: size must hold 4 (2-D) or 5 (3-D) values, got {}", c.node.Where(),
+               size->numel());
+  Shape out = {Dim(size->GetAsInt(0))};
+  for (int64_t i = 2; i < size->numel(); ++i) out.push_back(Dim(size->GetAsInt(i)));
+  out.push_back(Dim(size->numel() - 2));
+  c.set_output(0, theta.dtype, out);
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- converters: operands older opsets gave as attributes become constant inputs ----
@@ -402,6 +454,8 @@ void RegisterTensorOpsMore(OpRegistry& r) {
   r.Onnx("LRN").Shape(SameFloatShape);
   r.Onnx("MeanVarianceNormalization").Since(9).Shape(SameFloatShape);
   r.Onnx("DynamicQuantizeLinear").Since(11).Shape(DynamicQuantizeLinearShape);
+  r.Onnx("CenterCropPad").Since(18).Shape(CenterCropPadShape).ParameterInputsFrom(1);
+  r.Onnx("AffineGrid").Since(20).Shape(AffineGridShape).ParameterInputsFrom(1);
   for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"}) r.Onnx(w).Since(17).Shape(WindowShape);
 }
 

@@ -1,10 +1,13 @@
 // CPU kernels of ReverseSequence, Compress, LRN (cross-channel local response normalization),
-// MeanVarianceNormalization and DynamicQuantizeLinear, as the ONNX operator documents define them.
+// MeanVarianceNormalization, DynamicQuantizeLinear, CenterCropPad and AffineGrid, as the ONNX operator documents
+// define them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include <fmt/ranges.h>
 
 #include "backends/cpu/common.h"
 #include "backends/cpu/tensor_util.h"
@@ -205,12 +208,118 @@ Status DynamicQuantizeLinearKernel(KernelContext& c) {
 
 }  // namespace
 
+void RegisterCropAndGridKernels(KernelRegistry& r);  // below
+
 void RegisterTensorMoreOpKernels(KernelRegistry& r) {
+  RegisterCropAndGridKernels(r);
   r.Add("ReverseSequence", ReverseSequenceKernel);
   r.Add("Compress", CompressKernel);
   r.Add("LRN", LrnKernel);
   r.Add("MeanVarianceNormalization", MvnKernel);
   r.Add("DynamicQuantizeLinear", DynamicQuantizeLinearKernel);
+}
+
+}  // namespace kiln::cpu
+
+namespace kiln::cpu {
+namespace {
+
+// CenterCropPad: along each of `axes`, the centred window of the target length: cropped (start at
+// floor((size - target) / 2)) or zero-padded (floor((target - size) / 2) before).
+Status CenterCropPadKernel(KernelContext& c) {
+  const Tensor& x = c.in(0);
+  const std::vector<int64_t> target = c.in(1).ToInt64Vector();
+  const int64_t rank = x.rank();
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, c.node.attr_ints("axes", {}));
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  if (target.size() != axes.size())
+    return Err(StatusCode::kInvalidArgument, "{}: shape has {} values for {} axes", c.node.Where(), target.size(),
+               axes.size());
+  std::vector<int64_t> out = x.shape(), shift(static_cast<size_t>(rank), 0);  // source index = output index + shift
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i];
+    if (a < -rank || a >= rank || target[i] < 0)
+      return Err(StatusCode::kInvalidArgument, "{}: axis {} / length {} is invalid for {}", c.node.Where(), a,
+                 target[i], x.Describe());
+    if (a < 0) a += rank;
+    const int64_t size = x.dim(a);
+    out[static_cast<size_t>(a)] = target[i];
+    shift[static_cast<size_t>(a)] = size >= target[i] ? (size - target[i]) / 2 : -((target[i] - size) / 2);
+  }
+  Tensor& y = AllocOutput(c, 0, x.dtype(), out);
+  const size_t es = DataTypeSize(x.dtype());
+  std::memset(y.raw(), 0, static_cast<size_t>(y.numel()) * es);
+  const std::vector<int64_t> in_strides = Strides(x.shape()), out_strides = Strides(out);
+  const auto* src = static_cast<const uint8_t*>(x.raw());
+  auto* dst = static_cast<uint8_t*>(y.raw());
+  for (int64_t o = 0; o < y.numel(); ++o) {
+    int64_t rest = o, off = 0;
+    bool inside = true;
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t idx = rest / out_strides[static_cast<size_t>(d)];
+      rest -= idx * out_strides[static_cast<size_t>(d)];
+      const int64_t s = idx + shift[static_cast<size_t>(d)];
+      if (s < 0 || s >= x.dim(d)) {
+        inside = false;
+        break;
+      }
+      off += s * in_strides[static_cast<size_t>(d)];
+    }
+    if (inside) std::memcpy(dst + static_cast<size_t>(o) * es, src + static_cast<size_t>(off) * es, es);
+  }
+  return Status::Ok();
+}
+
+// AffineGrid: the base grid (the pixel centres, or with align_corners the corner pixels, mapped to [-1, 1], in
+// x, y[, z] order with a 1 appended) times theta's transpose, per batch entry.
+Status AffineGridKernel(KernelContext& c) {
+  const Tensor& theta = c.in(0);
+  const std::vector<int64_t> size = c.in(1).ToInt64Vector();
+  KILN_ASSIGN_OR_RETURN(const int64_t align_attr, c.node.attr_int("align_corners", 0));
+  const bool align = align_attr != 0;
+  const int64_t r = static_cast<int64_t>(size.size()) - 2;  // spatial rank: 2 or 3
+  if ((r != 2 && r != 3) || theta.rank() != 3 || theta.dim(0) != size[0] || theta.dim(1) != r ||
+      theta.dim(2) != r + 1)
+    return Err(StatusCode::kInvalidArgument, "{}: theta {} does not fit size {}", c.node.Where(), theta.Describe(),
+               fmt::format("{}", fmt::join(size, "x")));
+  std::vector<int64_t> out = {size[0]};
+  int64_t points = 1;
+  for (int64_t d = 0; d < r; ++d) {
+    out.push_back(size[static_cast<size_t>(2 + d)]);
+    points *= size[static_cast<size_t>(2 + d)];
+  }
+  out.push_back(r);
+  Tensor& y = AllocOutput(c, 0, theta.dtype(), out);
+  auto base = [&](int64_t i, int64_t n) -> double {
+    if (align) return n > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+    return (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(n) - 1.0;
+  };
+  for (int64_t b = 0; b < size[0]; ++b)
+    for (int64_t p = 0; p < points; ++p) {
+      // p over the spatial dims (D,) H, W, the last fastest; the base vector is (x from W, y from H[, z from D], 1).
+      std::vector<double> v(static_cast<size_t>(r) + 1, 1.0);
+      int64_t rest = p;
+      for (int64_t d = r - 1; d >= 0; --d) {
+        const int64_t n = size[static_cast<size_t>(2 + d)];
+        v[static_cast<size_t>(r - 1 - d)] = base(rest % n, n);
+        rest /= n;
+      }
+      for (int64_t i = 0; i < r; ++i) {
+        double acc = 0;
+        for (int64_t j = 0; j <= r; ++j)
+          acc += theta.GetAsDouble((b * r + i) * (r + 1) + j) * v[static_cast<size_t>(j)];
+        y.SetFromDouble((b * points + p) * r + i, acc);
+      }
+    }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterCropAndGridKernels(KernelRegistry& r) {
+  r.Add("CenterCropPad", CenterCropPadKernel);
+  r.Add("AffineGrid", AffineGridKernel);
 }
 
 }  // namespace kiln::cpu
