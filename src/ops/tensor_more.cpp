@@ -412,6 +412,120 @@ Status AffineGridShape(InferContext& c) {
   return Status::Ok();
 }
 
+// Det: [..., M, M] -> [...], a float type.
+Status DetShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  const TensorInfo& x = c.in(0);
+  if (x.dtype != DataType::kUndefined && !IsFloatType(x.dtype))
+    return Err(StatusCode::kInvalidModel, "{}: the input must be a float type, got {}", c.node.Where(),
+               DataTypeName(x.dtype));
+  if (!x.has_shape) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  if (x.rank() < 2)
+    return Err(StatusCode::kInvalidModel, "{}: the input must have rank >= 2, got {}", c.node.Where(),
+               ShapeToString(x.shape));
+  const Dim m = x.shape[x.rank() - 2], n = x.shape[x.rank() - 1];
+  if (m.known() && n.known() && m.value != n.value)
+    return Err(StatusCode::kInvalidModel, "{}: the matrices must be square, got {}", c.node.Where(),
+               ShapeToString(x.shape));
+  c.set_output(0, x.dtype, Shape(x.shape.begin(), x.shape.end() - 2));
+  return Status::Ok();
+}
+
+// Col2Im(input [N, C * prod(block), L], image_shape, block_shape): [N, C, image...].
+Status Col2ImShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 3));
+  const TensorInfo& x = c.in(0);
+  const Tensor* image = c.value(1);
+  const Tensor* block = c.value(2);
+  if (!x.has_shape || !image || !block) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  if (x.rank() != 3)
+    return Err(StatusCode::kInvalidModel, "{}: the input must be [N, C * prod(block_shape), L], got {}",
+               c.node.Where(), ShapeToString(x.shape));
+  int64_t block_volume = 1;
+  for (int64_t i = 0; i < block->numel(); ++i) block_volume *= block->GetAsInt(i);
+  Dim ch = Dim::Unknown();
+  if (x.shape[1].known() && block_volume > 0) {
+    if (x.shape[1].value % block_volume != 0)
+      return Err(StatusCode::kInvalidModel, "{}: dim 1 ({}) is not a multiple of the block volume {}", c.node.Where(),
+                 x.shape[1].value, block_volume);
+    ch = Dim(x.shape[1].value / block_volume);
+  }
+  Shape out = {x.shape[0], ch};
+  for (int64_t i = 0; i < image->numel(); ++i) out.push_back(Dim(image->GetAsInt(i)));
+  c.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
+// Unique(X; axis?, sorted): Y (the unique values, or slices along axis), indices, inverse_indices, counts (int64).
+// Their lengths depend on the data.
+Status UniqueShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
+  const TensorInfo& x = c.in(0);
+  if (!c.node.attrs.count("axis") || !x.has_shape) {
+    c.set_output(0, x.dtype, {Dim::Unknown()});
+    if (c.node.attrs.count("axis")) c.set_output_rank_unknown(0, x.dtype);
+    Dim total = Dim::Unknown();
+    if (x.has_shape && IsStatic(x.shape)) total = Dim(NumElements(ToStatic(x.shape)));
+    c.set_output(1, DataType::kInt64, {Dim::Unknown()});
+    c.set_output(2, DataType::kInt64, {c.node.attrs.count("axis") ? Dim::Unknown() : total});
+    c.set_output(3, DataType::kInt64, {Dim::Unknown()});
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, c.node.attr_int("axis", 0));
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (axis < -rank || axis >= rank)
+    return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for rank {}", c.node.Where(), axis, rank);
+  if (axis < 0) axis += rank;
+  Shape y = x.shape;
+  y[static_cast<size_t>(axis)] = Dim::Unknown();
+  c.set_output(0, x.dtype, y);
+  c.set_output(1, DataType::kInt64, {Dim::Unknown()});
+  c.set_output(2, DataType::kInt64, {x.shape[static_cast<size_t>(axis)]});
+  c.set_output(3, DataType::kInt64, {Dim::Unknown()});
+  return Status::Ok();
+}
+
+// MaxUnpool(X, I, output_shape?): zeros of the unpooled shape with X's values at I's (flat) indices.
+Status MaxUnpoolShape(InferContext& c) {
+  KILN_RETURN_IF_ERROR(RequireInputs(c, 2));
+  const TensorInfo& x = c.in(0);
+  if (c.has_input(2)) {
+    if (const Tensor* os = c.value(2)) {
+      Shape out;
+      for (int64_t i = 0; i < os->numel(); ++i) out.push_back(Dim(os->GetAsInt(i)));
+      c.set_output(0, x.dtype, out);
+    } else {
+      c.set_output_rank_unknown(0, x.dtype);
+    }
+    return Status::Ok();
+  }
+  if (!x.has_shape) {
+    c.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, c.node.attr_ints("kernel_shape", {}));
+  const size_t r = x.rank() - 2;
+  if (kernel.size() != r)
+    return Err(StatusCode::kInvalidModel, "{}: kernel_shape must have {} values", c.node.Where(), r);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides, c.node.attr_ints("strides", std::vector<int64_t>(r, 1)));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.node.attr_ints("pads", std::vector<int64_t>(2 * r, 0)));
+  if (strides.size() != r || pads.size() != 2 * r)
+    return Err(StatusCode::kInvalidModel, "{}: strides and pads must match the {} spatial dims", c.node.Where(), r);
+  Shape out = {x.shape[0], x.shape[1]};
+  for (size_t d = 0; d < r; ++d) {
+    const Dim in = x.shape[2 + d];
+    out.push_back(in.known() ? Dim((in.value - 1) * strides[d] + kernel[d] - pads[d] - pads[d + r]) : Dim::Unknown());
+  }
+  c.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- converters: operands older opsets gave as attributes become constant inputs ----
@@ -456,6 +570,10 @@ void RegisterTensorOpsMore(OpRegistry& r) {
   r.Onnx("DynamicQuantizeLinear").Since(11).Shape(DynamicQuantizeLinearShape);
   r.Onnx("CenterCropPad").Since(18).Shape(CenterCropPadShape).ParameterInputsFrom(1);
   r.Onnx("AffineGrid").Since(20).Shape(AffineGridShape).ParameterInputsFrom(1);
+  r.Onnx("Det").Since(11).Shape(DetShape);
+  r.Onnx("Col2Im").Since(18).Shape(Col2ImShape).ParameterInputsFrom(1);
+  r.Onnx("Unique").Since(11).Shape(UniqueShape);
+  r.Onnx("MaxUnpool").Since(9).Shape(MaxUnpoolShape).ParameterInputsFrom(2);
   for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"}) r.Onnx(w).Since(17).Shape(WindowShape);
 }
 

@@ -1,6 +1,6 @@
 // CPU kernels of ReverseSequence, Compress, LRN (cross-channel local response normalization),
-// MeanVarianceNormalization, DynamicQuantizeLinear, CenterCropPad and AffineGrid, as the ONNX operator documents
-// define them.
+// MeanVarianceNormalization, DynamicQuantizeLinear, CenterCropPad, AffineGrid, Det, Col2Im, Unique and MaxUnpool, as
+// the ONNX operator documents define them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -208,10 +208,14 @@ Status DynamicQuantizeLinearKernel(KernelContext& c) {
 
 }  // namespace
 
-void RegisterCropAndGridKernels(KernelRegistry& r);  // below
+void RegisterCropAndGridKernels(KernelRegistry& r);   // below
+void RegisterDetAndCol2ImKernels(KernelRegistry& r);  // below
+void RegisterUniqueAndUnpoolKernels(KernelRegistry& r);  // below
 
 void RegisterTensorMoreOpKernels(KernelRegistry& r) {
   RegisterCropAndGridKernels(r);
+  RegisterDetAndCol2ImKernels(r);
+  RegisterUniqueAndUnpoolKernels(r);
   r.Add("ReverseSequence", ReverseSequenceKernel);
   r.Add("Compress", CompressKernel);
   r.Add("LRN", LrnKernel);
@@ -320,6 +324,279 @@ Status AffineGridKernel(KernelContext& c) {
 void RegisterCropAndGridKernels(KernelRegistry& r) {
   r.Add("CenterCropPad", CenterCropPadKernel);
   r.Add("AffineGrid", AffineGridKernel);
+}
+
+}  // namespace kiln::cpu
+
+namespace kiln::cpu {
+namespace {
+
+// Det: LU decomposition with partial pivoting, in double, per matrix.
+Status DetKernel(KernelContext& c) {
+  const Tensor& x = c.in(0);
+  if (x.rank() < 2 || x.dim(x.rank() - 1) != x.dim(x.rank() - 2))
+    return Err(StatusCode::kInvalidArgument, "{}: needs square matrices, got {}", c.node.Where(), x.Describe());
+  const int64_t m = x.dim(x.rank() - 1);
+  std::vector<int64_t> out(x.shape().begin(), x.shape().end() - 2);
+  Tensor& y = AllocOutput(c, 0, x.dtype(), out);
+  const int64_t count = y.numel();
+  std::vector<double> a(static_cast<size_t>(m * m));
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t i = 0; i < m * m; ++i) a[static_cast<size_t>(i)] = x.GetAsDouble(b * m * m + i);
+    double det = 1;
+    for (int64_t col = 0; col < m && det != 0; ++col) {
+      int64_t piv = col;
+      for (int64_t r = col + 1; r < m; ++r)
+        if (std::fabs(a[static_cast<size_t>(r * m + col)]) > std::fabs(a[static_cast<size_t>(piv * m + col)])) piv = r;
+      if (a[static_cast<size_t>(piv * m + col)] == 0) {
+        det = 0;
+        break;
+      }
+      if (piv != col) {
+        for (int64_t k = 0; k < m; ++k) std::swap(a[static_cast<size_t>(piv * m + k)], a[static_cast<size_t>(col * m + k)]);
+        det = -det;
+      }
+      const double p = a[static_cast<size_t>(col * m + col)];
+      det *= p;
+      for (int64_t r = col + 1; r < m; ++r) {
+        const double f = a[static_cast<size_t>(r * m + col)] / p;
+        for (int64_t k = col; k < m; ++k) a[static_cast<size_t>(r * m + k)] -= f * a[static_cast<size_t>(col * m + k)];
+      }
+    }
+    y.SetFromDouble(b, det);
+  }
+  return Status::Ok();
+}
+
+// Col2Im: sums every column of the input back into the image at its block's position (strides, dilations, pads).
+Status Col2ImKernel(KernelContext& c) {
+  const Tensor& x = c.in(0);
+  const std::vector<int64_t> image = c.in(1).ToInt64Vector(), block = c.in(2).ToInt64Vector();
+  const size_t r = image.size();
+  if (x.rank() != 3 || block.size() != r || r == 0)
+    return Err(StatusCode::kInvalidArgument, "{}: input {} with image_shape of {} and block_shape of {} dims",
+               c.node.Where(), x.Describe(), r, block.size());
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides, c.node.attr_ints("strides", std::vector<int64_t>(r, 1)));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dil, c.node.attr_ints("dilations", std::vector<int64_t>(r, 1)));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.node.attr_ints("pads", std::vector<int64_t>(2 * r, 0)));
+  if (strides.size() != r || dil.size() != r || pads.size() != 2 * r)
+    return Err(StatusCode::kInvalidModel, "{}: strides, dilations and pads must match the {} spatial dims",
+               c.node.Where(), r);
+  int64_t block_volume = 1;
+  std::vector<int64_t> blocks(r);  // block positions per dim
+  int64_t positions = 1;
+  for (size_t d = 0; d < r; ++d) {
+    block_volume *= block[d];
+    const int64_t span = dil[d] * (block[d] - 1) + 1;
+    blocks[d] = (image[d] + pads[d] + pads[d + r] - span) / strides[d] + 1;
+    positions *= blocks[d];
+  }
+  if (block_volume <= 0 || x.dim(1) % block_volume != 0 || x.dim(2) != positions)
+    return Err(StatusCode::kInvalidArgument, "{}: input {} does not match image_shape and block_shape ({} blocks of "
+               "{} values)", c.node.Where(), x.Describe(), positions, block_volume);
+  const int64_t n = x.dim(0), ch = x.dim(1) / block_volume;
+  int64_t image_volume = 1;
+  for (int64_t v : image) image_volume *= v;
+  std::vector<int64_t> out = {n, ch};
+  out.insert(out.end(), image.begin(), image.end());
+  Tensor& y = AllocOutput(c, 0, x.dtype(), out);
+  std::vector<double> acc(static_cast<size_t>(n * ch * image_volume), 0.0);
+  std::vector<int64_t> kidx(r), pidx(r);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t cc = 0; cc < ch; ++cc)
+      for (int64_t k = 0; k < block_volume; ++k) {
+        for (int64_t d = static_cast<int64_t>(r) - 1, rest = k; d >= 0; --d) {
+          kidx[static_cast<size_t>(d)] = rest % block[static_cast<size_t>(d)];
+          rest /= block[static_cast<size_t>(d)];
+        }
+        for (int64_t p = 0; p < positions; ++p) {
+          for (int64_t d = static_cast<int64_t>(r) - 1, rest = p; d >= 0; --d) {
+            pidx[static_cast<size_t>(d)] = rest % blocks[static_cast<size_t>(d)];
+            rest /= blocks[static_cast<size_t>(d)];
+          }
+          int64_t off = 0;
+          bool inside = true;
+          for (size_t d = 0; d < r; ++d) {
+            const int64_t pos = pidx[d] * strides[d] + kidx[d] * dil[d] - pads[d];
+            if (pos < 0 || pos >= image[d]) {
+              inside = false;
+              break;
+            }
+            off = off * image[d] + pos;
+          }
+          if (!inside) continue;
+          acc[static_cast<size_t>((b * ch + cc) * image_volume + off)] +=
+              x.GetAsDouble((b * x.dim(1) + cc * block_volume + k) * positions + p);
+        }
+      }
+  for (size_t i = 0; i < acc.size(); ++i) y.SetFromDouble(static_cast<int64_t>(i), acc[i]);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterDetAndCol2ImKernels(KernelRegistry& r) {
+  r.Add("Det", DetKernel);
+  r.Add("Col2Im", Col2ImKernel);
+}
+
+}  // namespace kiln::cpu
+
+namespace kiln::cpu {
+namespace {
+
+// Unique: the distinct values (or slices along `axis`), sorted ascending (lexicographically for slices) or in the
+// order they first appear, with each one's first index, every element's (slice's) index into Y, and the counts.
+Status UniqueKernel(KernelContext& c) {
+  const Tensor& x = c.in(0);
+  KILN_ASSIGN_OR_RETURN(const int64_t sorted, c.node.attr_int("sorted", 1));
+  const bool has_axis = c.node.attrs.count("axis") > 0;
+  int64_t axis = 0;
+  if (has_axis) {
+    KILN_ASSIGN_OR_RETURN(axis, c.node.attr_int("axis", 0));
+    if (axis < -x.rank() || axis >= x.rank())
+      return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for {}", c.node.Where(), axis,
+                 x.Describe());
+    if (axis < 0) axis += x.rank();
+  }
+  // Slices: `count` of them, each `len` elements (outer x inner, gathered); without an axis, single elements.
+  int64_t outer = 1, inner = 1, count = x.numel();
+  if (has_axis) {
+    for (int64_t d = 0; d < axis; ++d) outer *= x.dim(d);
+    for (int64_t d = axis + 1; d < x.rank(); ++d) inner *= x.dim(d);
+    count = x.dim(axis);
+  }
+  const int64_t len = has_axis ? outer * inner : 1;
+  auto element = [&](int64_t s, int64_t j) {  // element j of slice s (flat offset into x)
+    if (!has_axis) return s;
+    const int64_t o = j / inner, i = j % inner;
+    return (o * count + s) * inner + i;
+  };
+  const bool integral = IsIntegerType(x.dtype()) || x.dtype() == DataType::kBool;
+  auto cmp = [&](int64_t a, int64_t b) -> int {  // -1, 0, 1: slice a against slice b
+    for (int64_t j = 0; j < len; ++j) {
+      if (integral) {
+        const int64_t va = x.GetAsInt(element(a, j)), vb = x.GetAsInt(element(b, j));
+        if (va != vb) return va < vb ? -1 : 1;
+      } else {
+        const double va = x.GetAsDouble(element(a, j)), vb = x.GetAsDouble(element(b, j));
+        if (va != vb) return va < vb ? -1 : 1;
+      }
+    }
+    return 0;
+  };
+  // First occurrences in order, then (sorted) ordered by value.
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  for (int64_t s = 0; s < count; ++s) order[static_cast<size_t>(s)] = s;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return cmp(a, b) < 0; });
+  std::vector<int64_t> firsts, inverse(static_cast<size_t>(count)), counts;
+  std::vector<int64_t> group_of(static_cast<size_t>(count));
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || cmp(order[i - 1], order[i]) != 0) {
+      firsts.push_back(order[i]);  // stable sort: the lowest index of equal slices comes first
+      counts.push_back(0);
+    }
+    group_of[static_cast<size_t>(order[i])] = static_cast<int64_t>(firsts.size()) - 1;
+    ++counts.back();
+  }
+  std::vector<int64_t> rank(firsts.size());  // output position of each group
+  for (size_t g = 0; g < firsts.size(); ++g) rank[g] = static_cast<int64_t>(g);
+  if (!sorted) {
+    std::vector<size_t> by_first(firsts.size());
+    for (size_t g = 0; g < by_first.size(); ++g) by_first[g] = g;
+    std::sort(by_first.begin(), by_first.end(), [&](size_t a, size_t b) { return firsts[a] < firsts[b]; });
+    for (size_t pos = 0; pos < by_first.size(); ++pos) rank[by_first[pos]] = static_cast<int64_t>(pos);
+  }
+  const auto groups = static_cast<int64_t>(firsts.size());
+  std::vector<int64_t> first_at(static_cast<size_t>(groups)), count_at(static_cast<size_t>(groups));
+  for (size_t g = 0; g < firsts.size(); ++g) {
+    first_at[static_cast<size_t>(rank[g])] = firsts[g];
+    count_at[static_cast<size_t>(rank[g])] = counts[g];
+  }
+  for (int64_t s = 0; s < count; ++s)
+    inverse[static_cast<size_t>(s)] = rank[static_cast<size_t>(group_of[static_cast<size_t>(s)])];
+  std::vector<int64_t> y_shape = has_axis ? x.shape() : std::vector<int64_t>{groups};
+  if (has_axis) y_shape[static_cast<size_t>(axis)] = groups;
+  Tensor& y = AllocOutput(c, 0, x.dtype(), y_shape);
+  const size_t es = DataTypeSize(x.dtype());
+  const auto* src = static_cast<const uint8_t*>(x.raw());
+  auto* dst = static_cast<uint8_t*>(y.raw());
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t to = has_axis ? ((j / inner) * groups + g) * inner + j % inner : g;
+      std::memcpy(dst + static_cast<size_t>(to) * es, src + static_cast<size_t>(element(first_at[g], j)) * es, es);
+    }
+  auto put = [&](size_t i, const std::vector<int64_t>& v) {
+    Tensor& t = AllocOutput(c, i, DataType::kInt64, {static_cast<int64_t>(v.size())});
+    if (!v.empty()) std::memcpy(t.raw(), v.data(), v.size() * sizeof(int64_t));
+  };
+  put(1, first_at);
+  put(2, inverse);
+  put(3, count_at);
+  return Status::Ok();
+}
+
+// MaxUnpool: zeros of the unpooled shape with X's values written at I's flat indices; with output_shape, that result
+// sits at the start of each dim of a zero tensor of output_shape (as onnx's reference places it).
+Status MaxUnpoolKernel(KernelContext& c) {
+  const Tensor& x = c.in(0);
+  const Tensor& idx = c.in(1);
+  if (idx.numel() != x.numel() || x.rank() < 3)
+    return Err(StatusCode::kInvalidArgument, "{}: I {} must match X {} (rank >= 3)", c.node.Where(), idx.Describe(),
+               x.Describe());
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, c.node.attr_ints("kernel_shape", {}));
+  const size_t r = static_cast<size_t>(x.rank() - 2);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> strides, c.node.attr_ints("strides", std::vector<int64_t>(r, 1)));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.node.attr_ints("pads", std::vector<int64_t>(2 * r, 0)));
+  if (kernel.size() != r || strides.size() != r || pads.size() != 2 * r)
+    return Err(StatusCode::kInvalidModel, "{}: kernel_shape, strides and pads must match the {} spatial dims",
+               c.node.Where(), r);
+  std::vector<int64_t> inferred = {x.dim(0), x.dim(1)};
+  for (size_t d = 0; d < r; ++d)
+    inferred.push_back((x.dim(2 + static_cast<int64_t>(d)) - 1) * strides[d] + kernel[d] - pads[d] - pads[d + r]);
+  std::vector<int64_t> out = inferred;
+  if (c.input(2) && c.input(2)->numel() > 0) out = c.in(2).ToInt64Vector();
+  if (out.size() != inferred.size())
+    return Err(StatusCode::kInvalidArgument, "{}: output_shape has {} dims, X has {}", c.node.Where(), out.size(),
+               inferred.size());
+  int64_t inferred_volume = 1;
+  for (int64_t v : inferred) inferred_volume *= v;
+  const size_t es = DataTypeSize(x.dtype());
+  std::vector<uint8_t> unpooled(static_cast<size_t>(std::max<int64_t>(inferred_volume, 0)) * es, 0);
+  const auto* src = static_cast<const uint8_t*>(x.raw());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t at = idx.GetAsInt(i);
+    if (at < 0 || at >= inferred_volume)
+      return Err(StatusCode::kInvalidArgument, "{}: index {} at {} is outside the unpooled {} elements",
+                 c.node.Where(), at, i, inferred_volume);
+    std::memcpy(unpooled.data() + static_cast<size_t>(at) * es, src + static_cast<size_t>(i) * es, es);
+  }
+  Tensor& y = AllocOutput(c, 0, x.dtype(), out);
+  auto* dst = static_cast<uint8_t*>(y.raw());
+  std::memset(dst, 0, static_cast<size_t>(y.numel()) * es);
+  const std::vector<int64_t> in_strides = Strides(inferred), out_strides = Strides(out);
+  for (int64_t i = 0; i < inferred_volume; ++i) {
+    int64_t rest = i, to = 0;
+    bool inside = true;
+    for (size_t d = 0; d < inferred.size(); ++d) {
+      const int64_t v = rest / in_strides[d];
+      rest -= v * in_strides[d];
+      if (v >= out[d]) {
+        inside = false;
+        break;
+      }
+      to += v * out_strides[d];
+    }
+    if (inside) std::memcpy(dst + static_cast<size_t>(to) * es, unpooled.data() + static_cast<size_t>(i) * es, es);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterUniqueAndUnpoolKernels(KernelRegistry& r) {
+  r.Add("Unique", UniqueKernel);
+  r.Add("MaxUnpool", MaxUnpoolKernel);
 }
 
 }  // namespace kiln::cpu
