@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "kiln/builder.h"
 #include "kiln/network.h"
@@ -23,13 +21,6 @@ namespace {
 
 uint64_t MicrosSince(Clock::time_point t) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // The backend an instance group's kind asks for: KIND_GPU the first available backend with device memory, KIND_CPU

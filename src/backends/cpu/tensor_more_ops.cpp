@@ -15,6 +15,27 @@
 namespace kiln::cpu {
 namespace {
 
+// Into each element o of dst (row-major, dst_shape, already zeroed): src's element at o's multi-index + shift, where
+// that lies inside src_shape (elements of es bytes). CenterCropPad's crop-or-pad and MaxUnpool's output_shape.
+void CopyShifted(const uint8_t* src, const std::vector<int64_t>& src_shape, uint8_t* dst,
+                 const std::vector<int64_t>& dst_shape, const std::vector<int64_t>& shift, size_t es) {
+  const std::vector<int64_t> src_strides = Strides(src_shape), dst_strides = Strides(dst_shape);
+  int64_t n = 1;
+  for (int64_t d : dst_shape) n *= d;
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t rest = o, off = 0;
+    bool inside = true;
+    for (size_t d = 0; d < dst_shape.size() && inside; ++d) {
+      const int64_t idx = rest / dst_strides[d];
+      rest -= idx * dst_strides[d];
+      const int64_t s = idx + shift[d];
+      inside = s >= 0 && s < src_shape[d];
+      off += s * src_strides[d];
+    }
+    if (inside) std::memcpy(dst + static_cast<size_t>(o) * es, src + static_cast<size_t>(off) * es, es);
+  }
+}
+
 // Reverses the first sequence_lens[b] steps along time_axis of every batch entry b; the rest is copied.
 Status ReverseSequenceKernel(KernelContext& c) {
   const Tensor& x = c.in(0);
@@ -206,27 +227,6 @@ Status DynamicQuantizeLinearKernel(KernelContext& c) {
   return Status::Ok();
 }
 
-}  // namespace
-
-void RegisterCropAndGridKernels(KernelRegistry& r);   // below
-void RegisterDetAndCol2ImKernels(KernelRegistry& r);  // below
-void RegisterUniqueAndUnpoolKernels(KernelRegistry& r);  // below
-
-void RegisterTensorMoreOpKernels(KernelRegistry& r) {
-  RegisterCropAndGridKernels(r);
-  RegisterDetAndCol2ImKernels(r);
-  RegisterUniqueAndUnpoolKernels(r);
-  r.Add("ReverseSequence", ReverseSequenceKernel);
-  r.Add("Compress", CompressKernel);
-  r.Add("LRN", LrnKernel);
-  r.Add("MeanVarianceNormalization", MvnKernel);
-  r.Add("DynamicQuantizeLinear", DynamicQuantizeLinearKernel);
-}
-
-}  // namespace kiln::cpu
-
-namespace kiln::cpu {
-namespace {
 
 // CenterCropPad: along each of `axes`, the centred window of the target length: cropped (start at
 // floor((size - target) / 2)) or zero-padded (floor((target - size) / 2) before).
@@ -254,24 +254,7 @@ Status CenterCropPadKernel(KernelContext& c) {
   Tensor& y = AllocOutput(c, 0, x.dtype(), out);
   const size_t es = DataTypeSize(x.dtype());
   std::memset(y.raw(), 0, static_cast<size_t>(y.numel()) * es);
-  const std::vector<int64_t> in_strides = Strides(x.shape()), out_strides = Strides(out);
-  const auto* src = static_cast<const uint8_t*>(x.raw());
-  auto* dst = static_cast<uint8_t*>(y.raw());
-  for (int64_t o = 0; o < y.numel(); ++o) {
-    int64_t rest = o, off = 0;
-    bool inside = true;
-    for (int64_t d = 0; d < rank; ++d) {
-      const int64_t idx = rest / out_strides[static_cast<size_t>(d)];
-      rest -= idx * out_strides[static_cast<size_t>(d)];
-      const int64_t s = idx + shift[static_cast<size_t>(d)];
-      if (s < 0 || s >= x.dim(d)) {
-        inside = false;
-        break;
-      }
-      off += s * in_strides[static_cast<size_t>(d)];
-    }
-    if (inside) std::memcpy(dst + static_cast<size_t>(o) * es, src + static_cast<size_t>(off) * es, es);
-  }
+  CopyShifted(static_cast<const uint8_t*>(x.raw()), x.shape(), static_cast<uint8_t*>(y.raw()), out, shift, es);
   return Status::Ok();
 }
 
@@ -319,17 +302,6 @@ Status AffineGridKernel(KernelContext& c) {
   return Status::Ok();
 }
 
-}  // namespace
-
-void RegisterCropAndGridKernels(KernelRegistry& r) {
-  r.Add("CenterCropPad", CenterCropPadKernel);
-  r.Add("AffineGrid", AffineGridKernel);
-}
-
-}  // namespace kiln::cpu
-
-namespace kiln::cpu {
-namespace {
 
 // Det: LU decomposition with partial pivoting, in double, per matrix.
 Status DetKernel(KernelContext& c) {
@@ -433,17 +405,6 @@ Status Col2ImKernel(KernelContext& c) {
   return Status::Ok();
 }
 
-}  // namespace
-
-void RegisterDetAndCol2ImKernels(KernelRegistry& r) {
-  r.Add("Det", DetKernel);
-  r.Add("Col2Im", Col2ImKernel);
-}
-
-}  // namespace kiln::cpu
-
-namespace kiln::cpu {
-namespace {
 
 // Unique: the distinct values (or slices along `axis`), sorted ascending (lexicographically for slices) or in the
 // order they first appear, with each one's first index, every element's (slice's) index into Y, and the counts.
@@ -574,27 +535,22 @@ Status MaxUnpoolKernel(KernelContext& c) {
   Tensor& y = AllocOutput(c, 0, x.dtype(), out);
   auto* dst = static_cast<uint8_t*>(y.raw());
   std::memset(dst, 0, static_cast<size_t>(y.numel()) * es);
-  const std::vector<int64_t> in_strides = Strides(inferred), out_strides = Strides(out);
-  for (int64_t i = 0; i < inferred_volume; ++i) {
-    int64_t rest = i, to = 0;
-    bool inside = true;
-    for (size_t d = 0; d < inferred.size(); ++d) {
-      const int64_t v = rest / in_strides[d];
-      rest -= v * in_strides[d];
-      if (v >= out[d]) {
-        inside = false;
-        break;
-      }
-      to += v * out_strides[d];
-    }
-    if (inside) std::memcpy(dst + static_cast<size_t>(to) * es, unpooled.data() + static_cast<size_t>(i) * es, es);
-  }
+  CopyShifted(unpooled.data(), inferred, dst, out, std::vector<int64_t>(out.size(), 0), es);
   return Status::Ok();
 }
 
 }  // namespace
 
-void RegisterUniqueAndUnpoolKernels(KernelRegistry& r) {
+void RegisterTensorMoreOpKernels(KernelRegistry& r) {
+  r.Add("ReverseSequence", ReverseSequenceKernel);
+  r.Add("Compress", CompressKernel);
+  r.Add("LRN", LrnKernel);
+  r.Add("MeanVarianceNormalization", MvnKernel);
+  r.Add("DynamicQuantizeLinear", DynamicQuantizeLinearKernel);
+  r.Add("CenterCropPad", CenterCropPadKernel);
+  r.Add("AffineGrid", AffineGridKernel);
+  r.Add("Det", DetKernel);
+  r.Add("Col2Im", Col2ImKernel);
   r.Add("Unique", UniqueKernel);
   r.Add("MaxUnpool", MaxUnpoolKernel);
 }
