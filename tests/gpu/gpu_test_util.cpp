@@ -41,6 +41,7 @@ OneNode& OneNode::IntegersOneOff(double fraction) { one_off_fraction_ = fraction
 OneNode& OneNode::Float8ByValue() { f8_by_value_ = true; return *this; }
 OneNode& OneNode::NoTF32() { tf32_ = false; return *this; }
 OneNode& OneNode::Opset(int64_t opset) { opset_ = opset; return *this; }
+OneNode& OneNode::Repeat(int n) { repeat_ = n; return *this; }
 
 namespace {
 
@@ -155,6 +156,11 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
 }  // namespace
 
 ::testing::AssertionResult OneNode::MatchesCpu(double atol, double rtol) {
+  return MatchesCpuWithEachTactic({tactic_}, atol, rtol);
+}
+
+::testing::AssertionResult OneNode::MatchesCpuWithEachTactic(const std::vector<std::string>& tactics, double atol,
+                                                             double rtol) {
   std::map<std::string, Tensor> gpu_feeds, cpu_feeds;
   auto gg = BuildGraph(op_, domain_, inputs_, is_const_, attrs_, outputs_, false, &gpu_feeds, opset_);
   if (!gg.ok()) return ::testing::AssertionFailure() << "building the graph: " << gg.status().ToString();
@@ -162,16 +168,21 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
   if (!cg.ok()) return ::testing::AssertionFailure() << "building the reference graph: " << cg.status().ToString();
   auto cpu = cpu::RunGraph(**cg, cpu_feeds);
   if (!cpu.ok()) return ::testing::AssertionFailure() << "CPU reference: " << cpu.status().ToString();
-  cuda::GpuRunOptions o;
-  o.tactic = tactic_;
-  o.allow_tf32 = tf32_;
-  auto gpu = cuda::RunGraph(**gg, gpu_feeds, o);
-  if (!gpu.ok()) return ::testing::AssertionFailure() << "GPU: " << gpu.status().ToString();
-  for (int i = 0; i < outputs_; ++i) {
-    const std::string name = "out" + std::to_string(i);
-    auto r = Compare(op_ + " " + name, cpu->at(name), gpu->at(name), atol, rtol, ref_f32_, one_off_fraction_,
-                     f8_by_value_);
-    if (!r) return r;
+  for (const std::string& tactic : tactics) {
+    const std::string where = tactic.empty() ? std::string() : " (tactic " + tactic + ")";
+    cuda::GpuRunOptions o;
+    o.tactic = tactic;
+    o.allow_tf32 = tf32_;
+    o.repeat = repeat_;
+    o.poison_workspace = repeat_ > 1;
+    auto gpu = cuda::RunGraph(**gg, gpu_feeds, o);
+    if (!gpu.ok()) return ::testing::AssertionFailure() << "GPU" << where << ": " << gpu.status().ToString();
+    for (int i = 0; i < outputs_; ++i) {
+      const std::string name = "out" + std::to_string(i);
+      auto r = Compare(op_ + " " + name + where, cpu->at(name), gpu->at(name), atol, rtol, ref_f32_,
+                       one_off_fraction_, f8_by_value_);
+      if (!r) return r;
+    }
   }
   return ::testing::AssertionSuccess();
 }

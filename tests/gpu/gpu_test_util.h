@@ -35,6 +35,8 @@ class OneNode {
   OneNode& ReferenceInFloat32();
   OneNode& Tactic(std::string t);  // run the GPU side with this tactic
   OneNode& NoTF32();
+  OneNode& Repeat(int n);  // the GPU layer runs n times on the same buffers, its workspace refilled with garbage
+                          // before each run; the last run is compared
   OneNode& Opset(int64_t opset);  // the default domain's opset of the node (default 21)
   // Integer outputs may differ by one step in up to this fraction of elements (a transcendental function in the
   // GPU's float epilogue, erff say, is not bit-identical to the host's; its rare rounding ties land one step off).
@@ -44,6 +46,9 @@ class OneNode {
   // Runs both sides and compares every output: |gpu - cpu| <= atol + rtol * |cpu| (exact for integers and bool;
   // float8 by code unless Float8ByValue; NaN must match NaN). Shapes and dtypes must agree.
   ::testing::AssertionResult MatchesCpu(double atol = 1e-5, double rtol = 1e-5);
+  // The same for each of `tactics` in turn, with the CPU reference computed once; the first failure names its tactic.
+  ::testing::AssertionResult MatchesCpuWithEachTactic(const std::vector<std::string>& tactics, double atol,
+                                                      double rtol);
 
  private:
   std::string op_, domain_, tactic_;
@@ -51,6 +56,7 @@ class OneNode {
   std::vector<bool> is_const_;
   std::map<std::string, Attribute> attrs_;
   int outputs_ = 1;
+  int repeat_ = 1;
   int64_t opset_ = 21;
   bool ref_f32_ = false, tf32_ = true;
   double one_off_fraction_ = 0;

@@ -8,11 +8,17 @@
 #include <cstdio>
 #include <random>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "backends/cpu/executor.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/graph_runner.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/layer.h"
 #include "gpu_test_util.h"
 #include "kiln/kiln.h"
+#include "ops/infer.h"
 
 namespace kiln {
 namespace {
@@ -115,6 +121,148 @@ TEST(GpuLayout, EveryNhwcTacticMatches) {
       one.Tactic(t);
       EXPECT_TRUE(one.MatchesCpu(2e-2, 1e-2)) << t;
     }
+  }
+}
+
+// ResNet-50's convolution shapes at batch 8, channels-last, FP16 and FP32 with TF32: every listed tactic (the
+// heuristics pick other engines at these sizes than at the small shapes above, cuDNN's runtime-fusion engines
+// among them), each layer run three times on the same buffers and workspace, the last run against the CPU.
+struct ResNetConv {
+  std::vector<int64_t> x, w;  // X channels-last, W [K, C, kh, kw]
+  int64_t stride, pad;
+  bool residual;
+};
+
+std::vector<std::string> NhwcTacticsOf(DataType dt, const ResNetConv& c) {
+  Graph g;
+  Node* n = g.AddNode("FusedConv", "probe");
+  n->domain = "kiln";
+  n->attrs = {{"kiln_layout", Attribute::String("NHWC")}, {"kiln_activation", Attribute::String("Relu")},
+              {"strides", Attribute::Ints({c.stride, c.stride})},
+              {"pads", Attribute::Ints({c.pad, c.pad, c.pad, c.pad})}};
+  Value* x = g.GetOrAddValue("x");
+  x->dtype = dt;
+  x->shape = FromStatic(c.x);
+  x->has_shape = true;
+  n->inputs = {x, g.AddConstant("w", Random(dt, c.w, 2)), g.AddConstant("b", Random(dt, {c.w[0]}, 3))};
+  cuda::LayerSpec spec{*n, {c.x, c.w, {c.w[0]}}, {}, true};
+  if (c.residual) {
+    const int64_t ho = (c.x[1] + 2 * c.pad - c.w[2]) / c.stride + 1, wo = (c.x[2] + 2 * c.pad - c.w[3]) / c.stride + 1;
+    const std::vector<int64_t> y = {c.x[0], ho, wo, c.w[0]};
+    Value* r = g.GetOrAddValue("r");
+    r->dtype = dt;
+    r->shape = FromStatic(y);
+    r->has_shape = true;
+    n->inputs.push_back(r);
+    spec.input_shapes.push_back(y);
+  }
+  auto t = cuda::TacticsFor(spec);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? *t : std::vector<std::string>{};
+}
+
+TEST(GpuLayout, ResNetShapesEveryTacticRepeated) {
+  const std::vector<ResNetConv> convs = {
+      {{8, 56, 56, 64}, {64, 64, 1, 1}, 1, 0, false},      // layer1 conv1
+      {{8, 56, 56, 64}, {64, 64, 3, 3}, 1, 1, false},      // layer1 conv2
+      {{8, 56, 56, 64}, {256, 64, 1, 1}, 1, 0, true},      // layer1 conv3 + residual
+      {{8, 56, 56, 256}, {512, 256, 1, 1}, 2, 0, false},   // layer2 downsample
+      {{8, 28, 28, 128}, {128, 128, 3, 3}, 1, 1, false},   // layer2 conv2
+      {{8, 14, 14, 256}, {1024, 256, 1, 1}, 1, 0, true},   // layer3 conv3 + residual
+      {{8, 7, 7, 512}, {512, 512, 3, 3}, 1, 1, false},     // layer4 conv2
+  };
+  for (DataType dt : {DataType::kFloat16, DataType::kFloat32}) {
+    for (const ResNetConv& c : convs) {
+      const auto tactics = NhwcTacticsOf(dt, c);
+      std::printf("%s X [%s] W [%s]%s: %zu tactics\n", DataTypeName(dt), fmt::format("{}", fmt::join(c.x, ",")).c_str(),
+                  fmt::format("{}", fmt::join(c.w, ",")).c_str(), c.residual ? " + residual" : "", tactics.size());
+      OneNode one = NhwcConv(dt, c.x, c.w,
+                             {{"strides", Attribute::Ints({c.stride, c.stride})},
+                              {"pads", Attribute::Ints({c.pad, c.pad, c.pad, c.pad})}},
+                             "Relu");
+      if (c.residual) {
+        const int64_t ho = (c.x[1] + 2 * c.pad - c.w[2]) / c.stride + 1;
+        one.Input(Random(dt, {c.x[0], ho, ho, c.w[0]}, 9));
+      }
+      one.Repeat(3);
+      // Random data with K up to 4608: |Y| reaches about 20; TF32 and FP16 keep about 3 decimal digits.
+      EXPECT_TRUE(one.MatchesCpuWithEachTactic(tactics, 5e-2, 1e-2))
+          << DataTypeName(dt) << " X [" << fmt::format("{}", fmt::join(c.x, ",")) << "] W ["
+          << fmt::format("{}", fmt::join(c.w, ",")) << "]";
+    }
+  }
+}
+
+// Two NHWC convolutions back to back with no synchronization between them, as an engine runs them: ResNet's conv2
+// (3x3) then conv3 (1x1 + bias + residual + Relu) on cuDNN's runtime-fusion engine (eng=4, compiled at run time).
+// cuDNN 9.19's runtime-fusion kernel could start before the convolution ahead of it had finished writing and read
+// its input unfinished (wrong by rel L2 0.27-0.47 in a TF32 ResNet-50, different on every run); the layer now puts
+// an empty kernel before it (conv_plan.h). With KILN_CUDNN_RTC_OVERLAP=1 (no barrier) this test shows the race.
+TEST(GpuLayout, RuntimeFusionAfterConvNoSync) {
+  const ResNetConv a{{8, 56, 56, 64}, {64, 64, 3, 3}, 1, 1, false}, b{{8, 56, 56, 64}, {256, 64, 1, 1}, 1, 0, true};
+  const auto ta = NhwcTacticsOf(DataType::kFloat32, a), tb = NhwcTacticsOf(DataType::kFloat32, b);
+  std::string first, second;
+  for (const auto& t : ta)
+    if (t.find("eng=4;") == std::string::npos && (first.empty() || t.find("eng=51;") != std::string::npos)) first = t;
+  for (const auto& t : tb)
+    if (second.empty() && t.rfind("cudnn-fused:eng=4;", 0) == 0) second = t;
+  if (first.empty() || second.empty()) GTEST_SKIP() << "cuDNN lists no runtime-fusion engine for these shapes here";
+  std::printf("conv2 tactic %s, conv3 tactic %s\n", first.c_str(), second.c_str());
+
+  Graph g;
+  auto input = [&](const std::string& name, std::vector<int64_t> shape) {
+    Value* v = g.GetOrAddValue(name);
+    v->dtype = DataType::kFloat32;
+    v->shape = FromStatic(shape);
+    v->has_shape = true;
+    v->is_graph_input = true;
+    g.inputs.push_back(v);
+    return v;
+  };
+  auto conv = [&](const std::string& name, const ResNetConv& c, Value* x, Value* r, uint32_t seed, bool out) {
+    Node* n = g.AddNode("FusedConv", name);
+    n->domain = "kiln";
+    n->opset = 1;
+    n->attrs = {{"kiln_layout", Attribute::String("NHWC")}, {"kiln_activation", Attribute::String("Relu")},
+                {"strides", Attribute::Ints({c.stride, c.stride})},
+                {"pads", Attribute::Ints({c.pad, c.pad, c.pad, c.pad})}};
+    n->inputs = {x, g.AddConstant(name + "_w", Random(DataType::kFloat32, c.w, seed, -0.2, 0.2)),
+                 g.AddConstant(name + "_b", Random(DataType::kFloat32, {c.w[0]}, seed + 1))};
+    if (r) n->inputs.push_back(r);
+    Value* y = g.GetOrAddValue(name + "_y");
+    y->producer = n;
+    n->outputs.push_back(y);
+    if (out) {
+      y->is_graph_output = true;
+      g.outputs.push_back(y);
+    }
+    return y;
+  };
+  Value* x = input("x", a.x);
+  Value* r = input("r", {8, 56, 56, 256});
+  Value* h = conv("conv2", a, x, nullptr, 3, false);
+  conv("conv3", b, h, r, 5, true);
+  ASSERT_TRUE(InferGraph(g, InferOptions{}).ok());
+  const std::map<std::string, Tensor> feeds = {{"x", Random(DataType::kFloat32, a.x, 1)},
+                                               {"r", Random(DataType::kFloat32, {8, 56, 56, 256}, 2)}};
+  auto cpu = cpu::RunGraph(g, feeds);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  const Tensor& want = cpu->at("conv3_y");
+  cuda::GpuRunOptions o;
+  o.tactics = {{"conv2", first}, {"conv3", second}};
+  o.sync_each_node = false;
+  for (int run = 0; run < 5; ++run) {
+    auto gpu = cuda::RunGraph(g, feeds, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    const Tensor& got = gpu->at("conv3_y");
+    ASSERT_EQ(got.numel(), want.numel());
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const double d = got.GetAsDouble(i) - want.GetAsDouble(i);
+      num += d * d;
+      den += want.GetAsDouble(i) * want.GetAsDouble(i);
+    }
+    EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 2e-3) << "run " << run << " (TF32: about 5e-4 expected)";
   }
 }
 

@@ -77,4 +77,13 @@ cudaError_t LaunchConvEpilogue(void* y, const void* bias, const void* residual, 
   return cudaGetLastError();
 }
 
+namespace {
+__global__ void StreamBarrierKernel() {}
+}  // namespace
+
+cudaError_t LaunchStreamBarrier(cudaStream_t stream) {
+  StreamBarrierKernel<<<1, 32, 0, stream>>>();
+  return cudaGetLastError();
+}
+
 }  // namespace kiln::cuda

@@ -33,6 +33,10 @@ struct ConvEpilogueParams {
 };
 // In place: y = act(y + bias[channel] + residual) (bias and residual may be null; the residual has y's shape and
 // layout), computed in float32. dtype: kF32, kF16 or kBF16.
+// An empty kernel: the next kernel on the stream starts only after it, hence after everything before it (a kernel
+// launched for programmatic dependent launch cannot overlap the kernel before this one).
+cudaError_t LaunchStreamBarrier(cudaStream_t stream);
+
 cudaError_t LaunchConvEpilogue(void* y, const void* bias, const void* residual, int dtype,
                                const ConvEpilogueParams& p, cudaStream_t stream);
 

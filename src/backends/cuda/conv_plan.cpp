@@ -301,6 +301,7 @@ Result<std::shared_ptr<const ConvPlan>> BuildConvPlan(const ConvGeometry& g, con
                  Describe(g, o), plan.status().message());
     p->plan = std::move(*plan);
     p->engine = choice->Name();
+    p->runtime_compiled = described.HasBehavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
     p->keep.push_back(std::move(engine));
     p->keep.push_back(std::move(*cfg));
   } else {
@@ -313,6 +314,7 @@ Result<std::shared_ptr<const ConvPlan>> BuildConvPlan(const ConvGeometry& g, con
       }
       p->plan = std::move(*plan);
       p->engine = c.Name();
+      p->runtime_compiled = c.HasBehavior(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
       p->keep.push_back(std::move(cfg));
       return true;
     }));

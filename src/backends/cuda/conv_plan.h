@@ -58,6 +58,12 @@ struct ConvPlan {
   dnn::Desc plan;
   size_t cudnn_workspace = 0;
   std::string engine;           // EngineChoice::Name()
+  // cuDNN compiles the engine's kernel at run time (its runtime-fusion engines). cuDNN 9.19's runtime-fusion kernel
+  // on Hopper can start before the kernel ahead of it on the stream has finished writing (programmatic dependent
+  // launch) and read its input unfinished: measured on an H200, ResNet-50's conv3 (eng=4, 1x1 + bias + residual +
+  // Relu) after an eng=51 conv gave rel L2 0.27-0.47 off the CPU in TF32 and 0.012-0.024 in FP16, different from
+  // run to run. Such plans run after an empty kernel (LaunchStreamBarrier), which ends any overlap.
+  bool runtime_compiled = false;
   size_t WindowOffset() const { return (cudnn_workspace + 255) / 256 * 256; }
   size_t WorkspaceBytes(size_t elem_bytes) const {
     return geo.window ? WindowOffset() + static_cast<size_t>(geo.window_elements) * elem_bytes : cudnn_workspace;

@@ -167,6 +167,10 @@ bool EngineChoice::HasNote(cudnnBackendNumericalNote_t n) const {
   return std::find(numerical_notes.begin(), numerical_notes.end(), static_cast<int>(n)) != numerical_notes.end();
 }
 
+bool EngineChoice::HasBehavior(cudnnBackendBehaviorNote_t n) const {
+  return std::find(behavior_notes.begin(), behavior_notes.end(), static_cast<int>(n)) != behavior_notes.end();
+}
+
 std::string EngineChoice::Name() const {
   std::string s = fmt::format("eng={};knobs=", engine);
   for (size_t i = 0; i < knobs.size(); ++i) s += fmt::format("{}{}={}", i ? "," : "", knobs[i].first, knobs[i].second);
@@ -249,6 +253,11 @@ Result<EngineChoice> DescribeConfig(const Desc& cfg) {
   KILN_RETURN_IF_ERROR(KILN_CUDNN_STATUS(cudnnBackendGetAttribute(
       engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 32, &nn, notes)));
   for (int64_t i = 0; i < std::min<int64_t>(nn, 32); ++i) c.numerical_notes.push_back(static_cast<int>(notes[i]));
+  cudnnBackendBehaviorNote_t behaviors[32];
+  int64_t nb = 0;
+  KILN_RETURN_IF_ERROR(KILN_CUDNN_STATUS(cudnnBackendGetAttribute(
+      engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, 32, &nb, behaviors)));
+  for (int64_t i = 0; i < std::min<int64_t>(nb, 32); ++i) c.behavior_notes.push_back(static_cast<int>(behaviors[i]));
 
   constexpr int kMaxKnobs = 64;
   std::vector<Desc> knobs;

@@ -86,14 +86,16 @@ struct EngineChoice {
   int64_t engine = -1;
   std::vector<std::pair<int64_t, int64_t>> knobs;
   std::vector<int> numerical_notes;  // cudnnBackendNumericalNote_t values (read from the engine, not named)
+  std::vector<int> behavior_notes;   // cudnnBackendBehaviorNote_t values (read from the engine, not named)
   bool HasNote(cudnnBackendNumericalNote_t n) const;
+  bool HasBehavior(cudnnBackendBehaviorNote_t n) const;
   std::string Name() const;
   static Result<EngineChoice> Parse(const std::string& name);
 };
 
 // The finalized engine configurations heuristics `mode` proposes for `graph`, best first.
 Result<std::vector<Desc>> HeuristicConfigs(const Desc& graph, cudnnBackendHeurMode_t mode);
-// Reads the engine index, knob choices and numerical notes of a finalized engine configuration.
+// Reads the engine index, knob choices, numerical and behavior notes of a finalized engine configuration.
 Result<EngineChoice> DescribeConfig(const Desc& cfg);
 // Rebuilds the configuration named by `choice` for `graph` (engine + knob choices, finalized). The engine
 // descriptor is returned in *engine_keep, which must outlive the configuration.

@@ -1,6 +1,7 @@
 // The node-by-node GPU executor (see graph_runner.h).
 #include "backends/cuda/graph_runner.h"
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
@@ -79,6 +80,7 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
     return Err(StatusCode::kInternal, "value '{}' has not been computed", v->name);
   };
 
+  std::vector<DeviceBuffer> workspaces;  // the layers' scratch memory (kept to the end without sync_each_node)
   for (size_t node_index = 0; node_index < g.nodes().size(); ++node_index) {
     const Node& n = *g.nodes()[node_index];
     std::vector<DeviceTensor> ins(n.inputs.size());
@@ -128,17 +130,24 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
                             DeviceBuffer::Allocate(static_cast<size_t>(elems) * DataTypeSize(o.dtype)));
       out_t[i].data = outs[i]->buf.get();
     }
-    DeviceBuffer workspace;
+    DeviceBuffer& workspace = workspaces.emplace_back();
     const size_t ws = layer->WorkspaceBytes(ins, out_t);
     if (ws > 0) {
       KILN_ASSIGN_OR_RETURN(workspace, DeviceBuffer::Allocate(ws));
     }
     LaunchContext lc{stream.get(), workspace.get(), ws, handles.cublaslt(), handles.cudnn()};
-    Status st = layer->Enqueue(lc, ins, out_t);
-    if (!st.ok()) return st.message().find(n.name) == std::string::npos ? st.WithContext(n.Where()) : st;
-    Status sync = KILN_CUDA_STATUS(cudaStreamSynchronize(stream.get()));
-    if (sync.ok()) sync = KILN_CUDA_STATUS(cudaGetLastError());
-    if (!sync.ok()) return sync.WithContext(n.Where());
+    for (int r = 0; r < std::max(1, opts.repeat); ++r) {
+      if (opts.poison_workspace && ws > 0)
+        KILN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(workspace.get(), 0xA5 ^ (r * 0x3C), ws, stream.get()));
+      Status st = layer->Enqueue(lc, ins, out_t);
+      if (!st.ok()) return st.message().find(n.name) == std::string::npos ? st.WithContext(n.Where()) : st;
+    }
+    if (opts.sync_each_node) {
+      Status sync = KILN_CUDA_STATUS(cudaStreamSynchronize(stream.get()));
+      if (sync.ok()) sync = KILN_CUDA_STATUS(cudaGetLastError());
+      if (!sync.ok()) return sync.WithContext(n.Where());
+      workspaces.clear();
+    }
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (!n.outputs[i]) continue;
       outs[i]->t = out_t[i];
@@ -153,7 +162,7 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
       }
       env[n.outputs[i]] = std::move(outs[i]);
     }
-    if (!opts.keep_all)
+    if (!opts.keep_all && opts.sync_each_node)
       for (const Value* in : n.inputs)
         if (in && !in->is_graph_output && last_use[in] == node_index) env.erase(in);
   }

@@ -16,6 +16,15 @@ struct GpuRunOptions {
   std::map<std::string, std::string> tactics;  // node name -> tactic (default: the factory's first)
   std::string tactic;                          // tactic for every node not named in `tactics` (when non-empty)
   bool allow_tf32 = true;
+  // Enqueues every layer this many times on the same buffers and workspace (a layer whose result depends on
+  // anything but its inputs, such as what an earlier run left in the workspace, shows it here).
+  int repeat = 1;
+  // Fills each layer's workspace with a different non-zero byte pattern before every run (a layer must not rely on
+  // what its scratch memory holds; engines share one workspace among all their layers).
+  bool poison_workspace = false;
+  // false: no synchronization between nodes (and every buffer kept to the end, as a free would synchronize), so
+  // consecutive layers' kernels meet on the stream as they do in an engine; a failure then names no node.
+  bool sync_each_node = true;
   // Sees a host copy of every float value as it is computed (GraphRunOptions::observe_float).
   std::function<Status(const std::string& name, const Tensor& host)> observe_float;
 };

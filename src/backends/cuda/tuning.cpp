@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <random>
+#include <regex>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
@@ -14,7 +16,25 @@
 
 namespace kiln::cuda {
 
+namespace {
+
+// KILN_TACTIC_EXCLUDE (an ECMAScript regex, for experiments such as bisecting a wrong result to one tactic family):
+// candidates whose name it matches anywhere are dropped, unless that would leave a node none.
+Result<std::optional<std::regex>> TacticExclusion() {
+  const char* env = std::getenv("KILN_TACTIC_EXCLUDE");
+  if (!env || !*env) return std::optional<std::regex>();
+  try {
+    return std::optional<std::regex>(std::regex(env, std::regex::ECMAScript));
+  } catch (const std::regex_error& e) {
+    return Err(StatusCode::kInvalidArgument, "KILN_TACTIC_EXCLUDE='{}' is not a valid regular expression: {}", env,
+               e.what());
+  }
+}
+
+}  // namespace
+
 Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
+  KILN_ASSIGN_OR_RETURN(std::optional<std::regex> exclude, TacticExclusion());
   std::vector<std::vector<std::string>> candidates;
   std::string errors;
   int n = 0;
@@ -24,6 +44,12 @@ Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const
       errors += "\n  - " + t.status().message();
       ++n;
       continue;
+    }
+    if (exclude) {
+      std::vector<std::string> kept;
+      for (const std::string& name : *t)
+        if (!std::regex_search(name, *exclude)) kept.push_back(name);
+      if (!kept.empty()) *t = std::move(kept);
     }
     candidates.push_back(std::move(*t));
   }
