@@ -7,6 +7,7 @@
 #include "backends/cuda/capture_guard.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
 
 namespace kiln::cuda {
 
@@ -14,6 +15,12 @@ namespace {
 
 class CudaDeviceApiImpl final : public DeviceApi {
  public:
+  int DeviceCount() const override { return cuda::DeviceCount(); }
+
+  Result<int> CurrentDevice() const override { return cuda::CurrentDevice(); }
+
+  Status SetCurrentDevice(int device) const override { return cuda::SetDevice(device); }
+
   Result<void*> Allocate(size_t bytes, Memory kind) const override {
     bytes = std::max<size_t>(bytes, 1);
     void* p = nullptr;
