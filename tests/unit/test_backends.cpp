@@ -198,6 +198,7 @@ TEST(Backends, AnEnginesLayersRunNodeByNodeMatchTheReference) {
   Runtime runtime(Logger());
   auto engine = runtime.deserializeEngine(bytes->data(), bytes->size());
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->getDevice(), 0);  // a host backend's one device
   const Tensor x = RandomInput(5);
   auto layers = debug::RunEngineLayers(**engine, {{"x", x}});
   ASSERT_TRUE(layers.ok()) << layers.status().ToString();
