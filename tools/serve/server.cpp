@@ -436,9 +436,17 @@ std::string Server::MetricsText() const {
          [](LoadedModel& m) { return m.stats().compute_output_us.load(); });
   family("nv_inference_pending_request_count", "gauge", "Requests queued or running",
          [](LoadedModel& m) { return static_cast<uint64_t>(m.in_flight()); });
-  family("kiln_gpu_memory_used_bytes", "gauge",
-         "Device memory the model's instances hold (activations and staging buffers; 0 on the cpu backend)",
-         [](LoadedModel& m) { return static_cast<uint64_t>(m.device_memory_bytes()); });
+  // Per GPU the model's instances run on (a gpu label); one line without it, 0, for a model on a host backend.
+  out += "# HELP kiln_gpu_memory_used_bytes Device memory the model's instances hold on each GPU (activations and "
+         "staging buffers; 0 on the cpu backend)\n# TYPE kiln_gpu_memory_used_bytes gauge\n";
+  for (const auto& [n, m] : loaded) {
+    const std::map<int, size_t> by_gpu = m->device_memory_bytes();
+    if (by_gpu.empty())
+      out += fmt::format("kiln_gpu_memory_used_bytes{{model=\"{}\",version=\"{}\"}} 0\n", n, m->version());
+    for (const auto& [gpu, bytes] : by_gpu)
+      out += fmt::format("kiln_gpu_memory_used_bytes{{model=\"{}\",version=\"{}\",gpu=\"{}\"}} {}\n", n,
+                         m->version(), gpu, bytes);
+  }
   // The batch sizes the engine ran: a Prometheus histogram with power-of-two buckets.
   out += "# HELP kiln_inference_batch_size Batch size of each model execution\n"
          "# TYPE kiln_inference_batch_size histogram\n";
