@@ -51,7 +51,9 @@ std::string GetDefaultBackendName();
 //   int n = *kiln::GetDeviceCount("cuda");
 //   for (int d = 0; d < n; ++d) {                  // data parallel: one engine per GPU, from the same bytes
 //     if (auto st = kiln::SetDevice("cuda", d); !st.ok()) return st;
-//     engines.push_back(std::move(*runtime.deserializeEngine(bytes.data(), bytes.size())));
+//     auto engine = runtime.deserializeEngine(bytes.data(), bytes.size());   // engine->getDevice() == d
+//     if (!engine.ok()) return engine.status();
+//     engines.push_back(std::move(*engine));
 //   }
 //
 // How many devices the backend has: the CUDA devices this process sees on cuda (0 where there is none;
