@@ -11,6 +11,7 @@
 
 #include "kiln/builder.h"
 #include "kiln/network.h"
+#include "parallel_copy.h"
 
 namespace kiln::serve {
 
@@ -565,26 +566,36 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
     const TensorData& first = batch[0]->request.inputs[batch[0]->order[i]];
     Dims shape(first.shape.begin(), first.shape.end());
     if (batch.size() > 1 || run_rows != total) shape[0] = run_rows;
+    size_t bytes = 0;
+    for (const auto& p : batch) bytes += p->request.inputs[p->order[i]].bytes.size();
+    // The requests' bytes gathered at their batch offsets, over several threads when they are large (ParallelCopy).
     if (device_memory_) {
-      size_t bytes = 0;
-      for (const auto& p : batch) bytes += p->request.inputs[p->order[i]].bytes.size();
       const size_t padded = run_rows == total ? bytes : bytes / static_cast<size_t>(total) * run_rows;
       auto buf = pinned_buffer("in:" + inputs_[i], padded);
       if (!buf.ok()) return fail_status(buf.status());
-      char* dst = *buf;
+      std::vector<CopyPiece> gather;
+      size_t at = 0;
       for (const auto& p : batch) {
         const std::string& b = p->request.inputs[p->order[i]].bytes;
-        if (!b.empty()) std::memcpy(dst, b.data(), b.size());
-        dst += b.size();
+        if (!b.empty()) gather.push_back({*buf + at, b.data(), b.size()});
+        at += b.size();
       }
-      if (padded > bytes) std::memset(dst, 0, padded - bytes);
+      ParallelCopy(gather);
+      if (padded > bytes) std::memset(*buf + bytes, 0, padded - bytes);
       in_ptr[i] = *buf;
     } else if (batch.size() == 1) {
       in_ptr[i] = first.bytes.data();
     } else {
       std::string& buf = inst->host_inputs[i];
-      buf.clear();
-      for (const auto& p : batch) buf += p->request.inputs[p->order[i]].bytes;
+      buf.resize(bytes);
+      std::vector<CopyPiece> gather;
+      size_t at = 0;
+      for (const auto& p : batch) {
+        const std::string& b = p->request.inputs[p->order[i]].bytes;
+        if (!b.empty()) gather.push_back({buf.data() + at, b.data(), b.size()});
+        at += b.size();
+      }
+      ParallelCopy(gather);
       in_ptr[i] = buf.data();
     }
     if (Status s = ctx.setInputShape(inputs_[i], shape); !s.ok()) return fail_status(s);
