@@ -100,7 +100,8 @@ class SystemShmRegion:
                                        "shared_memory_byte_size": self.in_bytes}}],
             "outputs": [{"name": output_name,
                          "parameters": {"shared_memory_region": name, "shared_memory_offset": self.out_offset,
-                                        "shared_memory_byte_size": out_bytes}}]}).encode() for k, x in enumerate(inputs)]
+                                        "shared_memory_byte_size": out_bytes}}]}).encode()
+            for k, x in enumerate(inputs)]
 
     def infer(self, conn, model, k):
         """Runs input k; the output as the region holds it after the answer."""
@@ -149,6 +150,9 @@ def run(args, conn, host, port, bodies, refs, region, results):
     start_at = results["start"]
     while time.time() < start_at:
         time.sleep(0.001)
+    # A fresh connection: the server closes one left idle while the others took their references (kiln serve: after
+    # 5 s), which would count as an error.
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
     end = start_at + args.duration
     i = 0
     while time.time() < end:

@@ -647,8 +647,10 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
       const char* const staged = static_cast<const char*>(in_ptr[i]);
       size_t at = 0;
       for (const DirectCopy& c : direct[i]) {
-        if (c.offset > at)
-          if (Status s = CopyToDevice(to + at, staged + at, c.offset - at, inst->stream); !s.ok()) return fail_status(s);
+        if (c.offset > at) {
+          if (Status s = CopyToDevice(to + at, staged + at, c.offset - at, inst->stream); !s.ok())
+            return fail_status(s);
+        }
         if (Status s = CopyToDevice(to + c.offset, c.src, c.bytes, inst->stream); !s.ok()) return fail_status(s);
         at = c.offset + c.bytes;
       }
