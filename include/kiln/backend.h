@@ -139,4 +139,11 @@ class DeviceEvent {
 Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes, const DeviceStream& stream);
 Status CopyToHost(void* host_dst, const void* device_src, size_t bytes, const DeviceStream& stream);
 
+// Page-locks host memory the caller allocated (a shared-memory mapping, a large buffer) for the backend called
+// `backend`, so that CopyToDevice / CopyToHost from and to it are asynchronous DMA, as with Kind::kPinnedHost
+// (cudaHostRegister on cuda, for every GPU). Call UnregisterHostMemory with the same pointer before the memory is
+// freed or unmapped. A backend whose tensors live in host memory has nothing to do: both return Ok.
+Status RegisterHostMemory(const std::string& backend, void* p, size_t bytes);
+Status UnregisterHostMemory(const std::string& backend, void* p);
+
 }  // namespace kiln

@@ -150,6 +150,10 @@ class DeviceApi {
   virtual Status RecordEvent(void* event, void* stream) const = 0;
   // Waits for `end`, then the milliseconds between the two recorded events.
   virtual Result<float> ElapsedMs(void* start, void* end) const = 0;
+  // Page-locks host memory allocated elsewhere (an mmap, a shared-memory region) so that copies from and to it are
+  // DMA, as with Memory::kPinnedHost; UnregisterHost undoes it before that memory is freed or unmapped.
+  virtual Status RegisterHost(void* p, size_t bytes) const = 0;
+  virtual Status UnregisterHost(void* p) const = 0;
 };
 
 // Makes `device` the calling thread's current device for the scope's lifetime and then restores the one before.

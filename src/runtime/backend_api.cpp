@@ -219,4 +219,22 @@ Status CopyToHost(void* host_dst, const void* device_src, size_t bytes, const De
   return stream.api_->Copy(host_dst, device_src, bytes, DeviceApi::Direction::kToHost, stream.s_);
 }
 
+// ---- page-locking host memory ----
+
+Status RegisterHostMemory(const std::string& backend, void* p, size_t bytes) {
+  KILN_ASSIGN_OR_RETURN(const Backend* b, FindBackend(backend));
+  const DeviceApi* api = b->Device();
+  if (!api) return Status::Ok();  // host memory is where the backend's tensors live already
+  if (!p || bytes == 0)
+    return Err(StatusCode::kInvalidArgument, "RegisterHostMemory: no memory given (pointer {}, {} bytes)", p, bytes);
+  return api->RegisterHost(p, bytes);
+}
+
+Status UnregisterHostMemory(const std::string& backend, void* p) {
+  KILN_ASSIGN_OR_RETURN(const Backend* b, FindBackend(backend));
+  const DeviceApi* api = b->Device();
+  if (!api || !p) return Status::Ok();
+  return api->UnregisterHost(p);
+}
+
 }  // namespace kiln

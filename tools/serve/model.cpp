@@ -13,6 +13,7 @@
 
 #include "kiln/builder.h"
 #include "kiln/network.h"
+#include "parallel_copy.h"
 
 namespace kiln::serve {
 
@@ -424,16 +425,19 @@ Outcome LoadedModel::Validate(const InferRequest& r, int64_t* batch) const {
                                                it->shape[0]));
       first = false;
     }
+    const char* data = it->data();  // (in the request, or in a shared-memory region)
     if (want == DataType::kBool)
-      for (size_t k = 0; k < it->bytes.size(); ++k)
-        if (static_cast<unsigned char>(it->bytes[k]) > 1)
+      for (size_t k = 0; k < it->size(); ++k)
+        if (static_cast<unsigned char>(data[k]) > 1)
           return Outcome::BadRequest(fmt::format("{}: input '{}' is BOOL but element {} is {} (BOOL elements are 0 or 1)",
-                                                 who, n, k, static_cast<int>(static_cast<unsigned char>(it->bytes[k]))));
+                                                 who, n, k, static_cast<int>(static_cast<unsigned char>(data[k]))));
     const int64_t volume = NumElements(it->shape);
     const uint64_t want_bytes = static_cast<uint64_t>(volume) * DataTypeSize(want);
-    if (it->bytes.size() != want_bytes)
-      return Outcome::BadRequest(fmt::format("{}: input '{}' has {} bytes of data; shape {} of {} takes {}", who, n,
-                                             it->bytes.size(), ShapeToString(it->shape), V2Datatype(want), want_bytes));
+    if (it->size() != want_bytes)
+      return Outcome::BadRequest(fmt::format("{}: input '{}' has {} bytes of data{}; shape {} of {} takes {}", who, n,
+                                             it->size(), it->shm ? " in shared memory region '" + it->shm->region + "'"
+                                                                 : "",
+                                             ShapeToString(it->shape), V2Datatype(want), want_bytes));
   }
   for (const auto& o : r.outputs)
     if (std::find(outputs_.begin(), outputs_.end(), o.name) == outputs_.end())
@@ -624,31 +628,50 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
   };
 
   // Inputs: one request's tensors as they are (host backends), or several requests' concatenated along the batch dim.
+  // Device backends: a request's bytes in a shared-memory region (page-locked at registration) are copied from there
+  // to the device at their batch offset (direct); the others are gathered into the page-locked staging at theirs, over
+  // several threads when they are large (ParallelCopy), and copied from there.
+  struct DirectCopy {
+    size_t offset;
+    const char* src;
+    size_t bytes;
+  };
+  std::vector<std::vector<DirectCopy>> direct(inputs_.size());
   std::vector<const void*> in_ptr(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const TensorData& first = batch[0]->request.inputs[batch[0]->order[i]];
     Dims shape(first.shape.begin(), first.shape.end());
     if (batch.size() > 1 || run_rows != total) shape[0] = run_rows;
+    size_t bytes = 0;
+    for (const auto& p : batch) bytes += p->request.inputs[p->order[i]].size();
     if (device_memory_) {
-      size_t bytes = 0;
-      for (const auto& p : batch) bytes += p->request.inputs[p->order[i]].bytes.size();
       const size_t padded = run_rows == total ? bytes : bytes / static_cast<size_t>(total) * run_rows;
       auto buf = pinned_buffer("in:" + inputs_[i], padded);
       if (!buf.ok()) return fail_status(buf.status());
-      char* dst = *buf;
+      std::vector<CopyPiece> gather;
+      size_t at = 0;
       for (const auto& p : batch) {
-        const std::string& b = p->request.inputs[p->order[i]].bytes;
-        if (!b.empty()) std::memcpy(dst, b.data(), b.size());
-        dst += b.size();
+        const TensorData& t = p->request.inputs[p->order[i]];
+        if (t.external) direct[i].push_back({at, t.data(), t.size()});
+        else if (t.size() > 0) gather.push_back({*buf + at, t.data(), t.size()});
+        at += t.size();
       }
-      if (padded > bytes) std::memset(dst, 0, padded - bytes);
+      ParallelCopy(gather);
+      if (padded > bytes) std::memset(*buf + bytes, 0, padded - bytes);
       in_ptr[i] = *buf;
     } else if (batch.size() == 1) {
-      in_ptr[i] = first.bytes.data();
+      in_ptr[i] = first.data();
     } else {
       std::string& buf = inst->host_inputs[i];
-      buf.clear();
-      for (const auto& p : batch) buf += p->request.inputs[p->order[i]].bytes;
+      buf.resize(bytes);
+      std::vector<CopyPiece> gather;
+      size_t at = 0;
+      for (const auto& p : batch) {
+        const TensorData& t = p->request.inputs[p->order[i]];
+        if (t.size() > 0) gather.push_back({buf.data() + at, t.data(), t.size()});
+        at += t.size();
+      }
+      ParallelCopy(gather);
       in_ptr[i] = buf.data();
     }
     if (Status s = ctx.setInputShape(inputs_[i], shape); !s.ok()) return fail_status(s);
@@ -683,7 +706,20 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
                            DataTypeSize(engine_->getTensorDataType(inputs_[i]));
       auto dst = device_buffer(inputs_[i], bytes);
       if (!dst.ok()) return fail_status(dst.status());
-      if (Status s = CopyToDevice(*dst, in_ptr[i], bytes, inst->stream); !s.ok()) return fail_status(s);
+      // The staged bytes between the direct ones, and each direct one from its region (one copy when none is).
+      char* const to = static_cast<char*>(*dst);
+      const char* const staged = static_cast<const char*>(in_ptr[i]);
+      size_t at = 0;
+      for (const DirectCopy& c : direct[i]) {
+        if (c.offset > at) {
+          if (Status s = CopyToDevice(to + at, staged + at, c.offset - at, inst->stream); !s.ok())
+            return fail_status(s);
+        }
+        if (Status s = CopyToDevice(to + c.offset, c.src, c.bytes, inst->stream); !s.ok()) return fail_status(s);
+        at = c.offset + c.bytes;
+      }
+      if (bytes > at)
+        if (Status s = CopyToDevice(to + at, staged + at, bytes - at, inst->stream); !s.ok()) return fail_status(s);
       if (Status s = ctx.setTensorAddress(inputs_[i], *dst); !s.ok()) return fail_status(s);
     }
     for (size_t o = 0; o < outputs_.size(); ++o) {

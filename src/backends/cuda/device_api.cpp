@@ -78,6 +78,24 @@ class CudaDeviceApiImpl final : public DeviceApi {
     return KILN_CUDA_STATUS(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
   }
 
+  // Portable: pinned for every device's context, not only the current one's.
+  Status RegisterHost(void* p, size_t bytes) const override {
+    NoCaptureScope no_capture;
+    Status st = KILN_CUDA_STATUS(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
+    if (!st.ok()) {
+      cudaGetLastError();
+      return st.WithContext(fmt::format("page-locking {} bytes of host memory at {}", bytes, p));
+    }
+    return st;
+  }
+
+  Status UnregisterHost(void* p) const override {
+    NoCaptureScope no_capture;
+    Status st = KILN_CUDA_STATUS(cudaHostUnregister(p));
+    if (!st.ok()) cudaGetLastError();
+    return st;
+  }
+
   Result<float> ElapsedMs(void* start, void* end) const override {
     KILN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(end)));
     float ms = 0;
