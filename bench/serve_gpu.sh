@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kiln serve on a GPU machine (issue 14): ResNet-50 FP16 (random weights, dynamic batch 1..32) served with dynamic
 # batching against `kiln bench` on the same engine at batch 32, under bench/serve_load.py (HTTP, binary tensors).
-# Also ResNet-50 on two instances vs one, and the engine's own throughput with and without data transfers.
+# Also ResNet-50 on two instances vs one, and the engine's own throughput with and without data transfers; the *_shm
+# runs put inputs and outputs in system shared memory (serve_load.py --shared-memory system), so no tensor travels in
+# the HTTP bodies.
 # Usage there: bash bench/serve_gpu.sh   (needs $OUT and an unpacked bundle in .bundle; results in $OUT/serve)
 set -x
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib:/usr/local/cuda/lib64:$PWD/.bundle/lib
@@ -25,18 +27,18 @@ for extra in "" "--noDataTransfers" "--useCudaGraph --noDataTransfers"; do
 done
 timeout 60 $B/kiln bench --loadEngine=repo/resnet50/1/model.engine --shapes=x:32x3x224x224 --duration=5 --infStreams=2 \
   > $R/bench_b32_2streams.log 2>&1
-serve_run() {  # $1 tag, $2 instance count, $3 request batch, $4 processes, $5 threads
+serve_run() {  # $1 tag, $2 instance count, $3 request batch, $4 processes, $5 threads, $6 more serve_load.py flags
   cat > repo/resnet50/config.pbtxt <<CFG
 max_batch_size: 32
 dynamic_batching { preferred_batch_size: [ 32 ] max_queue_delay_microseconds: 3000 }
 instance_group [ { count: $2 kind: KIND_GPU gpus: [ 0 ] } ]
 CFG
   $B/kiln serve --model-repository=repo --http-port=8000 --grpc-port=8001 --metrics-port=8002 --http-thread-count=128 \
-    > $R/serve_$1.log 2>&1 &
+    --allow-client-shm=true > $R/serve_$1.log 2>&1 &
   local pid=$!
   for i in $(seq 60); do curl -sf localhost:8000/v2/health/ready && break; sleep 1; done
   timeout 120 $PY ../bench/serve_load.py --url 127.0.0.1:8000 --model resnet50 --input x:$3x3x224x224:FP32 \
-    --processes $4 --threads $5 --duration 20 --json $R/load_$1.json > $R/load_$1.log 2>&1
+    --processes $4 --threads $5 --duration 20 $6 --json $R/load_$1.json > $R/load_$1.log 2>&1
   curl -s localhost:8002/metrics > $R/metrics_$1.txt
   kill -TERM $pid; wait $pid; echo "serve exit $?" >> $R/serve_$1.log
 }
@@ -44,5 +46,7 @@ serve_run i2_b8 2 8 8 4
 serve_run i1_b8 1 8 8 4
 serve_run i2_b32 2 32 4 2
 serve_run i2_b1 2 1 12 8
+serve_run i2_b8_shm 2 8 8 4 "--shared-memory system"
+serve_run i2_b32_shm 2 32 4 2 "--shared-memory system"
 cd ..
 tar czf $OUT/serve.tgz -C $OUT serve

@@ -6,12 +6,19 @@ batching cross-talk shows up as mismatches. Needs only the standard library and 
   python3 serve_load.py --url 127.0.0.1:8000 --model resnet50 --input x:8x3x224x224:FP32 --processes 8 --threads 4 \
       --duration 20 --json load.json
 
+With --shared-memory system (Triton's system shared memory extension; the server must allow it: kiln serve
+--allow-client-shm=true), each thread puts its inputs in a shared-memory region of its own (/dev/shm), registers it
+over HTTP, and its requests name the region for the input and for the output (read back from the region), so no tensor
+travels in the HTTP bodies; the references are still taken with tensors in the body.
+
 Prints one line and writes JSON: requests/s, inferences/s (requests x batch), latency p50/p90/p99 (ms), errors,
 mismatches."""
 import argparse
 import http.client
 import json
+import mmap
 import multiprocessing as mp
+import os
 import threading
 import time
 
@@ -28,7 +35,8 @@ def body_for(name, dtype, arr):
     return header + raw, len(header)
 
 
-def infer(conn, model, body, header_len):
+def infer_head(conn, model, body, header_len):
+    """The response's JSON header and the binary part after it."""
     conn.request("POST", f"/v2/models/{model}/infer", body=body,
                  headers={"Inference-Header-Content-Length": str(header_len),
                           "Content-Type": "application/octet-stream"})
@@ -37,9 +45,82 @@ def infer(conn, model, body, header_len):
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {data[:200]!r}")
     n = int(r.getheader("Inference-Header-Content-Length", len(data)))
-    head = json.loads(data[:n])
+    return json.loads(data[:n]), data[n:]
+
+
+def first_output(head, binary):
+    """The response's first output (the binary part starts with it)."""
     out = head["outputs"][0]
-    return np.frombuffer(data[n:], dtype=DTYPES[out["datatype"]]).reshape(out["shape"])
+    n = out.get("parameters", {}).get("binary_data_size", len(binary))
+    return np.frombuffer(binary[:n], dtype=DTYPES[out["datatype"]]).reshape(out["shape"])
+
+
+def infer(conn, model, body, header_len):
+    return first_output(*infer_head(conn, model, body, header_len))
+
+
+def post_json(conn, path, body):
+    conn.request("POST", path, body=json.dumps(body).encode() if body is not None else b"",
+                 headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    data = r.read()
+    if r.status != 200:
+        raise RuntimeError(f"POST {path}: HTTP {r.status}: {data[:300]!r}")
+
+
+class SystemShmRegion:
+    """One thread's system shared-memory region (/dev/shm/<name>): its distinct inputs one after another, then a slot
+    for the output (64-byte aligned), registered with the server under <name>. Requests name the region for both."""
+
+    def __init__(self, conn, name, input_name, dtype, inputs, output_name, output_dtype, output_shape):
+        self.name, self.key = name, "/" + name
+        self.in_bytes = inputs[0].nbytes
+        self.out_dtype = DTYPES[output_dtype]
+        self.out_count = int(np.prod(output_shape))
+        self.out_offset = (len(inputs) * self.in_bytes + 63) // 64 * 64
+        out_bytes = self.out_count * np.dtype(self.out_dtype).itemsize
+        size = self.out_offset + out_bytes
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize < size:  # (tmpfs: writing past what it holds would be SIGBUS)
+            raise RuntimeError(f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free, a thread's region needs {size}: "
+                               "use fewer --distinct inputs or threads, or a larger /dev/shm")
+        fd = os.open("/dev/shm/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            self.mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        for k, x in enumerate(inputs):
+            self.mm[k * self.in_bytes:(k + 1) * self.in_bytes] = x.tobytes()
+        post_json(conn, f"/v2/systemsharedmemory/region/{name}/register", {"key": self.key, "offset": 0,
+                                                                            "byte_size": size})
+        self.bodies = [json.dumps({
+            "inputs": [{"name": input_name, "shape": list(x.shape), "datatype": dtype,
+                        "parameters": {"shared_memory_region": name, "shared_memory_offset": k * self.in_bytes,
+                                       "shared_memory_byte_size": self.in_bytes}}],
+            "outputs": [{"name": output_name,
+                         "parameters": {"shared_memory_region": name, "shared_memory_offset": self.out_offset,
+                                        "shared_memory_byte_size": out_bytes}}]}).encode()
+            for k, x in enumerate(inputs)]
+
+    def infer(self, conn, model, k):
+        """Runs input k; the output as the region holds it after the answer."""
+        conn.request("POST", f"/v2/models/{model}/infer", body=self.bodies[k],
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        if r.status != 200:
+            raise RuntimeError(f"HTTP {r.status}: {data[:200]!r}")
+        out = json.loads(data)["outputs"][0]
+        return np.frombuffer(self.mm, dtype=self.out_dtype, count=self.out_count,
+                             offset=self.out_offset).reshape(out["shape"]).copy()
+
+    def close(self, conn):
+        try:
+            post_json(conn, f"/v2/systemsharedmemory/region/{self.name}/unregister", None)
+        finally:
+            self.mm.close()
+            os.unlink("/dev/shm/" + self.name)
 
 
 def worker(args, seed, results):
@@ -50,18 +131,35 @@ def worker(args, seed, results):
     inputs = [rng.standard_normal(shape).astype(DTYPES[dtype]) for _ in range(args.distinct)]
     bodies = [body_for(name, dtype, x) for x in inputs]
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    refs = [infer(conn, args.model, b, n) for b, n in bodies]  # each input's own answer
+    heads = [infer_head(conn, args.model, b, n) for b, n in bodies]  # each input's own answer, tensors in the body
+    refs = [first_output(h, binary) for h, binary in heads]
+    region = None
+    if args.shared_memory == "system":
+        out = heads[0][0]["outputs"][0]
+        region = SystemShmRegion(conn, f"kiln_load_{os.getpid()}_{seed}", name, dtype, inputs, out["name"],
+                                 out["datatype"], out["shape"])
+    try:
+        run(args, conn, host, port, bodies, refs, region, results)
+    finally:
+        if region:
+            region.close(http.client.HTTPConnection(host, int(port), timeout=120))
+
+
+def run(args, conn, host, port, bodies, refs, region, results):
     lat, errors, mismatches = [], 0, 0
     start_at = results["start"]
     while time.time() < start_at:
         time.sleep(0.001)
+    # A fresh connection: the server closes one left idle while the others took their references (kiln serve: after
+    # 5 s), which would count as an error.
+    conn = http.client.HTTPConnection(host, int(port), timeout=120)
     end = start_at + args.duration
     i = 0
     while time.time() < end:
         k = i % len(bodies)
         t0 = time.perf_counter()
         try:
-            y = infer(conn, args.model, *bodies[k])
+            y = region.infer(conn, args.model, k) if region else infer(conn, args.model, *bodies[k])
         except Exception:  # noqa: BLE001 - counted; the connection is reopened
             errors += 1
             conn = http.client.HTTPConnection(host, int(port), timeout=120)
@@ -106,6 +204,8 @@ def main():
     p.add_argument("--duration", type=float, default=10)
     p.add_argument("--distinct", type=int, default=3, help="distinct inputs per thread")
     p.add_argument("--rtol", type=float, default=2e-2)
+    p.add_argument("--shared-memory", choices=["none", "system"], default="none",
+                   help="system: inputs and outputs in a registered system shared-memory region per thread")
     p.add_argument("--json")
     args = p.parse_args()
     batch = int(args.input.split(":")[1].split("x")[0])
@@ -125,6 +225,7 @@ def main():
         pr.join()
     lat = np.array(lat) * 1000
     res = {"model": args.model, "request_batch": batch, "concurrency": args.processes * args.threads,
+           "shared_memory": args.shared_memory,
            "duration_s": args.duration, "requests": int(lat.size), "requests_per_s": lat.size / args.duration,
            "inferences_per_s": lat.size * batch / args.duration,
            "p50_ms": float(np.percentile(lat, 50)) if lat.size else None,

@@ -43,8 +43,31 @@ Result<BackendInfo> GetBackendInfo(const std::string& name);
 // The backend a build uses when the config names none: cuda where a GPU is found, else cpu.
 std::string GetDefaultBackendName();
 
-// Memory for a backend's tensors: device memory, or page-locked host memory for asynchronous copies. Owned by one
-// object; freed with it.
+// ---- devices ----
+// Like CUDA and TensorRT, kiln works on the calling thread's current device (a thread starts on device 0): a build
+// times its kernels there, Runtime::deserializeEngine loads the engine there (the engine keeps it: see runtime.h),
+// and DeviceMemory, DeviceStream and DeviceEvent are created there. A host backend has one device, 0.
+//
+//   int n = *kiln::GetDeviceCount("cuda");
+//   for (int d = 0; d < n; ++d) {                  // data parallel: one engine per GPU, from the same bytes
+//     if (auto st = kiln::SetDevice("cuda", d); !st.ok()) return st;
+//     auto engine = runtime.deserializeEngine(bytes.data(), bytes.size());   // engine->getDevice() == d
+//     if (!engine.ok()) return engine.status();
+//     engines.push_back(std::move(*engine));
+//   }
+//
+// How many devices the backend has: the CUDA devices this process sees on cuda (0 where there is none;
+// CUDA_VISIBLE_DEVICES chooses them and numbers them from 0), 1 on a host backend. Fails for a backend name kiln
+// does not know, and for one this build leaves out.
+Result<int> GetDeviceCount(const std::string& backend);
+// The calling thread's current device (cudaGetDevice on cuda); 0 on a host backend.
+Result<int> GetDevice(const std::string& backend);
+// Makes `device` the calling thread's current device (cudaSetDevice on cuda). Fails, naming the device and the
+// count, for a device that does not exist (a host backend has device 0 only).
+Status SetDevice(const std::string& backend, int device);
+
+// Memory for a backend's tensors: device memory, or page-locked host memory for asynchronous copies, of the calling
+// thread's current device. Owned by one object; freed with it (on that device, from any thread).
 class DeviceMemory {
  public:
   enum class Kind { kDevice, kPinnedHost };
@@ -64,9 +87,12 @@ class DeviceMemory {
   void* p_ = nullptr;
   size_t bytes_ = 0;
   Kind kind_ = Kind::kDevice;
+  int device_ = 0;  // current when it was allocated
 };
 
-// A stream of a backend with device memory (a cudaStream_t on cuda; get() is what ExecutionContext::enqueue takes).
+// A stream of a backend with device memory (a cudaStream_t on cuda; get() is what ExecutionContext::enqueue takes),
+// on the calling thread's current device. Its calls (and the copies on it) switch to that device for their
+// duration, so any thread may use it.
 class DeviceStream {
  public:
   static Result<DeviceStream> create(const std::string& backend);
@@ -85,9 +111,11 @@ class DeviceStream {
   friend Status CopyToHost(void*, const void*, size_t, const DeviceStream&);
   const DeviceApi* api_ = nullptr;
   void* s_ = nullptr;
+  int device_ = 0;  // current when it was created
 };
 
-// A point in a stream's work, for timing it on the device.
+// A point in a stream's work, for timing it on the device (the calling thread's current one; record it on a stream
+// of the same device).
 class DeviceEvent {
  public:
   static Result<DeviceEvent> create(const std::string& backend);
@@ -104,10 +132,18 @@ class DeviceEvent {
  private:
   const DeviceApi* api_ = nullptr;
   void* e_ = nullptr;
+  int device_ = 0;  // current when it was created
 };
 
 // Asynchronous copies on `stream` between host memory (pinned for true asynchrony) and device memory.
 Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes, const DeviceStream& stream);
 Status CopyToHost(void* host_dst, const void* device_src, size_t bytes, const DeviceStream& stream);
+
+// Page-locks host memory the caller allocated (a shared-memory mapping, a large buffer) for the backend called
+// `backend`, so that CopyToDevice / CopyToHost from and to it are asynchronous DMA, as with Kind::kPinnedHost
+// (cudaHostRegister on cuda, for every GPU). Call UnregisterHostMemory with the same pointer before the memory is
+// freed or unmapped. A backend whose tensors live in host memory has nothing to do: both return Ok.
+Status RegisterHostMemory(const std::string& backend, void* p, size_t bytes);
+Status UnregisterHostMemory(const std::string& backend, void* p);
 
 }  // namespace kiln

@@ -3,6 +3,14 @@
 // An Engine is immutable and shared; each ExecutionContext holds the activation memory of one in-flight
 // inference. Several contexts of one engine may run at once from different threads; one context must be used
 // by one thread at a time.
+//
+// Devices (backends with device memory, kiln/backend.h): as in TensorRT, an engine belongs to the device that was
+// the calling thread's current device when it was deserialized (SetDevice chooses it). Its weights and every
+// context's memory live there. Unlike TensorRT, a context need not be used from a thread with that device current:
+// createExecutionContext, enqueue and the destructors switch the calling thread to the engine's device for the call
+// and restore the thread's device afterwards. The tensors bound with setTensorAddress and the stream given to enqueue
+// must be of the engine's device (allocate them with that device current). For several GPUs (data parallel),
+// deserialize the same bytes once per device, each with that device current.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +43,8 @@ class Engine {
   size_t getDeviceMemorySize() const;
   int getNbLayers() const;
   std::string getBackend() const;
+  // The device the engine was deserialized (or built) on and its contexts run on; 0 on a host backend.
+  int getDevice() const;
   // A JSON description of the layers, as much as the engine's profiling verbosity allows: none, name and op type
   // (kLayerNamesOnly, the default), or also precision, tactic, inputs and outputs (kDetailed).
   std::string getLayerInformationJson() const;
@@ -62,7 +72,9 @@ class ExecutionContext {
   Status setTensorAddress(const std::string& name, void* data);
   // Runs the network on `stream` (nullptr: the cpu backend runs synchronously on the calling thread; on cuda,
   // nullptr is the default stream). On cuda, tensor addresses are device memory, enqueue does not wait for the
-  // GPU, and the first enqueue at new input shapes prepares a launch plan (host work, small uploads).
+  // GPU, and the first enqueue at new input shapes prepares a launch plan (host work, small uploads). The work runs
+  // on the engine's device (Engine::getDevice) whichever device the calling thread has current; the stream and
+  // the bound tensors must be of that device.
   Status enqueue(void* stream = nullptr);
   // After enqueue: an output as the context holds it (valid until the next enqueue). Outputs whose size
   // depends on data (NonZero, NonMaxSuppression) are read this way; their shape is getTensorShape(name).
@@ -96,7 +108,8 @@ class Runtime {
  public:
   explicit Runtime(ILogger& logger) : logger_(logger) {}
   // Checks the header (format version, backend, GPU architecture, size, checksum) and fails with a sentence
-  // that says what does not match and what to do.
+  // that says what does not match and what to do. The engine belongs to the calling thread's current device (the
+  // header is checked against that one).
   Result<std::unique_ptr<Engine>> deserializeEngine(const void* data, size_t size) const;
   Result<std::unique_ptr<Engine>> loadEngineFile(const std::string& path) const;
 

@@ -127,12 +127,18 @@ struct GraphRunOptions {
 };
 
 // Memory, streams and events of a backend whose tensors live in device memory. Streams and events are the
-// backend's own handles (cudaStream_t, cudaEvent_t); nullptr is the default stream.
+// backend's own handles (cudaStream_t, cudaEvent_t); nullptr is the default stream. Like CUDA itself, everything
+// here works on the calling thread's current device (CurrentDevice; SetCurrentDevice changes it for the thread).
 class DeviceApi {
  public:
   enum class Memory { kDevice, kPinnedHost };  // page-locked host memory, for asynchronous copies
   enum class Direction { kToDevice, kToHost };
   virtual ~DeviceApi() = default;
+  // The devices this process sees (0 where there is none), and the calling thread's current one.
+  virtual int DeviceCount() const = 0;
+  virtual Result<int> CurrentDevice() const = 0;
+  // Makes `device` current for the calling thread; an error naming the device and the count where it does not exist.
+  virtual Status SetCurrentDevice(int device) const = 0;
   virtual Result<void*> Allocate(size_t bytes, Memory kind) const = 0;  // at least one byte: never null
   virtual void Free(void* p, Memory kind) const = 0;
   virtual Status Copy(void* dst, const void* src, size_t bytes, Direction dir, void* stream) const = 0;
@@ -144,6 +150,42 @@ class DeviceApi {
   virtual Status RecordEvent(void* event, void* stream) const = 0;
   // Waits for `end`, then the milliseconds between the two recorded events.
   virtual Result<float> ElapsedMs(void* start, void* end) const = 0;
+  // Page-locks host memory allocated elsewhere (an mmap, a shared-memory region) so that copies from and to it are
+  // DMA, as with Memory::kPinnedHost; UnregisterHost undoes it before that memory is freed or unmapped.
+  virtual Status RegisterHost(void* p, size_t bytes) const = 0;
+  virtual Status UnregisterHost(void* p) const = 0;
+};
+
+// Makes `device` the calling thread's current device for the scope's lifetime and then restores the one before.
+// Nothing is switched where it is current already, or for a host backend (api == nullptr). Check status() before
+// the work that needs the device.
+class ScopedDevice {
+ public:
+  ScopedDevice(const DeviceApi* api, int device) {
+    if (!api || device < 0) return;
+    Result<int> current = api->CurrentDevice();
+    if (!current.ok()) {
+      status_ = current.status();
+      return;
+    }
+    if (*current == device) return;
+    status_ = api->SetCurrentDevice(device);
+    if (status_.ok()) {
+      api_ = api;
+      previous_ = *current;
+    }
+  }
+  ~ScopedDevice() {
+    if (api_) (void)api_->SetCurrentDevice(previous_);
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  const DeviceApi* api_ = nullptr;  // set where the device was switched (and is restored)
+  int previous_ = -1;
+  Status status_;
 };
 
 class Backend {

@@ -286,6 +286,9 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
 
   auto e = std::make_unique<EngineImpl>();
   e->backend = backend;
+  if (const DeviceApi* api = backend->Device()) {  // tactics are timed on the calling thread's current device
+    KILN_ASSIGN_OR_RETURN(e->device, api->CurrentDevice());
+  }
   e->graph = GraphOf(network).Clone();
   Graph& g = *e->graph;
   if (g.outputs.empty()) return Err(StatusCode::kInvalidArgument, "the network has no outputs: mark at least one");

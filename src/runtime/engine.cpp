@@ -32,6 +32,11 @@ Result<std::shared_ptr<const Graph>> EngineImpl::TuningGraph() const {
   return tuning_graph_;
 }
 
+EngineImpl::~EngineImpl() {
+  ScopedDevice on = DeviceScope();  // the backend state (weights on the device) is freed where it lives
+  state_.reset();
+}
+
 Result<const BackendEngine*> EngineImpl::State() const {
   std::lock_guard<std::mutex> lock(state_mu_);
   if (!state_) {
@@ -89,6 +94,7 @@ Dims Engine::getProfileShape(const std::string& input, int profile, ProfileSelec
 size_t Engine::getDeviceMemorySize() const { return static_cast<size_t>(impl_->plan.arena_bytes); }
 int Engine::getNbLayers() const { return static_cast<int>(impl_->graph->nodes().size()); }
 std::string Engine::getBackend() const { return std::string(impl_->backend->Name()); }
+int Engine::getDevice() const { return impl_->device; }
 std::string Engine::getBuildReportJson() const { return impl_->build_report_json; }
 
 namespace {
@@ -196,7 +202,7 @@ Result<std::unique_ptr<Engine>> Runtime::deserializeEngine(const void* data, siz
     logger_.log(Severity::kError, e.status().ToString().c_str());
     return e.status();
   }
-  (*e)->Index();
+  (*e)->Index();  // (DeserializeEngineImpl recorded the calling thread's current device as the engine's)
   return std::make_unique<Engine>(std::move(*e));
 }
 

@@ -22,6 +22,9 @@ namespace kiln {
 class EngineImpl final : public EngineDesc {
  public:
   const Backend* backend = nullptr;  // found through backends/factory.h at build or load; never null after
+  // The device its backend state lives on (backends with device memory): the calling thread's current device when
+  // the engine was built or deserialized. Its contexts are created, run and destroyed there (DeviceScope).
+  int device = 0;
   std::string build_report_json;
   uint64_t build_flags = 0;  // EngineBuildFlag bits (engine/engine_file.h)
   ProfilingVerbosity profiling_verbosity = ProfilingVerbosity::kDetailed;  // what getLayerInformationJson tells
@@ -31,6 +34,9 @@ class EngineImpl final : public EngineDesc {
   Result<std::shared_ptr<const Graph>> TuningGraph() const override;
   // The backend's engine state, created with the first context (a context may need the device).
   Result<const BackendEngine*> State() const;
+  // Makes the engine's device current for the calling thread while it lives (and restores the one before).
+  ScopedDevice DeviceScope() const { return ScopedDevice(backend ? backend->Device() : nullptr, device); }
+  ~EngineImpl();  // frees the backend state on the engine's device
 
  private:
   mutable std::mutex tuning_mu_, state_mu_;
@@ -41,6 +47,7 @@ class EngineImpl final : public EngineDesc {
 class ExecutionContextImpl {
  public:
   explicit ExecutionContextImpl(const EngineImpl& e);
+  ~ExecutionContextImpl();  // frees the backend's context on the engine's device
   const EngineImpl& engine;
   int profile = 0;
   std::map<std::string, Dims> input_shapes;   // set by setInputShape (static inputs are filled in at start)
@@ -49,8 +56,10 @@ class ExecutionContextImpl {
   bool capture_graph = false;                 // setUseCudaGraph
   std::unique_ptr<BackendContext> backend;    // made by Init (or the first enqueue)
 
-  // Creates the backend's context state (and the engine's, with the engine's first context).
+  // Creates the backend's context state (and the engine's, with the engine's first context), on the engine's device.
   Status Init();
+  // The status of a switch to the engine's device, with what failed where it did.
+  Status EnterDevice(const ScopedDevice& on) const;
   // The shape set for graph input `in`; an error where a dynamic input has none yet.
   Result<const Dims*> InputShape(const Value& in) const;
   // Output shapes at the current input shapes (cached per input-shape key).

@@ -79,6 +79,11 @@ Result<std::unique_ptr<EngineImpl>> DeserializeEngineImpl(const uint8_t* data, s
   KILN_ASSIGN_OR_RETURN(EngineContents c, DeserializeEngine(data, size, compat));
   auto e = std::make_unique<EngineImpl>();
   e->backend = backend;
+  // Like TensorRT, the engine belongs to the calling thread's current device (checked against it above by CompatFor,
+  // through Backend::Target); its contexts run there whatever device their caller has current.
+  if (const DeviceApi* api = backend->Device()) {
+    KILN_ASSIGN_OR_RETURN(e->device, api->CurrentDevice());
+  }
   e->build_flags = c.target.build_flags;
   e->allow_tf32 = (c.target.build_flags & kBuildFlagTF32) != 0;
   e->graph = std::move(c.graph);

@@ -14,7 +14,20 @@ ExecutionContextImpl::ExecutionContextImpl(const EngineImpl& e) : engine(e) {
     if (IsStatic(in->shape)) input_shapes[in->name] = ToStatic(in->shape);
 }
 
+ExecutionContextImpl::~ExecutionContextImpl() {
+  ScopedDevice on = engine.DeviceScope();  // the context's device memory and handles are freed on their device
+  backend.reset();
+}
+
+Status ExecutionContextImpl::EnterDevice(const ScopedDevice& on) const {
+  if (on.status().ok()) return Status::Ok();
+  return on.status().WithContext(fmt::format("the engine was loaded on {} device {}, and switching to it failed",
+                                             engine.backend->Name(), engine.device));
+}
+
 Status ExecutionContextImpl::Init() {
+  ScopedDevice on = engine.DeviceScope();  // the engine's state and the context's are created on its device
+  KILN_RETURN_IF_ERROR(EnterDevice(on));
   KILN_ASSIGN_OR_RETURN(const BackendEngine* state, engine.State());
   KILN_ASSIGN_OR_RETURN(backend, state->CreateContext());
   return Status::Ok();
@@ -147,6 +160,9 @@ Status ExecutionContext::enqueue(void* stream) {
   ExecutionContextImpl& c = *impl_;
   for (const Value* in : c.engine.graph->inputs) KILN_RETURN_IF_ERROR(c.InputShape(*in).status());
   if (!c.backend) KILN_RETURN_IF_ERROR(c.Init());
+  // The work runs on the engine's device whatever the calling thread's current device is; it is restored after.
+  ScopedDevice on = c.engine.DeviceScope();
+  KILN_RETURN_IF_ERROR(c.EnterDevice(on));
   EnqueueArgs args{stream, c.input_shapes, c.addresses, c.profiler, c.capture_graph, [&c] { return c.Shaped(); }};
   try {  // an allocation that fails inside a backend (a context's arena, an output) becomes an error, not an abort
     return c.backend->Enqueue(args);

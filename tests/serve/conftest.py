@@ -71,6 +71,6 @@ def repository(tmp_path_factory, kiln, request):
 @pytest.fixture(scope="session")
 def server(kiln, repository):
     s = Served(kiln, repository, "--exit-on-error=false", "--model-control-mode=explicit", "--load-model=*",
-               "--http-max-input-size=4000000")
+               "--http-max-input-size=4000000", "--allow-client-shm=true")
     yield s
     s.stop()

@@ -222,6 +222,29 @@ def test_failed_reload_keeps_the_loaded_model(server, repository):
     shutil.rmtree(dst)
 
 
+def test_instance_group_gpus_are_checked_against_the_devices(server, repository):
+    """Each gpus id must be a device the backend has: on the cpu backend (KIND_CPU) that is the host, device 0 only,
+    so gpus: [0, 3] is refused naming the model, the id and what there is; gpus: [0] loads and serves."""
+    import shutil
+    src, dst = repository / "mlp_engine", repository / "gpus_checked"
+    shutil.copytree(src, dst)
+    c = http_client(server)
+    try:
+        (dst / "config.pbtxt").write_text("instance_group [ { kind: KIND_CPU gpus: [ 0, 3 ] } ]\n")
+        with pytest.raises(InferenceServerException,
+                           match=r"model 'gpus_checked': instance_group gpus \[0, 3\]: there is no GPU 3: the cpu "
+                                 r"backend runs on the host, which is device 0 only"):
+            c.load_model("gpus_checked")
+        assert not c.is_model_ready("gpus_checked")
+        (dst / "config.pbtxt").write_text("instance_group [ { kind: KIND_CPU gpus: [ 0 ] count: 2 } ]\n")
+        c.load_model("gpus_checked")
+        assert c.is_model_ready("gpus_checked")
+        assert c.infer("gpus_checked", [zeros_input(httpclient)]).as_numpy("y").shape == (1, 4)
+        c.unload_model("gpus_checked")
+    finally:
+        shutil.rmtree(dst)
+
+
 def test_grpc_errors(server):
     c = grpc_client(server)
     with pytest.raises(InferenceServerException, match="unknown model"):

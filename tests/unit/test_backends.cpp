@@ -110,6 +110,35 @@ TEST(Backends, HostMemoryBackendsLendNoDeviceMemory) {
   EXPECT_FALSE(none.synchronize().ok());  // not created: an error, not a crash
 }
 
+TEST(Backends, DevicesAreCountedAndChosenPerBackend) {
+  const std::string ref = debug::ReferenceBackendName();  // the host: one device, 0
+  auto count = GetDeviceCount(ref);
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  EXPECT_EQ(*count, 1);
+  EXPECT_EQ(*GetDevice(ref), 0);
+  EXPECT_TRUE(SetDevice(ref, 0).ok());
+  EXPECT_FALSE(GetDeviceCount("tpu").ok());
+  EXPECT_FALSE(SetDevice("tpu", 0).ok());
+  // Every backend this build has refuses a device past its last (on cuda without a GPU: device 0 already), and a
+  // negative one, naming the device; the current device stays.
+  for (const std::string& name : GetBackendNames()) {
+    auto n = GetDeviceCount(name);
+    if (!n.ok()) {  // a backend this build leaves out says how to get it
+      EXPECT_TRUE(Contains(n.status().message(), "built without")) << n.status().ToString();
+      continue;
+    }
+    auto before = GetDevice(name);
+    for (int bad : {*n, -1}) {
+      Status st = SetDevice(name, bad);
+      ASSERT_FALSE(st.ok()) << name << " device " << bad;
+      EXPECT_TRUE(Contains(st.message(), "device " + std::to_string(bad) + " does not exist")) << st.ToString();
+    }
+    if (before.ok()) {
+      EXPECT_EQ(*GetDevice(name), *before) << name;
+    }
+  }
+}
+
 TEST(Backends, NetworksDescribeTheirTensorsAndLayers) {
   auto net = MakeNetwork();
   const NetworkTensor x = net->getInput(0);
@@ -169,6 +198,7 @@ TEST(Backends, AnEnginesLayersRunNodeByNodeMatchTheReference) {
   Runtime runtime(Logger());
   auto engine = runtime.deserializeEngine(bytes->data(), bytes->size());
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->getDevice(), 0);  // a host backend's one device
   const Tensor x = RandomInput(5);
   auto layers = debug::RunEngineLayers(**engine, {{"x", x}});
   ASSERT_TRUE(layers.ok()) << layers.status().ToString();

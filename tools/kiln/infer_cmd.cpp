@@ -200,6 +200,11 @@ Status RunInference(const Engine& e, const Options& o, nlohmann::json* report) {
   for (size_t k = 0; k < streams.size(); ++k)
     threads.emplace_back([&, k] {
       Stream& s = streams[k];
+      // A new thread starts on device 0: take the engine's (--device), so that no call switches devices.
+      if (Status st = SetDevice(e.getBackend(), e.getDevice()); !st.ok()) {
+        errors[k] = st;
+        return;
+      }
       while (static_cast<int>(s.times.size()) < o.iterations || Ms(Clock::now() - t_start) < o.duration_s * 1000.0) {
         Status st = RunOnce(s, e, inputs, outputs, transfers, origin);
         if (!st.ok()) {

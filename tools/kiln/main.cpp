@@ -137,6 +137,7 @@ int Main(int argc, char** argv) {
     st = Err(StatusCode::kInvalidArgument, "kiln calibrate needs {} (as a flag or in --config)",
              o.data.empty() ? "--data=DIR (calibration_data)" : "--calib=CACHE (calibration_cache)");
   if (st.ok()) st = CheckUnbuiltFlags(o, app);
+  if (st.ok()) st = SelectDevice(o, app);
   if (st.ok()) st = LoadPlugins(o);  // before any model is imported or engine loaded
   if (!st.ok()) return Fail(st);
   StderrLogger logger(o.verbose ? Severity::kVerbose : Severity::kWarning);

@@ -85,7 +85,7 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
     app.add_flag("--dumpProfile", o.dump_profile, "Print the per-layer profile");
     app.add_flag("--dumpLayerInfo", o.dump_layer_info, "Print the engine's layer information");
     app.add_flag("--dumpOutput", o.dump_output, "Print the outputs");
-    app.add_option("--device", o.device, "GPU index");
+    app.add_option("--device", o.device, "Device to build and run on (its index; default 0, the first visible GPU)");
     app.add_option("--seed", o.seed, "Seed of the random inputs");
   }
   if (mode == Mode::kCompare) {
@@ -199,6 +199,12 @@ std::string OneOf(const std::vector<std::string>& names) {
 }
 }  // namespace
 
+Status SelectDevice(const Options& o, const CLI::App& app) {
+  if (!Given(app, "--device")) return Status::Ok();
+  const std::string backend = o.backend.empty() ? GetDefaultBackendName() : o.backend;
+  return SetDevice(backend, o.device).WithContext(fmt::format("--device={}", o.device));
+}
+
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
   // Numbers CLI11's range checks let through (NaN compares false against any bound).
   for (const auto& [flag, v] : {std::pair{"--warmUp", o.warm_up_ms}, std::pair{"--duration", o.duration_s}})
@@ -206,11 +212,6 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
       return Err(StatusCode::kInvalidArgument, "{} must be a finite number, not {}", flag, v);
   if (Given(app, "--avgTiming") && o.avg_timing < 1)
     return Err(StatusCode::kInvalidArgument, "--avgTiming must be at least 1, not {}", o.avg_timing);
-  if (Given(app, "--device") && o.device != 0)
-    return Err(StatusCode::kUnsupported,
-               "--device={}: kiln runs on the first visible GPU only so far; choose the GPU with "
-               "CUDA_VISIBLE_DEVICES={} instead",
-               o.device, o.device < 0 ? 0 : o.device);
   // What the backend named by --backend takes (where this build has it; the build reports the others).
   std::optional<BackendInfo> info;
   if (!o.backend.empty())

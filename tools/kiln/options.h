@@ -66,6 +66,10 @@ void AddOptions(CLI::App& app, Options& o, Mode mode);
 
 // Errors for flags whose feature is not built yet (each says so); Ok when every given flag is usable.
 Status CheckUnbuiltFlags(const Options& o, const CLI::App& app);
+// --device=N: makes device N of the backend (--backend, else the default) current before anything is built or loaded
+// (engines are built for and loaded onto the current device); an error naming N and the device count where it does
+// not exist.
+Status SelectDevice(const Options& o, const CLI::App& app);
 // --config: reads the file into o.config_file and sets each option the file gives and the command line does not
 // (shapes are resolved against the model's inputs when the build parses it: ProfileFromOptions). `calibrate`: the
 // calibration keys (data, algorithm, cache) apply; elsewhere calibration_data and calibration_algorithm are refused.

@@ -1,6 +1,7 @@
 // `kiln serve`: the KServe v2 / Triton-protocol inference server (tools/serve), with tritonserver's flag spellings.
 //   kiln serve --model-repository=DIR [--http-port=8000] [--grpc-port=8001] [--metrics-port=8002]
 //              [--model-control-mode=none|explicit --load-model=M ...] [--backend=cpu|cuda] [--log-verbose=1]
+//              [--allow-client-shm=true]
 // Runs until SIGINT or SIGTERM, then stops taking requests, lets those queued or running finish (at most
 // --exit-timeout-secs) and exits.
 #include <signal.h>
@@ -52,6 +53,10 @@ int ServeCommand(int argc, char** argv) {
   app.add_option("--request-timeout-ms", request_timeout_ms,
                  "Answer requests still queued after this many ms with a timeout (default: none)");
   app.add_option("--max-queue-size", so.max_queue_size, "Requests a model queues before refusing more (503)");
+  app.add_option("--allow-client-shm", so.allow_client_shm,
+                 "Let clients register system shared-memory regions and name them in requests (Triton's system "
+                 "shared memory extension; default false: a client could have the server map any shared-memory "
+                 "object it may open)");
   app.add_option("--exit-timeout-secs", exit_timeout_s, "On SIGINT/SIGTERM, how long requests in flight may finish");
   app.add_option("--log-verbose", log_verbose, "1: log each model load and server event; 2: also kiln's build log");
   try {

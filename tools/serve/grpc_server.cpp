@@ -12,13 +12,16 @@
 #include <climits>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "grpc_service.grpc.pb.h"
 #include "model_config.pb.h"
+#include "shared_memory.h"
 
 namespace kiln::serve {
 
@@ -46,6 +49,7 @@ grpc::StatusCode GrpcCode(int http) {
     case 404: return grpc::StatusCode::NOT_FOUND;
     case 413: return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case 503: return grpc::StatusCode::UNAVAILABLE;
+    case 501: return grpc::StatusCode::UNIMPLEMENTED;
     case 504: return grpc::StatusCode::DEADLINE_EXCEEDED;
     default: return grpc::StatusCode::INTERNAL;
   }
@@ -153,7 +157,53 @@ Status ReadRequestParameters(const ModelInferRequest& req, Clock::time_point now
   return Status::Ok();
 }
 
-// The protocol's request as the core's. The raw input bytes are moved out of `req` (no copy of the tensors).
+// Triton's shared-memory parameters of an input or a requested output, as Triton reads them: shared_memory_region a
+// string_param, shared_memory_offset (optional, 0) and shared_memory_byte_size int64_params (uint64 taken too).
+template <typename Tensor>
+Status ReadSharedMemoryParameters(const Tensor& t, const char* kind, std::optional<SharedMemoryRef>* out) {
+  const auto& params = t.parameters();
+  const auto region = params.find("shared_memory_region");
+  const bool named = region != params.end();
+  SharedMemoryRef ref;
+  for (const char* key : {"shared_memory_offset", "shared_memory_byte_size"}) {
+    const auto it = params.find(key);
+    if (it == params.end()) continue;
+    if (!named)
+      return Invalid(fmt::format("{} '{}': '{}' can not be specified without the 'shared_memory_region' parameter",
+                                 kind, t.name(), key));
+    int64_t v = 0;
+    if (it->second.parameter_choice_case() == InferParameter::kInt64Param) {
+      v = it->second.int64_param();
+    } else if (it->second.parameter_choice_case() == InferParameter::kUint64Param) {
+      v = static_cast<int64_t>(std::min<uint64_t>(it->second.uint64_param(), INT64_MAX));
+    } else {
+      return Invalid(
+          fmt::format("{} '{}': invalid value type for the '{}' parameter, expected int64_param", kind, t.name(), key));
+    }
+    if (v < 0) return Invalid(fmt::format("{} '{}': the '{}' parameter is negative ({})", kind, t.name(), key, v));
+    (std::string_view(key) == "shared_memory_offset" ? ref.offset : ref.byte_size) = static_cast<uint64_t>(v);
+  }
+  if (!named) return Status::Ok();
+  if (region->second.parameter_choice_case() != InferParameter::kStringParam || region->second.string_param().empty()) {
+    return Invalid(
+        fmt::format("{} '{}': invalid value for the 'shared_memory_region' parameter, expected a region's "
+                    "name in string_param",
+                    kind, t.name()));
+  }
+  if (!params.contains("shared_memory_byte_size")) {
+    return Invalid(
+        fmt::format("{} '{}': 'shared_memory_byte_size' must be specified along with the "
+                    "'shared_memory_region' parameter",
+                    kind, t.name()));
+  }
+  ref.region = region->second.string_param();
+  *out = std::move(ref);
+  return Status::Ok();
+}
+
+// The protocol's request as the core's. The raw input bytes are moved out of `req` (no copy of the tensors). Inputs
+// in shared memory have no raw_input_contents entry: the entries are the other inputs', in order (as Triton reads
+// them).
 Status ToInferRequest(ModelInferRequest& req, Clock::time_point deadline, InferRequest* out) {
   out->model = req.model_name();
   out->version = req.model_version();
@@ -161,22 +211,20 @@ Status ToInferRequest(ModelInferRequest& req, Clock::time_point deadline, InferR
   out->deadline = deadline;
   KILN_RETURN_IF_ERROR(ReadRequestParameters(req, Clock::now(), out));
 
+  int in_shm = 0;
+  for (const auto& in : req.inputs()) in_shm += in.parameters().contains("shared_memory_region") ? 1 : 0;
   const bool raw = req.raw_input_contents_size() > 0;
-  if (raw && req.raw_input_contents_size() != req.inputs_size()) {
+  if (raw && req.raw_input_contents_size() != req.inputs_size() - in_shm) {
     return Invalid(
-        fmt::format("the request has {} inputs but {} raw_input_contents entries: when raw_input_contents "
-                    "is used it must hold one entry per input, in the order of 'inputs'",
-                    req.inputs_size(), req.raw_input_contents_size()));
+        fmt::format("the request has {} inputs ({} of them in shared memory) but {} raw_input_contents entries: when "
+                    "raw_input_contents is used it must hold one entry per input not in shared memory, in the order "
+                    "of 'inputs'",
+                    req.inputs_size(), in_shm, req.raw_input_contents_size()));
   }
   out->inputs.reserve(req.inputs_size());
+  int raw_index = 0;
   for (int i = 0; i < req.inputs_size(); ++i) {
     const auto& in = req.inputs(i);
-    if (in.parameters().contains("shared_memory_region")) {
-      return Invalid(
-          fmt::format("input '{}' names a shared memory region, but kiln serve has no shared memory "
-                      "extension: send the tensor in the request",
-                      in.name()));
-    }
     TensorData t;
     t.name = in.name();
     auto dtype = FromV2Datatype(in.datatype());
@@ -185,7 +233,15 @@ Status ToInferRequest(ModelInferRequest& req, Clock::time_point deadline, InferR
     t.shape.assign(in.shape().begin(), in.shape().end());
     KILN_ASSIGN_OR_RETURN(const int64_t volume, ShapeVolume(in.name(), t.shape));
 
-    if (raw) {
+    KILN_RETURN_IF_ERROR(ReadSharedMemoryParameters(in, "input", &t.shm));
+    if (t.shm) {  // the bytes are in the region (the server looks it up)
+      if (in.has_contents()) {
+        return Invalid(
+            fmt::format("unexpected 'contents' for input '{}', which is in shared memory: send it in one "
+                        "of them",
+                        in.name()));
+      }
+    } else if (raw) {
       if (in.has_contents()) {
         return Invalid(
             fmt::format("input '{}' has both contents and raw_input_contents: send it in one of them", in.name()));
@@ -194,7 +250,7 @@ Status ToInferRequest(ModelInferRequest& req, Clock::time_point deadline, InferR
       if (__builtin_mul_overflow(volume, static_cast<int64_t>(DataTypeSize(t.dtype)), &want)) {
         return Invalid(fmt::format("input '{}': shape {} is too large", in.name(), ShapeToString(t.shape)));
       }
-      t.bytes = std::move(*req.mutable_raw_input_contents(i));
+      t.bytes = std::move(*req.mutable_raw_input_contents(raw_index++));
       if (static_cast<int64_t>(t.bytes.size()) != want) {
         return Invalid(fmt::format("input '{}' ({} {}) needs {} bytes, but its raw_input_contents entry has {}",
                                    in.name(), in.datatype(), ShapeToString(t.shape), want, t.bytes.size()));
@@ -212,13 +268,9 @@ Status ToInferRequest(ModelInferRequest& req, Clock::time_point deadline, InferR
                       "output without class_count and take the top classes on the client",
                       o.name()));
     }
-    if (o.parameters().contains("shared_memory_region")) {
-      return Invalid(
-          fmt::format("output '{}' names a shared memory region, but kiln serve has no shared memory "
-                      "extension: request it without one to receive it in the response",
-                      o.name()));
-    }
-    out->outputs.push_back(RequestedOutput{o.name(), false});
+    RequestedOutput r{o.name(), false, std::nullopt};
+    KILN_RETURN_IF_ERROR(ReadSharedMemoryParameters(o, "output", &r.shm));
+    out->outputs.push_back(std::move(r));
   }
   return Status::Ok();
 }
@@ -398,12 +450,19 @@ class GrpcFrontEndImpl final : public inference::GRPCInferenceService::Service {
     resp->set_model_name(out.model);
     resp->set_model_version(out.version);
     resp->set_id(out.id);
-    // As Triton answers: each output's name, datatype and shape, its bytes in raw_output_contents (same order).
+    // As Triton answers: each output's name, datatype and shape, its bytes in raw_output_contents (same order; an
+    // empty entry for an output written to shared memory, whose parameters name the region).
     for (TensorData& t : out.outputs) {
       auto* o_tensor = resp->add_outputs();
       o_tensor->set_name(t.name);
       o_tensor->set_datatype(V2Datatype(t.dtype));
       for (int64_t d : t.shape) o_tensor->add_shape(d);
+      if (t.shm) {
+        auto& p = *o_tensor->mutable_parameters();
+        p["shared_memory_region"].set_string_param(t.shm->region);
+        p["shared_memory_offset"].set_int64_param(static_cast<int64_t>(t.shm->offset));
+        p["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(t.shm->byte_size));
+      }
       resp->add_raw_output_contents(std::move(t.bytes));
     }
     return grpc::Status::OK;
@@ -451,6 +510,50 @@ class GrpcFrontEndImpl final : public inference::GRPCInferenceService::Service {
                                  fmt::format("kiln serve takes no unload parameter '{}'", key)));
     }
     return Finish("RepositoryModelUnload", ToGrpc(server_.UnloadModel(req->model_name())));
+  }
+
+  // --- Shared memory ----------------------------------------------------------------------------------------
+
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* req,
+                                        inference::SystemSharedMemoryStatusResponse* resp) override {
+    std::vector<SharedMemoryRegionStatus> regions;
+    const Outcome o = server_.SystemSharedMemoryStatus(req->name(), &regions);
+    if (!o.ok()) return Finish("SystemSharedMemoryStatus", ToGrpc(o));
+    for (const auto& r : regions) {
+      auto& s = (*resp->mutable_regions())[r.name];
+      s.set_name(r.name);
+      s.set_key(r.key);
+      s.set_offset(r.offset);
+      s.set_byte_size(r.byte_size);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext*, const inference::SystemSharedMemoryRegisterRequest* req,
+                                          inference::SystemSharedMemoryRegisterResponse*) override {
+    return Finish("SystemSharedMemoryRegister",
+                  ToGrpc(server_.RegisterSystemSharedMemory(req->name(), req->key(), req->offset(), req->byte_size())));
+  }
+
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext*,
+                                            const inference::SystemSharedMemoryUnregisterRequest* req,
+                                            inference::SystemSharedMemoryUnregisterResponse*) override {
+    return Finish("SystemSharedMemoryUnregister", ToGrpc(server_.UnregisterSystemSharedMemory(req->name())));
+  }
+
+  grpc::Status CudaSharedMemoryStatus(grpc::ServerContext*, const inference::CudaSharedMemoryStatusRequest* req,
+                                      inference::CudaSharedMemoryStatusResponse*) override {
+    return Finish("CudaSharedMemoryStatus", ToGrpc(server_.CudaSharedMemoryStatus(req->name())));
+  }
+
+  grpc::Status CudaSharedMemoryRegister(grpc::ServerContext*, const inference::CudaSharedMemoryRegisterRequest* req,
+                                        inference::CudaSharedMemoryRegisterResponse*) override {
+    return Finish("CudaSharedMemoryRegister", ToGrpc(server_.RegisterCudaSharedMemory(req->name())));
+  }
+
+  grpc::Status CudaSharedMemoryUnregister(grpc::ServerContext*, const inference::CudaSharedMemoryUnregisterRequest* req,
+                                          inference::CudaSharedMemoryUnregisterResponse*) override {
+    return Finish("CudaSharedMemoryUnregister", ToGrpc(server_.UnregisterCudaSharedMemory(req->name())));
   }
 
  private:

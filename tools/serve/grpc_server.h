@@ -1,6 +1,7 @@
 // kiln serve — the gRPC front end: KServe v2's inference.GRPCInferenceService (ServerLive, ServerReady, ModelReady,
 // ServerMetadata, ModelMetadata, ModelInfer with raw_input_contents / raw_output_contents and typed contents,
-// ModelConfig, RepositoryIndex, RepositoryModelLoad/Unload) over the server core, with grpc++'s synchronous server.
+// ModelConfig, RepositoryIndex, RepositoryModelLoad/Unload, and Triton's SystemSharedMemory Status/Register/Unregister
+// with inputs and outputs in shared memory) over the server core, with grpc++'s synchronous server.
 #pragma once
 
 #include <memory>

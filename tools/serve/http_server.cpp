@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "shared_memory.h"
 #include "tensor_json.h"
 
 namespace kiln::serve {
@@ -154,6 +155,58 @@ void HttpFrontEndImpl::Routes() {
     if (!o.ok()) return ReplyError(res, o);
     Reply(res, 200, json::object());
   });
+  // Triton's system shared memory extension; CUDA shared memory answers as a server with no such region (register:
+  // 400), so that clients that clear both kinds (perf_analyzer --shared-memory=system) work.
+  http.Get(R"(/v2/(system|cuda)sharedmemory(/region/([^/]+))?/status)",
+           [this](const httplib::Request& req, httplib::Response& res) {
+             const std::string region = Group(req, 3);
+             if (Group(req, 1) == "cuda") {
+               Outcome o = server.CudaSharedMemoryStatus(region);
+               if (!o.ok()) return ReplyError(res, o);
+               return Reply(res, 200, json::array());
+             }
+             std::vector<SharedMemoryRegionStatus> regions;
+             Outcome o = server.SystemSharedMemoryStatus(region, &regions);
+             if (!o.ok()) return ReplyError(res, o);
+             json a = json::array();
+             for (const auto& r : regions)
+               a.push_back({{"name", r.name}, {"key", r.key}, {"offset", r.offset}, {"byte_size", r.byte_size}});
+             Reply(res, 200, a);
+           });
+  http.Post(
+      R"(/v2/(system|cuda)sharedmemory(/region/([^/]+))?/(register|unregister))",
+      [this](const httplib::Request& req, httplib::Response& res) {
+        const std::string region = Group(req, 3);
+        const bool cuda = Group(req, 1) == "cuda";
+        Outcome o;
+        if (Group(req, 4) == "unregister") {
+          o = cuda ? server.UnregisterCudaSharedMemory(region) : server.UnregisterSystemSharedMemory(region);
+        } else if (cuda) {
+          o = server.RegisterCudaSharedMemory(region);
+        } else if (region.empty()) {
+          o = Outcome::BadRequest("'region name' is necessary to register system shared memory region");
+        } else {
+          // {"key": "/shm_key", "offset": N, "byte_size": N}: offset is optional (0).
+          const json j = json::parse(req.body.empty() ? std::string("{}") : req.body, nullptr, false);
+          if (j.is_discarded() || !j.is_object())
+            return ReplyError(res, Outcome::BadRequest("the body is not a JSON object"));
+          uint64_t offset = 0, byte_size = 0;
+          if (!j.contains("key"))
+            o = Outcome::BadRequest("Shared memory register request has no 'key' field");
+          else if (!j["key"].is_string())
+            o = Outcome::BadRequest("Shared memory register request: 'key' must be a string");
+          else if (!j.contains("byte_size"))
+            o = Outcome::BadRequest("Shared memory register request has no 'byte_size' field");
+          else if (!j["byte_size"].is_number_unsigned() || (j.contains("offset") && !j["offset"].is_number_unsigned()))
+            o = Outcome::BadRequest("Shared memory register request: 'offset' and 'byte_size' must be integers >= 0");
+          if (!o.ok()) return ReplyError(res, o);
+          byte_size = j["byte_size"].get<uint64_t>();
+          if (j.contains("offset")) offset = j["offset"].get<uint64_t>();
+          o = server.RegisterSystemSharedMemory(region, j["key"].get<std::string>(), offset, byte_size);
+        }
+        if (!o.ok()) return ReplyError(res, o);
+        Reply(res, 200, json::object());
+      });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {

@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "kiln/builder.h"
 #include "kiln/network.h"
+#include "parallel_copy.h"
 
 namespace kiln::serve {
 
@@ -88,6 +91,8 @@ struct Pending {
 };
 
 struct LoadedModel::Instance {
+  int device = 0;                  // the GPU it runs on (device backends; 0 on a host backend)
+  const Engine* engine = nullptr;  // that GPU's engine copy
   std::unique_ptr<ExecutionContext> context;
   DeviceStream stream;                         // device backends
   std::map<std::string, DeviceMemory> buffers;  // device backends: per I/O tensor, grown on demand
@@ -121,21 +126,46 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& name, 
                                 "backend: give every group the same kind",
                                 name, backend, b));
     backend = b;
-    KILN_ASSIGN_OR_RETURN(BackendInfo group_info, GetBackendInfo(b));
-    if (group_info.device_memory)
-      for (int gpu : g.gpus())
-        if (gpu != 0)
-          return Status(StatusCode::kUnsupported,
-                        fmt::format("model '{}': instance_group gpus [{}]: kiln runs on the first visible GPU only so "
-                                    "far; use gpus: [0] (several instances: count), or one server per GPU with "
-                                    "CUDA_VISIBLE_DEVICES",
-                                    name, fmt::join(g.gpus(), ", ")));
   }
   KILN_ASSIGN_OR_RETURN(BackendInfo info, GetBackendInfo(backend));
   if (!info.available)
     return Status(StatusCode::kUnsupported, fmt::format("model '{}': backend {}: {}", name, backend, info.description));
   m->backend_ = backend;
   m->device_memory_ = info.device_memory;
+  // The devices the instances go on: each group's gpus (default [0]), every id one this process sees. A host backend
+  // has one device (0); its instances all run on the host.
+  KILN_ASSIGN_OR_RETURN(const int device_count, GetDeviceCount(backend));
+  std::vector<int> devices;  // in the order the groups name them; the first builds an ONNX model
+  for (auto& g : *m->config_.mutable_instance_group()) {
+    if (g.gpus_size() == 0 && m->device_memory_) g.add_gpus(0);  // the config as served says where they run
+    for (int gpu : g.gpus()) {
+      if (gpu < 0 || gpu >= device_count) {
+        const std::string have =
+            m->device_memory_
+                ? fmt::format("the {} backend sees {} GPU{} here{}; give ids below {} (CUDA_VISIBLE_DEVICES chooses "
+                              "which GPUs the server sees, and numbers them from 0)",
+                              backend, device_count, device_count == 1 ? "" : "s",
+                              device_count > 1 ? fmt::format(" (0 to {})", device_count - 1) : std::string(),
+                              device_count)
+                : fmt::format("the {} backend runs on the host, which is device 0 only; leave gpus out for KIND_CPU",
+                              backend);
+        return Status(StatusCode::kInvalidArgument,
+                      fmt::format("model '{}': instance_group gpus [{}]: there is no GPU {}: {}", name,
+                                  fmt::join(g.gpus(), ", "), gpu, have));
+      }
+      if (m->device_memory_ && std::find(devices.begin(), devices.end(), gpu) == devices.end()) devices.push_back(gpu);
+    }
+  }
+  if (devices.empty()) devices.push_back(0);
+  // Loading makes each GPU current in turn on this thread: it gets its own device back at the end.
+  struct RestoreDevice {
+    std::string backend;
+    Result<int> device;
+    ~RestoreDevice() {
+      if (device.ok()) (void)SetDevice(backend, *device);
+    }
+  } restore{backend, GetDevice(backend)};
+  KILN_RETURN_IF_ERROR(SetDevice(backend, devices[0]).WithContext(fmt::format("model '{}'", name)));
 
   // The model file: config's default_model_filename, else model.engine, else model.onnx.
   const fs::path dir(version_dir);
@@ -150,13 +180,18 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& name, 
                               version, version_dir));
   Runtime runtime(logger);
   const bool onnx = file.extension() == ".onnx";
+  std::vector<uint8_t> bytes;  // the serialized engine: deserialized once per GPU (each GPU its own copy)
   if (!onnx) {
-    KILN_ASSIGN_OR_RETURN(m->engine_, runtime.loadEngineFile(file.string()));
-    if (m->engine_->getBackend() != backend)
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return Status(StatusCode::kNotFound, fmt::format("model '{}': cannot open {}", name, file.string()));
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    // (A header that does not read is reported by deserializeEngine below.)
+    auto engine_info = ReadEngineFileInfo(bytes.data(), bytes.size());
+    if (engine_info.ok() && engine_info->backend != backend)
       return Status(StatusCode::kInvalidModel,
                     fmt::format("model '{}': {} was built for the {} backend but its instance group asks for {}: set "
                                 "the instance_group kind to match, or rebuild the engine",
-                                name, file.string(), m->engine_->getBackend(), backend));
+                                name, file.string(), engine_info->backend, backend));
     m->metadata_.platform = "kiln_engine";
   } else {
     KILN_ASSIGN_OR_RETURN(BuildParameters params, ReadBuildParameters(m->config_, &warnings));
@@ -207,10 +242,20 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& name, 
     if (dynamic) KILN_RETURN_IF_ERROR(config->addOptimizationProfile(*profile).status());
     logger.log(Severity::kInfo,
                fmt::format("model '{}': building {} for the {} backend", name, file.string(), backend).c_str());
-    KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, builder.buildSerializedNetwork(*network, *config));
-    KILN_ASSIGN_OR_RETURN(m->engine_, runtime.deserializeEngine(bytes.data(), bytes.size()));
+    // Built once, on the first GPU (the current device); every GPU loads the same bytes.
+    KILN_ASSIGN_OR_RETURN(bytes, builder.buildSerializedNetwork(*network, *config));
     m->metadata_.platform = "onnxruntime_onnx";
   }
+  for (int device : devices) {
+    KILN_RETURN_IF_ERROR(SetDevice(backend, device).WithContext(fmt::format("model '{}'", name)));
+    auto engine = runtime.deserializeEngine(bytes.data(), bytes.size());
+    if (!engine.ok())
+      return engine.status().WithContext(
+          fmt::format("model '{}': {}{}", name, file.string(),
+                      m->device_memory_ ? fmt::format(" on GPU {}", device) : std::string()));
+    m->engines_[device] = std::move(*engine);
+  }
+  m->engine_ = m->engines_.at(devices[0]).get();
   for (const std::string& w : warnings) logger.log(Severity::kWarning, w.c_str());
   KILN_RETURN_IF_ERROR(CompleteAndCheckConfig(*m->engine_, name, have_config, &m->config_));
   if (m->config_.platform().empty() && m->config_.backend().empty()) m->config_.set_platform(m->metadata_.platform);
@@ -234,17 +279,24 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& name, 
     }
   }
 
-  // Instances: `count` contexts per group (each group's gpus list places them; only GPU 0 exists to kiln so far).
+  // Instances: `count` contexts per group and GPU (data parallel: each GPU runs its own engine copy), each with its
+  // stream, made on its GPU; host backends: `count` per group.
   for (const auto& g : m->config_.instance_group()) {
-    const int per_group = g.count() * std::max(1, m->device_memory_ ? g.gpus_size() : 1);
-    for (int k = 0; k < per_group; ++k) {
-      auto inst = std::make_unique<Instance>();
-      KILN_ASSIGN_OR_RETURN(inst->context, m->engine_->createExecutionContext());
-      if (m->device_memory_) {
-        KILN_ASSIGN_OR_RETURN(inst->stream, DeviceStream::create(backend));
+    const std::vector<int> group_devices =
+        m->device_memory_ ? std::vector<int>(g.gpus().begin(), g.gpus().end()) : std::vector<int>{0};
+    for (int device : group_devices) {
+      KILN_RETURN_IF_ERROR(SetDevice(backend, device));
+      for (int k = 0; k < g.count(); ++k) {
+        auto inst = std::make_unique<Instance>();
+        inst->device = device;
+        inst->engine = m->engines_.at(m->device_memory_ ? device : devices[0]).get();
+        KILN_ASSIGN_OR_RETURN(inst->context, inst->engine->createExecutionContext());
+        if (m->device_memory_) {
+          KILN_ASSIGN_OR_RETURN(inst->stream, DeviceStream::create(backend));
+        }
+        inst->host_inputs.resize(m->inputs_.size());
+        m->instances_.push_back(std::move(inst));
       }
-      inst->host_inputs.resize(m->inputs_.size());
-      m->instances_.push_back(std::move(inst));
     }
   }
   // Bucket sizes (device backends with dynamic batching): powers of two, the preferred sizes and max_batch_size.
@@ -257,6 +309,10 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& name, 
     KILN_RETURN_IF_ERROR(m->WarmUp());
   }
   for (auto& inst : m->instances_) m->workers_.emplace_back([mp = m.get(), i = inst.get()] { mp->Worker(i); });
+  if (m->device_memory_ && devices.size() > 1)
+    logger.log(Severity::kInfo, fmt::format("model '{}': {} instance(s) on GPUs {}", name, m->instances_.size(),
+                                            fmt::join(devices, ", "))
+                                    .c_str());
   return m;
 }
 
@@ -272,6 +328,7 @@ int64_t LoadedModel::PaddedBatch(int64_t rows) const {
 // requests do not pay for the launch plans.
 Status LoadedModel::WarmUp() {
   for (auto& inst : instances_) {
+    KILN_RETURN_IF_ERROR(SetDevice(backend_, inst->device));  // its staging and buffers are allocated on its GPU
     for (int64_t b : buckets_) {
       std::vector<std::unique_ptr<Pending>> batch;
       auto p = std::make_unique<Pending>();
@@ -303,12 +360,12 @@ Status LoadedModel::WarmUp() {
   return Status::Ok();
 }
 
-size_t LoadedModel::device_memory_bytes() const {
-  if (!device_memory_) return 0;
-  size_t total = engine_->getDeviceMemorySize() * instances_.size();
+std::map<int, size_t> LoadedModel::device_memory_bytes() const {
+  std::map<int, size_t> by_gpu;
+  if (!device_memory_) return by_gpu;
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& i : instances_) total += i->device_bytes;
-  return total;
+  for (const auto& i : instances_) by_gpu[i->device] += i->engine->getDeviceMemorySize() + i->device_bytes;
+  return by_gpu;
 }
 
 Outcome LoadedModel::Validate(const InferRequest& r, int64_t* batch) const {
@@ -368,16 +425,19 @@ Outcome LoadedModel::Validate(const InferRequest& r, int64_t* batch) const {
                                                it->shape[0]));
       first = false;
     }
+    const char* data = it->data();  // (in the request, or in a shared-memory region)
     if (want == DataType::kBool)
-      for (size_t k = 0; k < it->bytes.size(); ++k)
-        if (static_cast<unsigned char>(it->bytes[k]) > 1)
+      for (size_t k = 0; k < it->size(); ++k)
+        if (static_cast<unsigned char>(data[k]) > 1)
           return Outcome::BadRequest(fmt::format("{}: input '{}' is BOOL but element {} is {} (BOOL elements are 0 or 1)",
-                                                 who, n, k, static_cast<int>(static_cast<unsigned char>(it->bytes[k]))));
+                                                 who, n, k, static_cast<int>(static_cast<unsigned char>(data[k]))));
     const int64_t volume = NumElements(it->shape);
     const uint64_t want_bytes = static_cast<uint64_t>(volume) * DataTypeSize(want);
-    if (it->bytes.size() != want_bytes)
-      return Outcome::BadRequest(fmt::format("{}: input '{}' has {} bytes of data; shape {} of {} takes {}", who, n,
-                                             it->bytes.size(), ShapeToString(it->shape), V2Datatype(want), want_bytes));
+    if (it->size() != want_bytes)
+      return Outcome::BadRequest(fmt::format("{}: input '{}' has {} bytes of data{}; shape {} of {} takes {}", who, n,
+                                             it->size(), it->shm ? " in shared memory region '" + it->shm->region + "'"
+                                                                 : "",
+                                             ShapeToString(it->shape), V2Datatype(want), want_bytes));
   }
   for (const auto& o : r.outputs)
     if (std::find(outputs_.begin(), outputs_.end(), o.name) == outputs_.end())
@@ -504,6 +564,8 @@ std::vector<std::unique_ptr<Pending>> LoadedModel::NextBatch(std::unique_lock<st
 }
 
 void LoadedModel::Worker(Instance* inst) {
+  // This thread's CUDA calls (allocations, copies, enqueue, synchronize) go to the instance's GPU.
+  const Status on_device = device_memory_ ? SetDevice(backend_, inst->device) : Status::Ok();
   for (;;) {
     std::vector<std::unique_ptr<Pending>> batch;
     {
@@ -511,6 +573,12 @@ void LoadedModel::Worker(Instance* inst) {
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (stopping_ && queue_.empty()) return;
       batch = NextBatch(lock);
+    }
+    if (!on_device.ok()) {
+      const Outcome o = Outcome::FromStatus(
+          on_device.WithContext(fmt::format("model '{}': its instance on GPU {}", name_, inst->device)));
+      for (auto& p : batch) p->promise.set_value({o, {}});
+      continue;
     }
     if (!batch.empty()) RunBatch(inst, batch);
   }
@@ -560,31 +628,50 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
   };
 
   // Inputs: one request's tensors as they are (host backends), or several requests' concatenated along the batch dim.
+  // Device backends: a request's bytes in a shared-memory region (page-locked at registration) are copied from there
+  // to the device at their batch offset (direct); the others are gathered into the page-locked staging at theirs, over
+  // several threads when they are large (ParallelCopy), and copied from there.
+  struct DirectCopy {
+    size_t offset;
+    const char* src;
+    size_t bytes;
+  };
+  std::vector<std::vector<DirectCopy>> direct(inputs_.size());
   std::vector<const void*> in_ptr(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const TensorData& first = batch[0]->request.inputs[batch[0]->order[i]];
     Dims shape(first.shape.begin(), first.shape.end());
     if (batch.size() > 1 || run_rows != total) shape[0] = run_rows;
+    size_t bytes = 0;
+    for (const auto& p : batch) bytes += p->request.inputs[p->order[i]].size();
     if (device_memory_) {
-      size_t bytes = 0;
-      for (const auto& p : batch) bytes += p->request.inputs[p->order[i]].bytes.size();
       const size_t padded = run_rows == total ? bytes : bytes / static_cast<size_t>(total) * run_rows;
       auto buf = pinned_buffer("in:" + inputs_[i], padded);
       if (!buf.ok()) return fail_status(buf.status());
-      char* dst = *buf;
+      std::vector<CopyPiece> gather;
+      size_t at = 0;
       for (const auto& p : batch) {
-        const std::string& b = p->request.inputs[p->order[i]].bytes;
-        if (!b.empty()) std::memcpy(dst, b.data(), b.size());
-        dst += b.size();
+        const TensorData& t = p->request.inputs[p->order[i]];
+        if (t.external) direct[i].push_back({at, t.data(), t.size()});
+        else if (t.size() > 0) gather.push_back({*buf + at, t.data(), t.size()});
+        at += t.size();
       }
-      if (padded > bytes) std::memset(dst, 0, padded - bytes);
+      ParallelCopy(gather);
+      if (padded > bytes) std::memset(*buf + bytes, 0, padded - bytes);
       in_ptr[i] = *buf;
     } else if (batch.size() == 1) {
-      in_ptr[i] = first.bytes.data();
+      in_ptr[i] = first.data();
     } else {
       std::string& buf = inst->host_inputs[i];
-      buf.clear();
-      for (const auto& p : batch) buf += p->request.inputs[p->order[i]].bytes;
+      buf.resize(bytes);
+      std::vector<CopyPiece> gather;
+      size_t at = 0;
+      for (const auto& p : batch) {
+        const TensorData& t = p->request.inputs[p->order[i]];
+        if (t.size() > 0) gather.push_back({buf.data() + at, t.data(), t.size()});
+        at += t.size();
+      }
+      ParallelCopy(gather);
       in_ptr[i] = buf.data();
     }
     if (Status s = ctx.setInputShape(inputs_[i], shape); !s.ok()) return fail_status(s);
@@ -619,7 +706,20 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
                            DataTypeSize(engine_->getTensorDataType(inputs_[i]));
       auto dst = device_buffer(inputs_[i], bytes);
       if (!dst.ok()) return fail_status(dst.status());
-      if (Status s = CopyToDevice(*dst, in_ptr[i], bytes, inst->stream); !s.ok()) return fail_status(s);
+      // The staged bytes between the direct ones, and each direct one from its region (one copy when none is).
+      char* const to = static_cast<char*>(*dst);
+      const char* const staged = static_cast<const char*>(in_ptr[i]);
+      size_t at = 0;
+      for (const DirectCopy& c : direct[i]) {
+        if (c.offset > at) {
+          if (Status s = CopyToDevice(to + at, staged + at, c.offset - at, inst->stream); !s.ok())
+            return fail_status(s);
+        }
+        if (Status s = CopyToDevice(to + c.offset, c.src, c.bytes, inst->stream); !s.ok()) return fail_status(s);
+        at = c.offset + c.bytes;
+      }
+      if (bytes > at)
+        if (Status s = CopyToDevice(to + at, staged + at, bytes - at, inst->stream); !s.ok()) return fail_status(s);
       if (Status s = ctx.setTensorAddress(inputs_[i], *dst); !s.ok()) return fail_status(s);
     }
     for (size_t o = 0; o < outputs_.size(); ++o) {

@@ -1,6 +1,7 @@
-// kiln serve — one loaded model version: its engine, its instances (an execution context each, on its own stream,
-// with device buffers it keeps between runs), the queue its requests wait in, and the dynamic batcher that merges
-// them along the batch dim. Each instance has a worker thread that takes the next batch when it is free.
+// kiln serve — one loaded model version: its engine (one copy per GPU it runs on), its instances (an execution
+// context each, on its own stream on its GPU, with device buffers it keeps between runs), the queue its requests wait
+// in, and the dynamic batcher that merges them along the batch dim. Each instance has a worker thread that takes the
+// next batch when it is free; the instances of every GPU share the one queue (data parallel).
 #pragma once
 
 #include <atomic>
@@ -67,7 +68,8 @@ class LoadedModel {
   const inference::ModelConfig& config() const { return config_; }
   const ModelMetadata& metadata() const { return metadata_; }
   ModelStats& stats() { return stats_; }
-  size_t device_memory_bytes() const;
+  // Device memory the instances hold (activations and staging buffers), per GPU; empty on a host backend.
+  std::map<int, size_t> device_memory_bytes() const;
 
   // Checks the request against the model, queues it and waits for its answer (or its deadline).
   Outcome Infer(InferRequest request, InferResponse* response);
@@ -91,7 +93,8 @@ class LoadedModel {
   inference::ModelConfig config_;
   ModelMetadata metadata_;
   std::vector<std::string> inputs_, outputs_;
-  std::unique_ptr<Engine> engine_;
+  std::map<int, std::unique_ptr<Engine>> engines_;  // one per GPU the instances run on (by device; host: [0])
+  const Engine* engine_ = nullptr;                   // the first: what metadata and request checks read
   std::string backend_;
   bool device_memory_ = false;
   ModelStats stats_;

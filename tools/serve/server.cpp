@@ -15,6 +15,7 @@
 
 #include "kiln/backend.h"
 #include "model.h"
+#include "shared_memory.h"
 
 namespace kiln::serve {
 
@@ -52,9 +53,10 @@ struct ModelEntry {
 
 class ServerImpl {
  public:
-  ServerImpl(const ServerOptions& o, ILogger& l) : opts(o), logger(l) {}
+  ServerImpl(const ServerOptions& o, ILogger& l) : opts(o), logger(l), shm(o.allow_client_shm, l) {}
   ServerOptions opts;
   ILogger& logger;
+  SharedMemoryManager shm;
   std::string backend;
   mutable std::shared_mutex mu;  // guards models (shared: lookups; exclusive: load/unload)
   std::map<std::string, ModelEntry> models;
@@ -254,7 +256,7 @@ bool Server::Ready() const {
 std::string Server::Version() const { return "0.1.0"; }
 
 std::vector<std::string> Server::Extensions() const {
-  return {"binary_tensor_data", "model_repository", "model_configuration", "statistics"};
+  return {"binary_tensor_data", "model_repository", "model_configuration", "statistics", "system_shared_memory"};
 }
 
 Outcome Server::ModelReady(const std::string& model, const std::string& version) const {
@@ -293,7 +295,45 @@ Outcome Server::Infer(InferRequest request, InferResponse* response) {
   if (!o.ok()) return o;
   if (impl_->opts.request_timeout.count() > 0)
     request.deadline = std::min(request.deadline, std::chrono::steady_clock::now() + impl_->opts.request_timeout);
-  return m->Infer(std::move(request), response);
+  // Inputs and outputs in shared memory: their regions are looked up (and held mapped) before the request queues.
+  std::vector<SharedMemoryOutput> shm_outputs;
+  o = impl_->shm.Resolve(&request, &shm_outputs);
+  if (!o.ok()) return o;
+  o = m->Infer(std::move(request), response);
+  if (!o.ok()) return o;
+  return SharedMemoryManager::WriteOutputs(shm_outputs, response);
+}
+
+Outcome Server::RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                           uint64_t byte_size) {
+  if (impl_->shutting_down) return Outcome::Unavailable("the server is shutting down");
+  return impl_->shm.Register(name, key, offset, byte_size);
+}
+
+Outcome Server::UnregisterSystemSharedMemory(const std::string& name) { return impl_->shm.Unregister(name); }
+
+Outcome Server::SystemSharedMemoryStatus(const std::string& name, std::vector<SharedMemoryRegionStatus>* out) const {
+  return impl_->shm.GetStatus(name, out);
+}
+
+Outcome Server::RegisterCudaSharedMemory(const std::string& name) {
+  if (!impl_->shm.allowed()) return Outcome::NotImplemented(kClientShmDisabled);
+  return Outcome::BadRequest(fmt::format("failed to register CUDA shared memory region '{}': kiln serve does not "
+                                         "support CUDA shared memory (cuda_shared_memory); use system shared memory "
+                                         "(/v2/systemsharedmemory) or send the tensors in the request",
+                                         name));
+}
+
+Outcome Server::UnregisterCudaSharedMemory(const std::string&) {
+  if (!impl_->shm.allowed()) return Outcome::NotImplemented(kClientShmDisabled);
+  return Outcome::Ok();  // none is ever registered
+}
+
+Outcome Server::CudaSharedMemoryStatus(const std::string& name) const {
+  if (name.empty()) return Outcome::Ok();
+  return Outcome::NotFound(fmt::format("Unable to find cuda shared memory region: '{}' (kiln serve does not support "
+                                       "CUDA shared memory)",
+                                       name));
 }
 
 Outcome Server::Statistics(const std::string& model, const std::string& version,
@@ -401,6 +441,7 @@ void Server::Shutdown(std::chrono::milliseconds drain) {
     for (auto& [v, m] : e.versions)
       m->Stop(std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                          until - std::chrono::steady_clock::now())));
+  impl_->shm.UnregisterAll();  // (a region a request still holds is unmapped when it is answered)
 }
 
 std::string Server::MetricsText() const {
@@ -436,9 +477,17 @@ std::string Server::MetricsText() const {
          [](LoadedModel& m) { return m.stats().compute_output_us.load(); });
   family("nv_inference_pending_request_count", "gauge", "Requests queued or running",
          [](LoadedModel& m) { return static_cast<uint64_t>(m.in_flight()); });
-  family("kiln_gpu_memory_used_bytes", "gauge",
-         "Device memory the model's instances hold (activations and staging buffers; 0 on the cpu backend)",
-         [](LoadedModel& m) { return static_cast<uint64_t>(m.device_memory_bytes()); });
+  // Per GPU the model's instances run on (a gpu label); one line without it, 0, for a model on a host backend.
+  out += "# HELP kiln_gpu_memory_used_bytes Device memory the model's instances hold on each GPU (activations and "
+         "staging buffers; 0 on the cpu backend)\n# TYPE kiln_gpu_memory_used_bytes gauge\n";
+  for (const auto& [n, m] : loaded) {
+    const std::map<int, size_t> by_gpu = m->device_memory_bytes();
+    if (by_gpu.empty())
+      out += fmt::format("kiln_gpu_memory_used_bytes{{model=\"{}\",version=\"{}\"}} 0\n", n, m->version());
+    for (const auto& [gpu, bytes] : by_gpu)
+      out += fmt::format("kiln_gpu_memory_used_bytes{{model=\"{}\",version=\"{}\",gpu=\"{}\"}} {}\n", n,
+                         m->version(), gpu, bytes);
+  }
   // The batch sizes the engine ran: a Prometheus histogram with power-of-two buckets.
   out += "# HELP kiln_inference_batch_size Batch size of each model execution\n"
          "# TYPE kiln_inference_batch_size histogram\n";

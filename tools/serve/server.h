@@ -26,7 +26,12 @@ struct ServerOptions {
   size_t max_queue_size = 4096;          // requests waiting per model; more are refused with 503
   int log_verbose = 0;
   bool strict_model_config = false;      // a config.pbtxt is required (no auto-complete from the engine)
+  // Clients may register shared-memory regions and name them in requests (tritonserver's --allow-client-shm; off by
+  // default, as there: a client that can reach the server can then have it map any shared-memory object it may open).
+  bool allow_client_shm = false;
 };
+
+struct SharedMemoryRegionStatus;  // shared_memory.h
 
 // Triton's statistics extension: per model version, request counts and cumulative durations (ns), and per batch size
 // the engine ran, its executions and their compute durations.
@@ -83,6 +88,19 @@ class Server {
   std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const;
   Outcome LoadModel(const std::string& model);
   Outcome UnloadModel(const std::string& model);
+
+  // Triton's system shared memory extension: regions are shared-memory objects (shm_open keys) a client registers by
+  // name; an input or output that names one (shared_memory_region, _offset, _byte_size) is read from or written to it.
+  // name "" = every region (status, unregister). Register and unregister answer 501 unless allow_client_shm.
+  Outcome RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                     uint64_t byte_size);
+  Outcome UnregisterSystemSharedMemory(const std::string& name);
+  Outcome SystemSharedMemoryStatus(const std::string& name, std::vector<SharedMemoryRegionStatus>* out) const;
+  // Triton's CUDA shared memory extension is not supported: no region is ever registered (status lists none; a name
+  // is 404), unregister has nothing to do, register answers 400.
+  Outcome RegisterCudaSharedMemory(const std::string& name);
+  Outcome UnregisterCudaSharedMemory(const std::string& name);
+  Outcome CudaSharedMemoryStatus(const std::string& name) const;
 
   // Prometheus text exposition of every model's counters, durations and batch sizes, and device memory.
   std::string MetricsText() const;

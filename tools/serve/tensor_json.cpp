@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -104,6 +105,33 @@ std::string Flatten(const json& data, DataType t, std::string* out, int64_t* cou
     std::string err = Flatten(e, t, out, count, limit);
     if (!err.empty()) return err;
   }
+  return "";
+}
+
+// Triton's shared-memory parameters of an input or a requested output (shared_memory_region, shared_memory_offset,
+// shared_memory_byte_size): empty when there are none; a sentence when they are malformed.
+std::string ReadSharedMemory(const json* params, const std::string& who, std::optional<SharedMemoryRef>* out) {
+  if (!params) return "";
+  const bool named = params->contains("shared_memory_region");
+  for (const char* k : {"shared_memory_offset", "shared_memory_byte_size"})
+    if (params->contains(k) && !named)
+      return fmt::format("{}: '{}' can not be specified without 'shared_memory_region'", who, k);
+  if (!named) return "";
+  SharedMemoryRef ref;
+  const json& region = (*params)["shared_memory_region"];
+  if (!region.is_string() || region.get<std::string>().empty())
+    return fmt::format("{}: 'shared_memory_region' must be a region's name (a non-empty string)", who);
+  ref.region = region.get<std::string>();
+  if (!params->contains("shared_memory_byte_size"))
+    return fmt::format("{}: 'shared_memory_byte_size' must be specified along with 'shared_memory_region'", who);
+  for (auto [k, v] : {std::pair<const char*, uint64_t*>{"shared_memory_offset", &ref.offset},
+                      std::pair<const char*, uint64_t*>{"shared_memory_byte_size", &ref.byte_size}}) {
+    if (!params->contains(k)) continue;
+    const json& n = (*params)[k];
+    if (!n.is_number_unsigned()) return fmt::format("{}: '{}' must be an integer >= 0", who, k);
+    *v = n.get<uint64_t>();
+  }
+  *out = std::move(ref);
   return "";
 }
 
@@ -263,7 +291,12 @@ Outcome ParseInferRequest(std::string_view header, std::string_view binary, Infe
     const json* params = in.contains("parameters") ? &in["parameters"] : nullptr;
     if (params && !params->is_object()) return Outcome::BadRequest(fmt::format("{}: \"parameters\" must be an object",
                                                                                who));
-    if (params && params->contains("binary_data_size")) {
+    if (std::string err = ReadSharedMemory(params, who, &t.shm); !err.empty()) return Outcome::BadRequest(err);
+    if (t.shm) {  // the bytes are in the region (the server looks it up)
+      if (in.contains("data") || params->contains("binary_data_size"))
+        return Outcome::BadRequest(fmt::format("{}: set only one of \"data\", 'binary_data_size' in 'parameters' and "
+                                               "'shared_memory_region' in 'parameters'", who));
+    } else if (params && params->contains("binary_data_size")) {
       const json& n = (*params)["binary_data_size"];
       if (!n.is_number_integer() || n.get<int64_t>() < 0)
         return Outcome::BadRequest(fmt::format("{}: binary_data_size must be an integer >= 0", who));
@@ -277,7 +310,8 @@ Outcome ParseInferRequest(std::string_view header, std::string_view binary, Infe
       if (in.contains("data"))
         return Outcome::BadRequest(fmt::format("{} has both \"data\" and binary_data_size", who));
     } else {
-      if (!in.contains("data")) return Outcome::BadRequest(fmt::format("{} needs \"data\" (or binary_data_size)", who));
+      if (!in.contains("data")) return Outcome::BadRequest(fmt::format("{} needs \"data\" (or binary_data_size, or "
+                                                                       "shared_memory_region)", who));
       int64_t count = 0;
       // (no reserve from the shape: a huge shape with little data must not allocate; the count is checked below)
       const std::string err = Flatten(in["data"], t.dtype, &t.bytes, &count, volume);
@@ -296,7 +330,7 @@ Outcome ParseInferRequest(std::string_view header, std::string_view binary, Infe
     for (const json& o : j["outputs"]) {
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
         return Outcome::BadRequest("each requested output needs a \"name\" string");
-      RequestedOutput r{o["name"].get<std::string>(), std::nullopt};
+      RequestedOutput r{o["name"].get<std::string>(), std::nullopt, std::nullopt};
       if (o.contains("parameters")) {
         const json& p = o["parameters"];
         if (!p.is_object()) return Outcome::BadRequest(fmt::format("output '{}': \"parameters\" must be an object",
@@ -308,6 +342,10 @@ Outcome ParseInferRequest(std::string_view header, std::string_view binary, Infe
             return Outcome::BadRequest(fmt::format("output '{}': binary_data must be true or false", r.name));
           r.binary = p["binary_data"].get<bool>();
         }
+        const std::string who = fmt::format("output '{}'", r.name);
+        if (std::string err = ReadSharedMemory(&p, who, &r.shm); !err.empty()) return Outcome::BadRequest(err);
+        if (r.shm && r.binary.value_or(false))
+          return Outcome::BadRequest(fmt::format("{} can't set both 'shared_memory_region' and 'binary_data'", who));
       }
       request->outputs.push_back(std::move(r));
     }
@@ -322,7 +360,11 @@ void WriteInferResponse(const InferResponse& response, std::string* header, std:
   for (size_t i = 0; i < response.outputs.size(); ++i) {
     const TensorData& t = response.outputs[i];
     json o = {{"name", t.name}, {"datatype", V2Datatype(t.dtype)}, {"shape", t.shape}};
-    if (i < response.binary.size() && response.binary[i]) {
+    if (t.shm) {  // written to the shared-memory region the request named: no data here
+      o["parameters"] = {{"shared_memory_region", t.shm->region},
+                         {"shared_memory_offset", t.shm->offset},
+                         {"shared_memory_byte_size", t.shm->byte_size}};
+    } else if (i < response.binary.size() && response.binary[i]) {
       o["parameters"] = {{"binary_data_size", t.bytes.size()}};
       binary->append(t.bytes);
     } else {

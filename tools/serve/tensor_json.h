@@ -11,10 +11,12 @@
 namespace kiln::serve {
 
 // `header` is the JSON request; `binary` the bytes after it (inputs with parameters.binary_data_size take theirs in
-// order). Fills request's id, inputs, requested outputs, binary_data_output and the "timeout" parameter (us).
+// order). Fills request's id, inputs, requested outputs, binary_data_output and the "timeout" parameter (us). Inputs
+// and outputs with Triton's shared-memory parameters get their SharedMemoryRef (the server looks the region up).
 Outcome ParseInferRequest(std::string_view header, std::string_view binary, InferRequest* request);
 
-// The JSON response, and the binary section for the outputs asked for as binary (empty when none).
+// The JSON response, and the binary section for the outputs asked for as binary (empty when none). Outputs written to
+// shared memory carry no data, and their region in "parameters".
 void WriteInferResponse(const InferResponse& response, std::string* header, std::string* binary);
 
 // Half-precision conversions (round to nearest even), for FP16 / BF16 tensors given as JSON numbers.

@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "backends/cuda/attention_common.cuh"
+#include "backends/cuda/per_device.h"
 
 namespace kiln::cuda {
 namespace {
@@ -555,15 +556,14 @@ __global__ void __launch_bounds__(NW * 32, MmaMinBlocks<D, NW, MODE>())
 bool Aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
 
 int SmCount() {
-  static std::atomic<int> counts[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  int c = counts[dev].load(std::memory_order_relaxed);
-  if (c == 0) {
-    if (cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || c <= 0) c = 132;
-    counts[dev].store(c, std::memory_order_relaxed);
-  }
-  return c;
+  static PerDeviceValue counts;
+  return counts.Get([] {
+    int dev = 0, c = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || c <= 0)
+      c = 132;
+    return c;
+  });
 }
 
 template <typename T, int D, int NW, int MODE>
@@ -574,8 +574,11 @@ cudaError_t SetSmem() {
 
 template <typename T, int D, int NW, int MODE>
 cudaError_t LaunchMmaTyped(const AttentionParams& p, int flags, cudaStream_t stream) {
-  static const cudaError_t attr = SetSmem<T, D, NW, MODE>();  // once per process; PrepareAttentionMma per device
-  if (attr != cudaSuccess) return attr;
+  // Once per device (a function attribute is set in the current device's context); PrepareAttentionMma sets every
+  // one when the layer is created, so this only finds it done.
+  static PerDeviceValue attr;
+  const auto e = static_cast<cudaError_t>(attr.Get([] { return static_cast<int>(SetSmem<T, D, NW, MODE>()); }));
+  if (e != cudaSuccess) return e;
   const int64_t row_blocks = (p.sq + NW * 16 - 1) / (NW * 16);
   const int64_t blocks = row_blocks * p.batch;
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "backends/cuda/device.h"
 #include "core/error.h"
 #include "ops/conv_geometry.h"
 
@@ -244,7 +245,9 @@ std::string PlanKey(const ConvGeometry& g, const ConvGraphOptions& o, const std:
 }
 
 // Plans and engine lists already built in this process (finalizing a cuDNN plan costs milliseconds, and a
-// network repeats its convolution shapes; the builder lists, times and then recreates the same ones).
+// network repeats its convolution shapes; the builder lists, times and then recreates the same ones). Keyed by
+// the current device too (DeviceKey): a plan is finalized with that device's cuDNN handle and runs there only, and
+// what heuristics list depends on the GPU.
 std::map<std::string, std::shared_ptr<const ConvPlan>>& PlanCache() {
   static std::map<std::string, std::shared_ptr<const ConvPlan>> cache;
   return cache;
@@ -254,11 +257,16 @@ std::map<std::string, std::vector<std::string>>& EngineListCache() {
   return cache;
 }
 
+Result<std::string> DeviceKey(const std::string& key) {
+  KILN_ASSIGN_OR_RETURN(const int device, CurrentDevice());
+  return fmt::format("dev {}|{}", device, key);
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ListConvEngines(const ConvGeometry& g, const ConvGraphOptions& o, size_t limit) {
   std::lock_guard<std::mutex> lock(dnn::BuildMutex());
-  const std::string key = PlanKey(g, o, fmt::format("list {}", limit));
+  KILN_ASSIGN_OR_RETURN(const std::string key, DeviceKey(PlanKey(g, o, fmt::format("list {}", limit))));
   if (auto it = EngineListCache().find(key); it != EngineListCache().end()) return it->second;
   KILN_ASSIGN_OR_RETURN(cudnnHandle_t handle, dnn::BuildHandle());
   KILN_ASSIGN_OR_RETURN(GraphParts parts, BuildGraph(g, o, handle));
@@ -277,7 +285,8 @@ Result<std::vector<std::string>> ListConvEngines(const ConvGeometry& g, const Co
 Result<std::shared_ptr<const ConvPlan>> BuildConvPlan(const ConvGeometry& g, const ConvGraphOptions& o,
                                                       const std::optional<dnn::EngineChoice>& choice) {
   std::lock_guard<std::mutex> lock(dnn::BuildMutex());
-  const std::string key = PlanKey(g, o, choice ? choice->Name() : std::string("auto"));
+  KILN_ASSIGN_OR_RETURN(const std::string key,
+                        DeviceKey(PlanKey(g, o, choice ? choice->Name() : std::string("auto"))));
   if (auto it = PlanCache().find(key); it != PlanCache().end()) return it->second;
   KILN_ASSIGN_OR_RETURN(cudnnHandle_t handle, dnn::BuildHandle());
   KILN_ASSIGN_OR_RETURN(GraphParts parts, BuildGraph(g, o, handle));

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
+#include "backends/cuda/device.h"
 #include "core/error.h"
 
 namespace kiln::cuda {
@@ -156,19 +159,18 @@ bool LtEpilogueHasBias(LtEpilogue e) {
 }
 
 Result<cublasLtContext*> SharedLtHandle() {
-  struct Shared {
-    cublasLtHandle_t h = nullptr;
-    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  };
-  // Created once (thread-safe static initialization) and deliberately never destroyed: tearing cuBLASLt down
+  // One per device (a handle holds what it read of the device current when it was created, and its heuristics
+  // answer for that GPU), created on first use there and deliberately never destroyed: tearing cuBLASLt down
   // during process exit, after the CUDA runtime, is not safe.
-  static const Shared shared = [] {
-    Shared s;
-    s.status = cublasLtCreate(&s.h);
-    return s;
-  }();
-  if (shared.status != CUBLAS_STATUS_SUCCESS) return LtStatus(shared.status, "cublasLtCreate");
-  return shared.h;
+  static std::mutex mu;
+  static std::map<int, cublasLtHandle_t>* handles = new std::map<int, cublasLtHandle_t>;
+  KILN_ASSIGN_OR_RETURN(const int device, CurrentDevice());
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = handles->find(device); it != handles->end()) return it->second;
+  cublasLtHandle_t h = nullptr;
+  KILN_RETURN_IF_ERROR(LtStatus(cublasLtCreate(&h), "cublasLtCreate"));
+  (*handles)[device] = h;
+  return h;
 }
 
 Result<std::vector<LtAlgo>> LtHeuristicAlgos(cublasLtContext* h, const LtGemmShape& shape, size_t workspace_limit,

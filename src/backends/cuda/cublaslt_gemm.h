@@ -56,7 +56,8 @@ using LtAlgo = std::array<uint64_t, 8>;  // the bytes of a cublasLtMatmulAlgo_t
 constexpr uint32_t kLtMaxTunedAlignment = 16;
 uint32_t LtTunedAlignment(const LtGemmShape& shape);
 
-// The process-wide cuBLASLt handle for host-only queries (heuristics, checks): created once, thread-safe.
+// The cuBLASLt handle of the current device for host-only queries (heuristics, checks): one per device, created on
+// first use there; thread-safe.
 Result<cublasLtContext*> SharedLtHandle();
 
 // Up to max_count algorithms the heuristic proposes for `shape` (best first) within `workspace_limit` bytes of

@@ -70,10 +70,15 @@ class CudaBackendImpl final : public Backend {
                "(--backend=cpu), or run on a machine with an NVIDIA GPU");
   }
 
+  // The calling thread's current device, and how many there are where there are several.
   std::string Description() const override {
-    if (DeviceCount() == 0) return "no CUDA device found";
-    auto info = GetDeviceInfo(0);
-    return info.ok() ? info->ToString() : info.status().message();
+    const int n = DeviceCount();
+    if (n == 0) return "no CUDA device found";
+    auto device = CurrentDevice();
+    if (!device.ok()) return device.status().message();
+    auto info = GetDeviceInfo(*device);
+    if (!info.ok()) return info.status().message();
+    return n == 1 ? info->ToString() : fmt::format("device {} of {}: {}", *device, n, info->ToString());
   }
 
   BackendTraits Traits() const override {
@@ -162,13 +167,15 @@ class CudaBackendImpl final : public Backend {
                                             tr.layers, tr.timed, tr.candidates, tr.seconds, tr.cache_hits)
                                     .c_str());
     if (!path.empty()) KILN_RETURN_IF_ERROR(cache.Save(path));
-    auto info = GetDeviceInfo(0);
-    if (info.ok()) rep.device = info->name;
+    if (auto device = CurrentDevice(); device.ok())  // tactics were timed on the calling thread's current device
+      if (auto info = GetDeviceInfo(*device); info.ok()) rep.device = info->name;
     return tactics;
   }
 
+  // The calling thread's current device: engines are built for it, and loaded onto it.
   Result<DeviceTarget> Target() const override {
-    KILN_ASSIGN_OR_RETURN(DeviceInfo info, GetDeviceInfo(0));
+    KILN_ASSIGN_OR_RETURN(const int device, CurrentDevice());
+    KILN_ASSIGN_OR_RETURN(DeviceInfo info, GetDeviceInfo(device));
     DeviceTarget t;
     t.device_name = info.name;
     t.compute_capability = info.cc_major * 10 + info.cc_minor;

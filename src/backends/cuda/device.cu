@@ -33,7 +33,25 @@ Result<DeviceInfo> GetDeviceInfo(int index) {
   return d;
 }
 
-Status SetDevice(int index) { return KILN_CUDA_STATUS(cudaSetDevice(index)); }
+Result<int> CurrentDevice() {
+  int device = 0;
+  const cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Err(StatusCode::kCudaError, "cudaGetDevice failed: {} (is a CUDA device available?)", cudaGetErrorString(e));
+  }
+  return device;
+}
+
+Status SetDevice(int index) {
+  const int n = DeviceCount();
+  if (index < 0 || index >= n)
+    return Err(StatusCode::kInvalidArgument,
+               "CUDA device {} does not exist: this process sees {} CUDA device{}{} (CUDA_VISIBLE_DEVICES chooses "
+               "which GPUs are visible, and numbers them from 0)",
+               index, n, n == 1 ? "" : "s", n > 1 ? fmt::format(", 0 to {}", n - 1) : std::string());
+  return KILN_CUDA_STATUS(cudaSetDevice(index));
+}
 
 Result<Stream> Stream::Create() {
   Stream s;

@@ -25,6 +25,11 @@ struct DeviceInfo {
 // Number of usable CUDA devices; 0 (not an error) where there is no driver or no device.
 int DeviceCount();
 Result<DeviceInfo> GetDeviceInfo(int index);
+// The calling thread's current device (cudaGetDevice). Every engine, context, buffer and stream the backend creates
+// lives on the device current when it was created; caches of device-bound objects are keyed by it.
+Result<int> CurrentDevice();
+// Makes `index` the calling thread's current device (cudaSetDevice); an error naming the index and the device
+// count where it does not exist.
 Status SetDevice(int index);
 
 // An owned CUDA stream.

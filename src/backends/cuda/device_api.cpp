@@ -7,6 +7,7 @@
 #include "backends/cuda/capture_guard.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
 
 namespace kiln::cuda {
 
@@ -14,6 +15,12 @@ namespace {
 
 class CudaDeviceApiImpl final : public DeviceApi {
  public:
+  int DeviceCount() const override { return cuda::DeviceCount(); }
+
+  Result<int> CurrentDevice() const override { return cuda::CurrentDevice(); }
+
+  Status SetCurrentDevice(int device) const override { return cuda::SetDevice(device); }
+
   Result<void*> Allocate(size_t bytes, Memory kind) const override {
     bytes = std::max<size_t>(bytes, 1);
     void* p = nullptr;
@@ -69,6 +76,24 @@ class CudaDeviceApiImpl final : public DeviceApi {
 
   Status RecordEvent(void* event, void* stream) const override {
     return KILN_CUDA_STATUS(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+  }
+
+  // Portable: pinned for every device's context, not only the current one's.
+  Status RegisterHost(void* p, size_t bytes) const override {
+    NoCaptureScope no_capture;
+    Status st = KILN_CUDA_STATUS(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
+    if (!st.ok()) {
+      cudaGetLastError();
+      return st.WithContext(fmt::format("page-locking {} bytes of host memory at {}", bytes, p));
+    }
+    return st;
+  }
+
+  Status UnregisterHost(void* p) const override {
+    NoCaptureScope no_capture;
+    Status st = KILN_CUDA_STATUS(cudaHostUnregister(p));
+    if (!st.ok()) cudaGetLastError();
+    return st;
   }
 
   Result<float> ElapsedMs(void* start, void* end) const override {

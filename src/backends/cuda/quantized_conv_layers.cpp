@@ -18,6 +18,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/per_device.h"
 #include "backends/cuda/quantized_kernels.h"
 #include "backends/cuda/quantized_layer_util.h"
 #include "core/error.h"
@@ -346,14 +347,14 @@ Result<std::unique_ptr<Layer>> CreateQConv(const LayerSpec& spec, const std::str
 }  // namespace
 
 bool Sm90Device() {
-  static const bool ok = [] {
+  static PerDeviceValue sm90;  // the GPUs of one machine may differ
+  return sm90.Get([] {
     int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
-    return major == 9 && minor == 0;
-  }();
-  return ok;
+    if (cudaGetDevice(&device) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return 0;
+    return major == 9 && minor == 0 ? 1 : 0;
+  }) != 0;
 }
 
 bool ClampOf(const quant_attrs::Params& p, float* lo, float* hi) {

@@ -148,7 +148,7 @@ Operands TensorCoreOperands(const QGemmArgs& a, const void* w, const void* scale
 #endif
 
 LayerFactory QConvFactory();  // quantized_conv_layers.cpp
-// A compute capability 9.0 device: the sm_90a kernels of cutlass/ run there only.
+// The current device has compute capability 9.0: the sm_90a kernels of cutlass/ run there only (asked per device).
 bool Sm90Device();
 // The activation as the clamp the tensor-core epilogues apply (None, Relu, Clip), or false for the others.
 bool ClampOf(const quant_attrs::Params& p, float* lo, float* hi);

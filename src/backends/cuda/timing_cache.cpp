@@ -9,7 +9,8 @@
 namespace kiln::cuda {
 
 Result<std::string> TimingCache::CurrentDeviceKey() {
-  KILN_ASSIGN_OR_RETURN(DeviceInfo d, GetDeviceInfo(0));
+  KILN_ASSIGN_OR_RETURN(const int device, CurrentDevice());  // the device the build times tactics on
+  KILN_ASSIGN_OR_RETURN(DeviceInfo d, GetDeviceInfo(device));
   return fmt::format("{}|sm_{}{}|cuda {}|cublasLt {}|cudnn {}", d.name, d.cc_major, d.cc_minor, d.runtime_version,
                      CublasLtVersion(), CudnnVersion());
 }

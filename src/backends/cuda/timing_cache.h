@@ -18,7 +18,8 @@ using kiln::TimingEntry;
 
 class TimingCache {
  public:
-  // The device and library versions this process runs with ("NVIDIA H100 ...|sm_90|cuda 13000|cublasLt ...|cudnn ...").
+  // The calling thread's current device and the library versions
+  // ("NVIDIA H100 ...|sm_90|cuda 13000|cublasLt ...|cudnn ...").
   static Result<std::string> CurrentDeviceKey();
   // Loads `path` when it exists. Returns a warning (empty when none) when the file was for another device or
   // versions, or unreadable; the cache then starts empty.
