@@ -160,7 +160,7 @@ void HttpFrontEndImpl::Routes() {
   http.Get(R"(/v2/(system|cuda)sharedmemory(/region/([^/]+))?/status)",
            [this](const httplib::Request& req, httplib::Response& res) {
              const std::string region = Group(req, 3);
-             if (Group(req, 1) == "cuda") {
+             if (Group(req, 1) != "system") {  // cudasharedmemory
                Outcome o = server.CudaSharedMemoryStatus(region);
                if (!o.ok()) return ReplyError(res, o);
                return Reply(res, 200, json::array());
@@ -177,7 +177,7 @@ void HttpFrontEndImpl::Routes() {
       R"(/v2/(system|cuda)sharedmemory(/region/([^/]+))?/(register|unregister))",
       [this](const httplib::Request& req, httplib::Response& res) {
         const std::string region = Group(req, 3);
-        const bool cuda = Group(req, 1) == "cuda";
+        const bool cuda = Group(req, 1) != "system";  // cudasharedmemory
         Outcome o;
         if (Group(req, 4) == "unregister") {
           o = cuda ? server.UnregisterCudaSharedMemory(region) : server.UnregisterSystemSharedMemory(region);
