@@ -42,11 +42,15 @@ CFG
   curl -s localhost:8002/metrics > $R/metrics_$1.txt
   kill -TERM $pid; wait $pid; echo "serve exit $?" >> $R/serve_$1.log
 }
-serve_run i2_b8 2 8 8 4
-serve_run i1_b8 1 8 8 4
-serve_run i2_b32 2 32 4 2
-serve_run i2_b1 2 1 12 8
-serve_run i2_b8_shm 2 8 8 4 "--shared-memory system"
-serve_run i2_b32_shm 2 32 4 2 "--shared-memory system"
+# One run per line: tag, instances, request batch, processes, threads, more serve_load.py flags (SERVE_RUNS overrides).
+RUNS=${SERVE_RUNS:-"i2_b8 2 8 8 4
+i1_b8 1 8 8 4
+i2_b32 2 32 4 2
+i2_b1 2 1 12 8
+i2_b8_shm 2 8 8 4 --shared-memory=system
+i2_b32_shm 2 32 4 2 --shared-memory=system"}
+while read -r tag n b p t extra; do
+  [ -n "$tag" ] && serve_run "$tag" "$n" "$b" "$p" "$t" "$extra"
+done <<< "$RUNS"
 cd ..
 tar czf $OUT/serve.tgz -C $OUT serve
