@@ -166,7 +166,11 @@ def run(args, conn, host, port, bodies, refs, region, results):
             continue
         lat.append(time.perf_counter() - t0)
         yf, rf = y.astype(np.float32), refs[k].astype(np.float32)
-        if yf.shape != rf.shape or not np.allclose(yf, rf, rtol=args.rtol, atol=args.rtol, equal_nan=True):
+        bad = yf.shape != rf.shape
+        if not bad:
+            diff = np.nan_to_num(yf - rf) if np.array_equal(np.isnan(yf), np.isnan(rf)) else np.full_like(yf, np.inf)
+            bad = float(np.linalg.norm(diff)) > args.max_rel_l2 * max(float(np.linalg.norm(np.nan_to_num(rf))), 1e-30)
+        if bad:
             mismatches += 1
             if len(results["details"]) < 8 and yf.shape == rf.shape:
                 # Which of this thread's inputs does the answer fit best (another one's: cross-talk)?
@@ -203,7 +207,9 @@ def main():
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--duration", type=float, default=10)
     p.add_argument("--distinct", type=int, default=3, help="distinct inputs per thread")
-    p.add_argument("--rtol", type=float, default=2e-2)
+    p.add_argument("--max-rel-l2", type=float, default=1e-2,
+                   help="an answer further than this (relative L2) from its input's reference is a mismatch; FP16 "
+                        "engines differ by about 4e-4 between batch sizes, another input's answer by about 1")
     p.add_argument("--shared-memory", choices=["none", "system"], default="none",
                    help="system: inputs and outputs in a registered system shared-memory region per thread")
     p.add_argument("--json")
