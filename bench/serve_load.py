@@ -128,7 +128,10 @@ def worker(args, seed, results):
     name, shape, dtype = args.input.split(":")
     shape = [int(d) for d in shape.split("x")]
     rng = np.random.default_rng(seed)
-    inputs = [rng.standard_normal(shape).astype(DTYPES[dtype]) for _ in range(args.distinct)]
+    if np.issubdtype(DTYPES[dtype], np.integer):  # token ids and the like: small non-negative integers
+        inputs = [rng.integers(0, args.int_high, shape).astype(DTYPES[dtype]) for _ in range(args.distinct)]
+    else:
+        inputs = [rng.standard_normal(shape).astype(DTYPES[dtype]) for _ in range(args.distinct)]
     bodies = [body_for(name, dtype, x) for x in inputs]
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
     heads = [infer_head(conn, args.model, b, n) for b, n in bodies]  # each input's own answer, tensors in the body
@@ -207,6 +210,7 @@ def main():
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--duration", type=float, default=10)
     p.add_argument("--distinct", type=int, default=3, help="distinct inputs per thread")
+    p.add_argument("--int-high", type=int, default=1000, help="integer inputs are drawn from [0, this)")
     p.add_argument("--max-rel-l2", type=float, default=1e-2,
                    help="an answer further than this (relative L2) from its input's reference is a mismatch; FP16 "
                         "engines differ by about 4e-4 between batch sizes, another input's answer by about 1")
