@@ -432,7 +432,10 @@ Outcome LoadedModel::Validate(const InferRequest& r, int64_t* batch) const {
           return Outcome::BadRequest(fmt::format("{}: input '{}' is BOOL but element {} is {} (BOOL elements are 0 or 1)",
                                                  who, n, k, static_cast<int>(static_cast<unsigned char>(data[k]))));
     const int64_t volume = NumElements(it->shape);
-    const uint64_t want_bytes = static_cast<uint64_t>(volume) * DataTypeSize(want);
+    uint64_t want_bytes = 0;
+    if (volume < 0 || __builtin_mul_overflow(static_cast<uint64_t>(volume), DataTypeSize(want), &want_bytes))
+      return Outcome::BadRequest(fmt::format("{}: input '{}' has shape {}, too large for {}", who, n,
+                                             ShapeToString(it->shape), V2Datatype(want)));
     if (it->size() != want_bytes)
       return Outcome::BadRequest(fmt::format("{}: input '{}' has {} bytes of data{}; shape {} of {} takes {}", who, n,
                                              it->size(), it->shm ? " in shared memory region '" + it->shm->region + "'"
@@ -614,6 +617,15 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
   };
   auto fail_status = [&](const Status& s) { fail_all(Outcome::FromStatus(s)); };
   ExecutionContext& ctx = *inst->context;
+  // Every way out (errors and exceptions included) waits for the stream: copies queued from page-locked staging or
+  // straight from a request's shared-memory region must land before the next batch reuses the staging or the region
+  // can be unmapped (the batch's holds go when the worker drops it, after this returns).
+  struct DrainStream {
+    const DeviceStream* stream;
+    ~DrainStream() {
+      if (stream) (void)stream->synchronize();
+    }
+  } drain{device_memory_ ? &inst->stream : nullptr};
 
   // Page-locked staging (device backends): the batch's inputs are gathered there, so the copy to the device is one
   // asynchronous DMA, and outputs come back there.
@@ -659,8 +671,9 @@ void LoadedModel::RunBatchUnguarded(Instance* inst, std::vector<std::unique_ptr<
       ParallelCopy(gather);
       if (padded > bytes) std::memset(*buf + bytes, 0, padded - bytes);
       in_ptr[i] = *buf;
-    } else if (batch.size() == 1) {
-      in_ptr[i] = first.data();
+    } else if (batch.size() == 1 &&
+               reinterpret_cast<uintptr_t>(first.data()) % DataTypeSize(engine_->getTensorDataType(inputs_[i])) == 0) {
+      in_ptr[i] = first.data();  // read in place (a shared-memory region at any offset is copied below instead)
     } else {
       std::string& buf = inst->host_inputs[i];
       buf.resize(bytes);

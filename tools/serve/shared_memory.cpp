@@ -179,7 +179,10 @@ Outcome SharedMemoryManager::Resolve(InferRequest* request, std::vector<SharedMe
     const std::string who = fmt::format("input '{}'", t.name);
     char* address = nullptr;
     if (Outcome o = Find(who, *t.shm, &address, &t.hold); !o.ok()) return o;
-    const uint64_t want = static_cast<uint64_t>(t.Volume()) * DataTypeSize(t.dtype);
+    uint64_t want = 0;
+    if (t.Volume() < 0 || __builtin_mul_overflow(static_cast<uint64_t>(t.Volume()), DataTypeSize(t.dtype), &want))
+      return Outcome::BadRequest(fmt::format("{}: shape {} of {} is too large", who, ShapeToString(t.shape),
+                                             V2Datatype(t.dtype)));
     if (t.shm->byte_size != want)
       return Outcome::BadRequest(fmt::format(
           "{}: shared_memory_byte_size {} (region '{}', offset {}) does not match "
