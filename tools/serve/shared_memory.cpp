@@ -214,7 +214,9 @@ Outcome SharedMemoryManager::WriteOutputs(const std::vector<SharedMemoryOutput>&
                       t.name, it->ref.byte_size, it->ref.region, t.bytes.size(), ShapeToString(t.shape)));
     copies.push_back({it->address, t.bytes.data(), t.bytes.size()});
   }
-  ParallelCopy(copies);
+  // One output after another (each split over threads): two outputs may name overlapping bytes, of one region or of
+  // two names for the same object, and ParallelCopy's pieces must not overlap. The later output wins, as in order.
+  for (const CopyPiece& c : copies) ParallelCopy({c});
   for (TensorData& t : response->outputs) {
     auto it =
         std::find_if(outputs.begin(), outputs.end(), [&](const SharedMemoryOutput& o) { return o.name == t.name; });
