@@ -155,6 +155,19 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
 
 }  // namespace
 
+StderrLogger& Logger() {
+  static StderrLogger logger(Severity::kError);
+  return logger;
+}
+
+std::vector<float> RandomVec(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
 ::testing::AssertionResult OneNode::MatchesCpu(double atol, double rtol) {
   return MatchesCpuWithEachTactic({tactic_}, atol, rtol);
 }

@@ -16,8 +16,13 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "kiln/logger.h"
 
 namespace kiln::gputest {
+
+// The tests' logger (errors only) and uniform random floats in [-scale, scale) for building networks.
+StderrLogger& Logger();
+std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.f);
 
 // Uniform random tensor: floats in [lo, hi); integers in [lo, hi] rounded; bool 0/1.
 Tensor Random(DataType dtype, const std::vector<int64_t>& shape, uint32_t seed, double lo = -1.0, double hi = 1.0);

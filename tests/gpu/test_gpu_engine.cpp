@@ -14,24 +14,15 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
+#include "gpu_test_util.h"
 #include "kiln/kiln.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {
 namespace {
 
-StderrLogger& Logger() {
-  static StderrLogger logger(Severity::kError);
-  return logger;
-}
-
-std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
+using gputest::Logger;
+using gputest::RandomVec;
 
 // x[batch, 3, 9, 9] -> Conv(8, 3x3, pad 1) -> Relu -> GlobalAveragePool -> Flatten -> Gemm(8 -> 5) -> Softmax
 std::unique_ptr<NetworkDefinition> MakeNetwork(const Builder& b) {

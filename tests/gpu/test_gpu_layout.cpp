@@ -376,18 +376,8 @@ TEST(GpuLayout, NhwcEpiloguePacks) {
 
 // ---- an engine of a small ResNet-like net ----
 
-StderrLogger& Logger() {
-  static StderrLogger logger(Severity::kError);
-  return logger;
-}
-
-std::vector<float> RandomVec(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
+using gputest::Logger;
+using gputest::RandomVec;
 
 // x[2,3,32,32] -> conv 7x7/2 (16) -> relu -> maxpool 3/2 -> bottleneck (1x1 8, 3x3 8, 1x1 16, + skip, relu)
 // -> bottleneck with a strided projection shortcut (32) -> GAP -> flatten -> gemm (10)

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_test_util.h"
 #include "kiln/kiln.h"
 
 namespace kiln {
@@ -20,18 +21,8 @@ namespace {
 constexpr int64_t kMaxBatch = 8;
 constexpr int64_t kClasses = 5;
 
-StderrLogger& Logger() {
-  static StderrLogger logger(Severity::kError);
-  return logger;
-}
-
-std::vector<float> RandomVec(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
+using gputest::Logger;
+using gputest::RandomVec;
 
 // x[batch, 3, 9, 9] -> Conv(8, 3x3, pad 1) -> Relu -> GlobalAveragePool -> Flatten -> Gemm(8 -> 5)
 // -> h + tanh(h) * h -> Softmax -> y[batch, 5]
