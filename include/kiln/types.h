@@ -33,6 +33,13 @@ enum class DataType : int32_t {
   // tensor of these types is an int8/uint8 array whose values lie in [-8, 7] / [0, 15]).
   kUInt4 = 21,
   kInt4 = 22,
+  // ONNX 1.18+ (opsets 23-25): 4-bit float E2M1 (packed two per byte in ONNX), the scale type E8M0 (an exponent only:
+  // 2^(bits-127), 0xff is NaN), and 2-bit integers (four per byte in ONNX). kiln holds one value per byte, as for
+  // int4: float4e2m1 as its 4-bit code, int2/uint2 as int8/uint8 values in [-2, 1] / [0, 3].
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
+  kUInt2 = 25,
+  kInt2 = 26,
 };
 
 // Bytes per element as kiln holds it (1 for int4/uint4); 0 for types kiln cannot hold (string, undefined).

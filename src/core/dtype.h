@@ -16,6 +16,9 @@ namespace kiln {
 DataType DataTypeFromName(const std::string& name);
 bool IsIntegerType(DataType t);  // signed and unsigned ints (int4/uint4 included)
 bool Is4BitType(DataType t);     // int4, uint4
+bool Is2BitType(DataType t);     // int2, uint2
+// Integer types held one value per byte but packed below a byte in ONNX files (int4, uint4, int2, uint2).
+bool IsSubByteIntegerType(DataType t);
 // The range of an integer type's values (int4: [-8, 7]); {0, 0} for other types.
 std::pair<int64_t, int64_t> IntegerRange(DataType t);
 bool IsSignedType(DataType t);
@@ -44,5 +47,13 @@ inline float BFloat16ToFloat(uint16_t b) {
 uint16_t FloatToBFloat16(float f);  // round to nearest even
 float Float8E4M3ToFloat(uint8_t v);
 uint8_t FloatToFloat8E4M3(float f, bool saturate = true);
+// float4 E2M1 (1 sign, 2 exponent, 1 mantissa bits; no Inf or NaN; largest 6): the 4-bit code in the low bits.
+float Float4E2M1ToFloat(uint8_t code);
+uint8_t FloatToFloat4E2M1(float f);  // round to nearest even, saturating to +-6; NaN becomes +6 (ONNX's cast table)
+// float8 E8M0 (an unsigned power of two, 2^(bits-127); 0xff is NaN).
+float Float8E8M0ToFloat(uint8_t bits);
+// Rounds |f| to a power of two: round_mode "up" (ONNX's default), "down" or "nearest"; saturate clamps to
+// 2^127 / 2^-127 instead of NaN for out-of-range values.
+uint8_t FloatToFloat8E8M0(float f, const std::string& round_mode = "up", bool saturate = true);
 
 }  // namespace kiln

@@ -22,6 +22,8 @@
 
 namespace kiln {
 
+class Graph;
+
 struct Attribute {
   enum class Kind { kUndefined, kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings };
   Kind kind = Kind::kUndefined;
@@ -32,6 +34,9 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  // kGraph: a control-flow body (If's branches, Loop's and Scan's body). Shared by clones of the node; never
+  // written after import (passes that rewrite a body replace the pointer).
+  std::shared_ptr<const Graph> g;
 
   static Attribute Int(int64_t v) { Attribute a; a.kind = Kind::kInt; a.i = v; return a; }
   static Attribute Float(float v) { Attribute a; a.kind = Kind::kFloat; a.f = v; return a; }
@@ -44,6 +49,10 @@ const char* AttributeKindName(Attribute::Kind k);
 
 struct Node;
 
+// What a value holds: a tensor (every value outside control flow), or, in and around Loop/If/Scan bodies, a
+// sequence of tensors or an optional (dtype is then the element type).
+enum class ValueKind : uint8_t { kTensor = 0, kSequence = 1, kOptionalTensor = 2, kOptionalSequence = 3 };
+
 struct Value {
   std::string name;
   DataType dtype = DataType::kUndefined;
@@ -55,6 +64,7 @@ struct Value {
   std::optional<std::vector<Dim>> sym_value;
   bool is_graph_input = false;
   bool is_graph_output = false;
+  ValueKind kind = ValueKind::kTensor;
 
   bool is_const() const { return const_value.has_value(); }
   std::string TypeString() const;  // "float32[batch,3,224,224]"
