@@ -54,6 +54,8 @@ class Reader {
   Result<std::vector<Dim>> ReadDims(const fbs::Vector<fbs::Offset<fb::Dim>>* dims, const std::string& what);
   Result<Value*> Ref(int32_t idx, bool allow_omitted, const std::string& what);
   Status ReadGraph(const fb::Graph& fg, EngineContents& out);
+  // One graph (the engine's, or a control-flow body at `depth` > 0), its nodes' tactics into `tactics` when given.
+  Result<std::unique_ptr<Graph>> ReadGraphBody(const fb::Graph& fg, std::vector<std::string>* tactics, int depth);
   Status ReadPlan(const fb::MemoryPlan& fp, EngineContents& out);
 
   const uint8_t* weights_;
@@ -120,6 +122,14 @@ Result<Value*> Reader::Ref(int32_t idx, bool allow_omitted, const std::string& w
 }
 
 Status Reader::ReadGraph(const fb::Graph& fg, EngineContents& out) {
+  KILN_ASSIGN_OR_RETURN(out.graph, ReadGraphBody(fg, &out.tactics, 0));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Graph>> Reader::ReadGraphBody(const fb::Graph& fg, std::vector<std::string>* tactics_out,
+                                                     int depth) {
+  constexpr int kMaxDepth = 32;
+  if (depth > kMaxDepth) return Bad(fmt::format("control-flow bodies are nested more than {} deep", kMaxDepth));
   auto g = std::make_unique<Graph>();
   g->name = Str(fg.name());
   if (fg.opsets())
@@ -148,6 +158,9 @@ Status Reader::ReadGraph(const fb::Graph& fg, EngineContents& out) {
       v->const_value = std::move(t);
     }
     if ((fv->flags() & 1u) && v->is_const()) return Bad(fmt::format("constant '{}' is marked a graph input", name));
+    if (fv->kind() > static_cast<uint8_t>(ValueKind::kOptionalSequence))
+      return Bad(fmt::format("value '{}' has kind {}", name, fv->kind()));
+    v->kind = static_cast<ValueKind>(fv->kind());
     values_[i] = v;
   }
 
@@ -171,7 +184,7 @@ Status Reader::ReadGraph(const fb::Graph& fg, EngineContents& out) {
 
   const auto* nodes = fg.nodes();
   const size_t nn = nodes ? nodes->size() : 0;
-  out.tactics.clear();
+  std::vector<std::string> tactics;
   bool any_tactic = false;
   for (size_t k = 0; k < nn; ++k) {
     const fb::Node* fn = nodes->Get(static_cast<fbs::uoffset_t>(k));
@@ -212,18 +225,26 @@ Status Reader::ReadGraph(const fb::Graph& fg, EngineContents& out) {
         if (a.kind == Attribute::Kind::kTensor) {
           KILN_ASSIGN_OR_RETURN(a.t, ReadTensor(fa->t(), fmt::format("{} attribute '{}'", where, key)));
         }
+        if (a.kind == Attribute::Kind::kGraph) {  // a control-flow body, with a value table of its own
+          if (!fa->g()) return Bad(fmt::format("{} attribute '{}' has no graph", where, key));
+          auto saved = std::move(values_);
+          auto body = ReadGraphBody(*fa->g(), nullptr, depth + 1);
+          values_ = std::move(saved);
+          if (!body.ok()) return body.status();
+          a.g = std::shared_ptr<const Graph>(std::move(*body));
+        }
         n->attrs.emplace(key, std::move(a));
       }
     }
     std::string tactic = Str(fn->tactic());
     any_tactic = any_tactic || !tactic.empty();
-    out.tactics.push_back(std::move(tactic));
+    tactics.push_back(std::move(tactic));
   }
-  if (!any_tactic) out.tactics.clear();
+  if (!any_tactic) tactics.clear();
+  if (tactics_out) *tactics_out = std::move(tactics);
   Status st = VerifyGraph(*g);
   if (!st.ok()) return Bad(st.message());
-  out.graph = std::move(g);
-  return Status::Ok();
+  return g;
 }
 
 Status Reader::ReadPlan(const fb::MemoryPlan& fp, EngineContents& out) {

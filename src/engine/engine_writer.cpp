@@ -98,7 +98,7 @@ Result<fbs::Offset<fb::Graph>> Writer::AddGraph(const Graph& g, const std::vecto
     if (v->sym_value) sym = AddDims(*v->sym_value);
     const uint32_t flags = (v->is_graph_input ? 1u : 0u) | (v->is_graph_output ? 2u : 0u);
     values.push_back(fb::CreateValue(fbb_, name, static_cast<int32_t>(v->dtype), v->has_shape, shape, flags, data,
-                                     sym));
+                                     sym, static_cast<uint8_t>(v->kind)));
   }
   auto refs = [&](const std::vector<Value*>& vs) {
     std::vector<int32_t> r;
@@ -117,6 +117,19 @@ Result<fbs::Offset<fb::Graph>> Writer::AddGraph(const Graph& g, const std::vecto
       if (a.kind == Attribute::Kind::kTensor) {
         KILN_ASSIGN_OR_RETURN(t, AddTensor(a.t, fmt::format("{}: tensor attribute '{}'", n.Where(), key)));
       }
+      fbs::Offset<fb::Graph> sub;
+      if (a.kind == Attribute::Kind::kGraph) {  // a control-flow body: its own value table, names of its own
+        if (!a.g) return Err(StatusCode::kInternal, "{}: graph attribute '{}' holds no graph", n.Where(), key);
+        auto saved = std::move(vindex_);
+        auto saved_names = std::move(vindex_by_name_);
+        vindex_.clear();
+        vindex_by_name_.clear();
+        auto r = AddGraph(*a.g, {});
+        vindex_ = std::move(saved);
+        vindex_by_name_ = std::move(saved_names);
+        if (!r.ok()) return r.status().WithContext(fmt::format("{}: attribute '{}'", n.Where(), key));
+        sub = *r;
+      }
       auto name = fbb_.CreateString(key);
       auto s = a.kind == Attribute::Kind::kString ? fbb_.CreateString(a.s) : fbs::Offset<fbs::String>();
       auto floats = a.kind == Attribute::Kind::kFloats ? fbb_.CreateVector(a.floats) : fbs::Offset<fbs::Vector<float>>();
@@ -124,7 +137,7 @@ Result<fbs::Offset<fb::Graph>> Writer::AddGraph(const Graph& g, const std::vecto
       auto strings = a.kind == Attribute::Kind::kStrings ? fbb_.CreateVectorOfStrings(a.strings)
                                                          : fbs::Offset<fbs::Vector<fbs::Offset<fbs::String>>>();
       attrs.push_back(fb::CreateAttribute(fbb_, name, static_cast<fb::AttrKind>(a.kind), a.f, a.i, s, floats, ints,
-                                          strings, t));
+                                          strings, t, sub));
     }
     auto attr_vec = fbb_.CreateVector(attrs);
     auto name = fbb_.CreateString(n.name);

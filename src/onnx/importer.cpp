@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <unordered_set>
 
 #include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "onnx.pb.h"
+#include "ops/control_flow.h"
 #include "ops/onnx_schema.h"
 #include "ops/op_def.h"
 #include "onnx/legacy_opsets.h"
@@ -173,6 +175,230 @@ std::string ChangedSinceImplemented(const Node& n) {
   return "";
 }
 
+// What the node readers share while reading a model: where external data lives, the model's name in messages, its
+// default-domain opset and opset imports, and the one list of unsupported nodes (subgraphs' included).
+struct ImportScope {
+  const DataDirs& data_dirs;
+  const std::string& source;
+  int64_t opset;
+  std::map<std::string, int64_t> opsets;
+  std::vector<std::string>* unsupported;
+};
+
+// Deeper nesting is refused: a crafted file must not exhaust the stack.
+constexpr int kMaxSubgraphDepth = 32;
+
+Status ImportNodes(const onnx::GraphProto& gp, Graph* g, ImportScope& scope, int depth);
+
+// A body read from a graph attribute, and the outer-scope names it reads (in order of first use).
+struct Subgraph {
+  std::string attr;
+  std::shared_ptr<Graph> g;
+  std::vector<std::string> captures;
+};
+
+// Reads a control-flow body: its initializers, inputs (their types may be left to inference), nodes and outputs. A name
+// the body reads but neither defines nor takes as an input is a value of an enclosing graph: it is listed in
+// `captures`, and AddCaptures turns it into an input of the body and of its node.
+Status ImportSubgraph(const onnx::GraphProto& gp, Subgraph* sub, ImportScope& scope, int depth,
+                      const std::string& where) {
+  if (depth > kMaxSubgraphDepth)
+    return Err(StatusCode::kInvalidModel, "'{}': {}: subgraphs are nested more than {} deep", scope.source, where,
+               kMaxSubgraphDepth);
+  Graph* g = sub->g.get();
+  g->name = gp.name();
+  g->opsets = scope.opsets;
+  if (gp.sparse_initializer_size() > 0)
+    return Err(StatusCode::kUnsupported, "'{}': {}: sparse initializers are not supported", scope.source, where);
+  for (const auto& init : gp.initializer()) {
+    if (init.name().empty())
+      return Err(StatusCode::kInvalidModel, "'{}': {}: an initializer has no name", scope.source, where);
+    Value* v = g->GetOrAddValue(init.name());
+    if (v->is_const())
+      return Err(StatusCode::kInvalidModel, "'{}': {}: initializer '{}' is listed twice", scope.source, where,
+                 init.name());
+    KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, scope.data_dirs,
+                                                    fmt::format("'{}': {} initializer '{}'", scope.source, where,
+                                                                init.name())));
+    v->dtype = t.dtype();
+    v->shape = FromStatic(t.shape());
+    v->has_shape = true;
+    v->const_value = std::move(t);
+  }
+  for (const auto& in : gp.input()) {
+    Value* v = g->GetOrAddValue(in.name());
+    if (v->is_const()) continue;
+    if (v->is_graph_input)
+      return Err(StatusCode::kInvalidModel, "'{}': {}: input '{}' is listed twice", scope.source, where, in.name());
+    if (in.has_type() && (in.type().has_sequence_type() || in.type().has_optional_type() || in.type().has_map_type()))
+      return Err(StatusCode::kUnsupported, "'{}': {}: input '{}' is a sequence, optional or map; kiln's control flow "
+                 "carries tensors only so far", scope.source, where, in.name());
+    ReadValueType(in, v);  // may leave the type to shape inference (Loop's and Scan's bodies often do)
+    v->is_graph_input = true;
+    g->inputs.push_back(v);
+  }
+  for (const auto& vi : gp.value_info())
+    KILN_RETURN_IF_ERROR(ReadDeclaredType(vi, g->GetOrAddValue(vi.name()), "value_info", scope.source));
+  KILN_RETURN_IF_ERROR(ImportNodes(gp, g, scope, depth));
+  for (const auto& out : gp.output()) {
+    if (out.name().empty())
+      return Err(StatusCode::kInvalidModel, "'{}': {}: an output has no name", scope.source, where);
+    Value* v = g->GetOrAddValue(out.name());  // may be an outer-scope value the body passes through
+    KILN_RETURN_IF_ERROR(ReadDeclaredType(out, v, "subgraph output", scope.source));
+    v->is_graph_output = true;
+    g->outputs.push_back(v);
+  }
+  std::unordered_set<const Value*> produced;
+  for (const auto& n : g->nodes())
+    for (const Value* o : n->outputs)
+      if (o) produced.insert(o);
+  std::unordered_set<std::string> seen;
+  auto consider = [&](const Value* v) {
+    if (!v || v->is_const() || v->is_graph_input || produced.count(v) || !seen.insert(v->name).second) return;
+    sub->captures.push_back(v->name);
+  };
+  for (const auto& n : g->nodes())
+    for (const Value* in : n->inputs) consider(in);
+  for (const Value* o : g->outputs) consider(o);
+  return Status::Ok();
+}
+
+// Makes the outer-scope values a node's bodies read explicit: each body gets one input per name any of them captures
+// (in one order, after its formal inputs; a body that does not read a name gets an unused input), and the node gets
+// the outer values as extra inputs after its ONNX inputs. `captured_inputs` records how many there are. Dataflow over
+// the outer graph (sorting, dead-node removal, memory planning) then sees what the bodies read.
+Status AddCaptures(Graph& g, Node& n, std::vector<Subgraph>& subs) {
+  std::vector<std::string> all;
+  std::unordered_set<std::string> seen;
+  for (const Subgraph& s : subs)
+    for (const std::string& c : s.captures)
+      if (seen.insert(c).second) all.push_back(c);
+  for (Subgraph& s : subs) {
+    const std::unordered_set<std::string> mine(s.captures.begin(), s.captures.end());
+    for (const std::string& name : all) {
+      Value* v = mine.count(name) ? s.g->FindValue(name) : s.g->AddValue("outer_" + name);
+      v->is_graph_input = true;
+      s.g->inputs.push_back(v);
+    }
+    Status st = s.g->TopoSort();
+    if (!st.ok()) return st.WithContext(fmt::format("{} attribute '{}'", n.Where(), s.attr));
+    Attribute attr;
+    attr.kind = Attribute::Kind::kGraph;
+    attr.g = s.g;
+    n.attrs[s.attr] = std::move(attr);
+  }
+  for (const std::string& name : all) n.inputs.push_back(g.GetOrAddValue(name));
+  n.attrs[kCapturedInputsAttr] = Attribute::Int(static_cast<int64_t>(all.size()));
+  return Status::Ok();
+}
+
+// Reads the nodes of `gp` into `g`: Constant nodes become constants, graph attributes (If/Loop/Scan bodies) become
+// subgraphs whose outer-scope reads are made explicit inputs of the node. Unsupported nodes go to the scope's list.
+Status ImportNodes(const onnx::GraphProto& gp, Graph* g, ImportScope& scope, int depth) {
+  int64_t index = 0;
+  for (const auto& np : gp.node()) {
+    const std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
+    ++index;
+    const std::string where = "node '" + name + "' (" + np.op_type() + ")";
+    if (np.op_type().empty()) return Err(StatusCode::kInvalidModel, "'{}': node '{}' has no op type", scope.source, name);
+    // An attribute the op's ONNX schema does not have at this opset makes the model invalid (onnxruntime refuses
+    // it too): it is not silently ignored.
+    if (IsDefaultDomain(np.domain()))
+      if (auto known = OnnxSchemaAttributes(np.op_type(), scope.opset))
+        for (const auto& a : np.attribute())
+          if (std::find(known->begin(), known->end(), a.name()) == known->end())
+            return Err(StatusCode::kInvalidModel,
+                       "'{}': {} has an attribute '{}' that {} does not take at opset {} (its attributes: {}); remove "
+                       "it from the model", scope.source, where, a.name(), np.op_type(), scope.opset,
+                       known->empty() ? std::string("none") : fmt::format("{}", fmt::join(*known, ", ")));
+    if (np.op_type() == "Constant" && IsDefaultDomain(np.domain())) {
+      if (np.output_size() != 1 || np.output(0).empty())
+        return Err(StatusCode::kInvalidModel, "{}: needs exactly one output", where);
+      auto t = ConstantValue(np, scope.data_dirs, where);
+      if (!t.ok()) {
+        if (t.status().code() != StatusCode::kUnsupported) return t.status();
+        scope.unsupported->push_back(fmt::format("{} opset {}: {}", where, scope.opset, t.status().message()));
+        continue;
+      }
+      Value* v = g->GetOrAddValue(np.output(0));
+      if (v->is_const() || v->is_graph_input)
+        return Err(StatusCode::kInvalidModel, "{}: output '{}' has the name of another input or constant", where,
+                   np.output(0));
+      v->dtype = t->dtype();
+      v->shape = FromStatic(t->shape());
+      v->has_shape = true;
+      v->const_value = std::move(*t);
+      continue;
+    }
+    Node* n = g->AddNode(np.op_type(), name);
+    n->domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    n->opset = IsDefaultDomain(np.domain()) ? scope.opset : (g->opsets.count(np.domain()) ? g->opsets[np.domain()] : 1);
+    for (const auto& i : np.input()) n->inputs.push_back(i.empty() ? nullptr : g->GetOrAddValue(i));
+    for (const auto& o : np.output()) n->outputs.push_back(o.empty() ? nullptr : g->GetOrAddValue(o));
+    std::vector<Subgraph> subs;  // the node's graph attributes
+    for (const auto& a : np.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH || (a.type() == onnx::AttributeProto::UNDEFINED && a.has_g())) {
+        subs.push_back(Subgraph{a.name(), std::make_shared<Graph>(), {}});
+        KILN_RETURN_IF_ERROR(
+            ImportSubgraph(a.g(), &subs.back(), scope, depth + 1, where + " attribute '" + a.name() + "'"));
+        continue;
+      }
+      if (a.type() == onnx::AttributeProto::GRAPHS)
+        return Err(StatusCode::kUnsupported, "{}: attribute '{}' is a list of graphs, which no ONNX op kiln knows "
+                   "takes", where, a.name());
+      KILN_ASSIGN_OR_RETURN(Attribute attr, ConvertAttribute(a, scope.data_dirs, where));
+      n->attrs[a.name()] = std::move(attr);
+    }
+    if (!subs.empty()) KILN_RETURN_IF_ERROR(AddCaptures(*g, *n, subs));
+    // Below opset 7, a node is rewritten to its op's opset-7 form (or refused) and looked up there.
+    if (const std::string legacy = onnx_import::RewriteLegacyNode(*n); !legacy.empty()) {
+      scope.unsupported->push_back(fmt::format("{} opset {}: {}", where, n->opset, legacy));
+      continue;
+    }
+    const int64_t lookup_opset = n->domain.empty() && n->opset < 7 ? 7 : n->opset;
+    // ONNX ops and plugin ops by (domain, name, the domain's opset); kiln's internal domain is not for models.
+    const OpDef* def = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, lookup_opset);
+    if (!def) {
+      const OpDef* any = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, 0);
+      if (n->domain == kKilnDomain)
+        scope.unsupported->push_back(fmt::format("{} domain 'kiln': this is kiln's internal op set, which models cannot use",
+                                          where));
+      else if (any)
+        scope.unsupported->push_back(fmt::format("{} opset {}: kiln supports this op from opset {}{}", where, n->opset,
+                                          any->since_version,
+                                          any->until_version < INT64_MAX
+                                              ? fmt::format(" to {}", any->until_version) : std::string()));
+      else if (!n->domain.empty())
+        scope.unsupported->push_back(fmt::format(
+            "{} domain '{}': no plugin defines this op; load one with --dynamicPlugins=lib.so, or write one "
+            "(kiln plugin new {} --domain {})", where, n->domain, n->op_type, n->domain));
+      else
+        scope.unsupported->push_back(fmt::format("{} opset {}: kiln does not implement this op (a plugin can: kiln plugin "
+                                          "new {})", where, scope.opset, n->op_type));
+      continue;
+    }
+    if (const std::string change = ChangedSinceImplemented(*n); !change.empty()) {
+      scope.unsupported->push_back(fmt::format("{} opset {}: {}; kiln implements {} as of opset {}: convert the model to "
+                                        "opset {} with onnx.version_converter", where, n->opset, change, n->op_type,
+                                        kImplementedOpset, kImplementedOpset));
+      continue;
+    }
+    if (def->convert) {
+      ConvertContext ctx{*g, *n, scope.opset};
+      Status st = def->convert(ctx);
+      if (!st.ok()) {
+        if (st.code() != StatusCode::kUnsupported) return st;
+        scope.unsupported->push_back(fmt::format("{} opset {}: {}", where, scope.opset, st.message()));
+        continue;
+      }
+    }
+    // A converter may rewrite the op (Upsample -> Resize): the op it leaves needs a shape function.
+    if (!FindOp(*n))
+      scope.unsupported->push_back(fmt::format("{} opset {}: kiln has no shape inference for {}", where, scope.opset, n->op_type));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std::string& base_dir,
@@ -257,96 +483,8 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
     KILN_RETURN_IF_ERROR(ReadDeclaredType(vi, g->GetOrAddValue(vi.name()), "value_info", source));
 
   std::vector<std::string> unsupported;
-  int64_t index = 0;
-  for (const auto& np : gp.node()) {
-    const std::string name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
-    ++index;
-    const std::string where = "node '" + name + "' (" + np.op_type() + ")";
-    if (np.op_type().empty()) return Err(StatusCode::kInvalidModel, "'{}': node '{}' has no op type", source, name);
-    // An attribute the op's ONNX schema does not have at this opset makes the model invalid (onnxruntime refuses
-    // it too): it is not silently ignored.
-    if (IsDefaultDomain(np.domain()))
-      if (auto known = OnnxSchemaAttributes(np.op_type(), opset))
-        for (const auto& a : np.attribute())
-          if (std::find(known->begin(), known->end(), a.name()) == known->end())
-            return Err(StatusCode::kInvalidModel,
-                       "'{}': {} has an attribute '{}' that {} does not take at opset {} (its attributes: {}); remove "
-                       "it from the model", source, where, a.name(), np.op_type(), opset,
-                       known->empty() ? std::string("none") : fmt::format("{}", fmt::join(*known, ", ")));
-    if (np.op_type() == "Constant" && IsDefaultDomain(np.domain())) {
-      if (np.output_size() != 1 || np.output(0).empty())
-        return Err(StatusCode::kInvalidModel, "{}: needs exactly one output", where);
-      auto t = ConstantValue(np, data_dirs, where);
-      if (!t.ok()) {
-        if (t.status().code() != StatusCode::kUnsupported) return t.status();
-        unsupported.push_back(fmt::format("{} opset {}: {}", where, opset, t.status().message()));
-        continue;
-      }
-      Value* v = g->GetOrAddValue(np.output(0));
-      if (v->is_const() || v->is_graph_input)
-        return Err(StatusCode::kInvalidModel, "{}: output '{}' has the name of another input or constant", where,
-                   np.output(0));
-      v->dtype = t->dtype();
-      v->shape = FromStatic(t->shape());
-      v->has_shape = true;
-      v->const_value = std::move(*t);
-      continue;
-    }
-    Node* n = g->AddNode(np.op_type(), name);
-    n->domain = np.domain() == "ai.onnx" ? "" : np.domain();
-    n->opset = IsDefaultDomain(np.domain()) ? opset : (g->opsets.count(np.domain()) ? g->opsets[np.domain()] : 1);
-    for (const auto& i : np.input()) n->inputs.push_back(i.empty() ? nullptr : g->GetOrAddValue(i));
-    for (const auto& o : np.output()) n->outputs.push_back(o.empty() ? nullptr : g->GetOrAddValue(o));
-    for (const auto& a : np.attribute()) {
-      KILN_ASSIGN_OR_RETURN(Attribute attr, ConvertAttribute(a, data_dirs, where));
-      n->attrs[a.name()] = std::move(attr);
-    }
-    // Below opset 7, a node is rewritten to its op's opset-7 form (or refused) and looked up there.
-    if (const std::string legacy = onnx_import::RewriteLegacyNode(*n); !legacy.empty()) {
-      unsupported.push_back(fmt::format("{} opset {}: {}", where, n->opset, legacy));
-      continue;
-    }
-    const int64_t lookup_opset = n->domain.empty() && n->opset < 7 ? 7 : n->opset;
-    // ONNX ops and plugin ops by (domain, name, the domain's opset); kiln's internal domain is not for models.
-    const OpDef* def = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, lookup_opset);
-    if (!def) {
-      const OpDef* any = n->domain == kKilnDomain ? nullptr : FindOp(n->domain, n->op_type, 0);
-      if (n->domain == kKilnDomain)
-        unsupported.push_back(fmt::format("{} domain 'kiln': this is kiln's internal op set, which models cannot use",
-                                          where));
-      else if (any)
-        unsupported.push_back(fmt::format("{} opset {}: kiln supports this op from opset {}{}", where, n->opset,
-                                          any->since_version,
-                                          any->until_version < INT64_MAX
-                                              ? fmt::format(" to {}", any->until_version) : std::string()));
-      else if (!n->domain.empty())
-        unsupported.push_back(fmt::format(
-            "{} domain '{}': no plugin defines this op; load one with --dynamicPlugins=lib.so, or write one "
-            "(kiln plugin new {} --domain {})", where, n->domain, n->op_type, n->domain));
-      else
-        unsupported.push_back(fmt::format("{} opset {}: kiln does not implement this op (a plugin can: kiln plugin "
-                                          "new {})", where, opset, n->op_type));
-      continue;
-    }
-    if (const std::string change = ChangedSinceImplemented(*n); !change.empty()) {
-      unsupported.push_back(fmt::format("{} opset {}: {}; kiln implements {} as of opset {}: convert the model to "
-                                        "opset {} with onnx.version_converter", where, n->opset, change, n->op_type,
-                                        kImplementedOpset, kImplementedOpset));
-      continue;
-    }
-    if (def->convert) {
-      ConvertContext ctx{*g, *n, opset};
-      Status st = def->convert(ctx);
-      if (!st.ok()) {
-        if (st.code() != StatusCode::kUnsupported) return st;
-        unsupported.push_back(fmt::format("{} opset {}: {}", where, opset, st.message()));
-        continue;
-      }
-    }
-    // A converter may rewrite the op (Upsample -> Resize): the op it leaves needs a shape function.
-    if (!FindOp(*n))
-      unsupported.push_back(fmt::format("{} opset {}: kiln has no shape inference for {}", where, opset, n->op_type));
-  }
+  ImportScope scope{data_dirs, source, opset, g->opsets, &unsupported};
+  KILN_RETURN_IF_ERROR(ImportNodes(gp, g.get(), scope, 0));
   if (!unsupported.empty()) {
     std::string msg = fmt::format("'{}' has {} unsupported node{}:", source, unsupported.size(),
                                   unsupported.size() == 1 ? "" : "s");
@@ -370,6 +508,14 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
   if (!st.ok()) return st.WithContext("'" + source + "'");
   st = InferGraph(*g, opts.infer);
   if (!st.ok()) return st.WithContext("'" + source + "'");
+  // An If whose condition is now a constant becomes the branch it takes; its nodes are then inferred in place.
+  g->RemoveFoldedNodes();
+  auto inlined = InlineConstantIfs(*g);
+  if (!inlined.ok()) return inlined.status().WithContext("'" + source + "'");
+  if (*inlined > 0) {
+    st = InferGraph(*g, opts.infer);
+    if (!st.ok()) return st.WithContext("'" + source + "'");
+  }
   for (const auto& [v, type] : declared)
     if (type != DataType::kUndefined && v->dtype != DataType::kUndefined && v->dtype != type)
       return Err(StatusCode::kInvalidModel, "'{}': graph output '{}' is declared {}, but {} makes it {}", source,

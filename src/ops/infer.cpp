@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/control_flow.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
 
@@ -121,6 +122,7 @@ InferContext ContextFromGraph(const Node& n) {
 Status InferGraph(Graph& g, const InferOptions& opts) {
   for (const auto& node_ptr : g.nodes()) {
     Node& n = *node_ptr;
+    if (HasSubgraphs(n)) KILN_RETURN_IF_ERROR(InferBodies(n, opts));  // If/Loop/Scan: type the bodies first
     InferContext ctx = ContextFromGraph(n);
     KILN_RETURN_IF_ERROR(InferNode(ctx));
 

@@ -41,6 +41,7 @@ struct Options {
   std::string data_dir;
   std::string json_path;
   std::vector<std::string> xfail_paths;
+  std::string scope_path;  // the exclusion list; empty: ops kiln does not implement are out of scope
   std::string filter;
   double min_pass_rate = 0.0;
   bool fail_on_unexpected = false;
@@ -392,6 +393,37 @@ bool LoadExpectedFailures(const std::string& path, std::map<std::string, std::st
   return true;
 }
 
+// Reads the exclusion list: `entry  # reason` lines, where an entry is an op, "domain:Op" or "domain:*". An entry
+// without a reason is an error (each exclusion must say why).
+bool LoadExclusions(const std::string& path, Exclusions* out) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "error: cannot read the scope file %s\n", path.c_str());
+    return false;
+  }
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    const size_t hash = line.find('#');
+    std::string entry = line.substr(0, hash), reason = hash == std::string::npos ? "" : line.substr(hash + 1);
+    auto trim = [](std::string s) {
+      const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+    };
+    entry = trim(entry);
+    if (entry.empty()) continue;
+    if (trim(reason).empty()) {
+      std::fprintf(stderr, "error: %s:%d: '%s' has no reason (write `%s  # why it is out of scope`)\n", path.c_str(),
+                   lineno, entry.c_str(), entry.c_str());
+      return false;
+    }
+    out->entries.insert(entry);
+  }
+  out->loaded = true;
+  return true;
+}
+
 std::string DefaultDataDir() {
   FILE* p = popen("python3 -c \"import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "
                   "'backend', 'test', 'data', 'node'))\" 2>/dev/null", "r");
@@ -406,7 +438,8 @@ std::string DefaultDataDir() {
 
 // Builds the test list: name, per-op row, scope. Expanded tests (test_x_expanded, test_x_expanded_ver18)
 // are filed under "<op of test_x> (expanded)".
-std::vector<TestCase> Discover(const Options& o, const std::map<std::string, std::string>& xfail) {
+std::vector<TestCase> Discover(const Options& o, const std::map<std::string, std::string>& xfail,
+                               const Exclusions& scope) {
   std::vector<TestCase> tests;
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(o.data_dir))
@@ -428,7 +461,7 @@ std::vector<TestCase> Discover(const Options& o, const std::map<std::string, std
         const ScannedModel base = ScanModelFile((d.parent_path() / tc.name.substr(0, ex) / "model.onnx").string());
         tc.op = (base.ok ? MainOp(base) : tc.name.substr(5, ex - 5)) + " (expanded)";
       }
-      const auto bad = OutOfScopeOps(m);
+      const auto bad = OutOfScopeOps(m, scope);
       if (!bad.empty()) {
         tc.skip_reason = "out of scope:";  // "out of scope: If, Loop"
         for (size_t k = 0; k < bad.size(); ++k) tc.skip_reason += (k ? ", " : " ") + bad[k];
@@ -456,6 +489,8 @@ int Main(int argc, char** argv) {
   app.add_option("--data", o.data_dir, "node test directory (default: the onnx Python package's backend/test/data/node)");
   app.add_option("--json", o.json_path, "write the results as JSON to this file")->required();
   app.add_option("--expected-failures", o.xfail_paths, "file or directory of *.txt files: `test_name  # reason` lines (repeatable)");
+  app.add_option("--scope", o.scope_path, "exclusion list (`op  # reason`, `domain:*  # reason`): every other test is in scope, "
+                 "whether or not kiln implements its ops");
   app.add_option("--filter", o.filter, "run only tests whose directory name matches this regex (std::regex_search)");
   app.add_option("--min-pass-rate", o.min_pass_rate, "exit 1 when the in-scope pass rate is below this (0..1)");
   app.add_flag("--fail-on-unexpected", o.fail_on_unexpected,
@@ -486,7 +521,9 @@ int Main(int argc, char** argv) {
   std::map<std::string, std::string> listed_in;  // test -> file, to report duplicates
   for (const auto& p : o.xfail_paths) LoadExpectedFailures(p, &xfail, &listed_in);
 
-  std::vector<TestCase> tests = Discover(o, xfail);
+  Exclusions scope;
+  if (!o.scope_path.empty() && !LoadExclusions(o.scope_path, &scope)) return 2;
+  std::vector<TestCase> tests = Discover(o, xfail, scope);
   std::vector<TestResult> results(tests.size());
   std::vector<size_t> todo;
   for (size_t i = 0; i < tests.size(); ++i) {

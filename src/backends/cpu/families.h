@@ -13,5 +13,6 @@ void RegisterTensorKernels(KernelRegistry& r);       // tensor.cpp (Reshape, Tra
 void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS)
 void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
 void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optimizer creates: fused conv/matmul, pointwise chains, attention)
+void RegisterControlFlowKernels(KernelRegistry& r);  // control_flow.cpp (If, Loop, Scan: bodies run by RunGraph)
 void RegisterQuantizedKernels(KernelRegistry& r);    // quantized.cpp (QConv, QMatMul: int8 layers)
 }  // namespace kiln::cpu
