@@ -67,6 +67,7 @@ const OpRegistry& BuiltinOps() {
     RegisterTensorOps(r);
     RegisterIndexOps(r);
     RegisterResizeOps(r);
+    RegisterRnnOps(r);
     RegisterFusedOps(r);
     RegisterQuantizedOps(r);
     RegisterControlFlowOps(r);

@@ -54,6 +54,9 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"If", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
       {"Loop", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
       {"Scan", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
+      {"RNN", "CPU kernel only so far (cuDNN's RNN API or own kernels to come)"},
+      {"GRU", "CPU kernel only so far (cuDNN's RNN API or own kernels to come)"},
+      {"LSTM", "CPU kernel only so far (cuDNN's RNN API or own kernels to come)"},
   };
   std::vector<std::string> missing;
   for (const OpDef* d : BuiltinOps().All()) {

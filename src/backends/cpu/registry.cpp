@@ -14,6 +14,7 @@ const KernelRegistry& Kernels() {
     RegisterTensorKernels(r);
     RegisterIndexKernels(r);
     RegisterResizeKernels(r);
+    RegisterRnnKernels(r);
     RegisterFusedKernels(r);
     RegisterQuantizedKernels(r);
     RegisterControlFlowKernels(r);
