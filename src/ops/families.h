@@ -10,9 +10,9 @@ void RegisterElementwiseOps(OpRegistry& r);  // elementwise.cpp: unary/binary/co
 void RegisterReduceOps(OpRegistry& r);       // reduce.cpp: Reduce*, ArgMax/Min, Softmax, TopK, CumSum
 void RegisterNormOps(OpRegistry& r);         // norm.cpp: Batch/Instance/Layer/GroupNormalization
 void RegisterLinalgOps(OpRegistry& r);       // linalg.cpp: MatMul, Gemm, Einsum
-void RegisterConvOps(OpRegistry& r);         // conv.cpp: Conv, ConvTranspose, pooling
+void RegisterConvOps(OpRegistry& r);         // conv.cpp: Conv, ConvTranspose, DeformConv, pooling
 void RegisterTensorOps(OpRegistry& r);       // tensor.cpp, tensor_more.cpp: Reshape, Transpose, Concat, Slice, Pad...
-void RegisterIndexOps(OpRegistry& r);        // index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS
+void RegisterIndexOps(OpRegistry& r);        // index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, RoiAlign
 void RegisterResizeOps(OpRegistry& r);       // resize.cpp: Resize, Upsample
 void RegisterFusedOps(OpRegistry& r);        // fused.cpp: ops the optimizer creates (domain "kiln")
 void RegisterQuantizedOps(OpRegistry& r);    // quantized.cpp: QConv, QMatMul (domain "kiln")

@@ -8,9 +8,9 @@ void RegisterElementwiseKernels(KernelRegistry& r);  // elementwise.cpp (+ activ
 void RegisterReduceKernels(KernelRegistry& r);       // reduce.cpp (Reduce*, ArgMax/Min, Softmax, TopK, CumSum)
 void RegisterNormKernels(KernelRegistry& r);         // norm.cpp
 void RegisterLinalgKernels(KernelRegistry& r);       // linalg.cpp (MatMul, Gemm through OpenBLAS; Einsum)
-void RegisterConvKernels(KernelRegistry& r);         // conv.cpp, pool.cpp
+void RegisterConvKernels(KernelRegistry& r);         // conv.cpp, pool.cpp, deform_conv.cpp
 void RegisterTensorKernels(KernelRegistry& r);       // tensor.cpp (Reshape, Transpose, Concat, Slice, Pad...)
-void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS)
+void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS, RoiAlign)
 void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
 void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optimizer creates: fused conv/matmul, pointwise chains, attention)
 void RegisterQuantizedKernels(KernelRegistry& r);    // quantized.cpp (QConv, QMatMul: int8 layers)
