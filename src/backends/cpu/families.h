@@ -14,4 +14,5 @@ void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scat
 void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
 void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optimizer creates: fused conv/matmul, pointwise chains, attention)
 void RegisterQuantizedKernels(KernelRegistry& r);    // quantized.cpp (QConv, QMatMul: int8 layers)
+void RegisterLlmKernels(KernelRegistry& r);          // linear_attention.cpp, causal_conv.cpp (opset 27)
 }  // namespace kiln::cpu
