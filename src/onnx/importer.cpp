@@ -154,10 +154,10 @@ constexpr VersionChange kVersionChanges[] = {
 // AveragePool's count_include_pad no longer counts a window's overhang past the end pads (backends' pool kernels).
 // Mod-28: floored float remainders (fmod = 0). Range-27: float16/bfloat16 with stash_type (the CPU; the cuda layer
 // refuses them with the reason). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
-// CRD mode.
+// CRD mode. CausalConvWithState-27, LinearAttention-27: new operators (ops/llm_ops.cpp; CPU kernels only).
 constexpr std::pair<const char*, int64_t> kImplementedChanges[] = {
     {"AveragePool", 22}, {"BitShift", 28},       {"Cast", 24},             {"CastLike", 24},
-    {"DequantizeLinear", 23},
+    {"CausalConvWithState", 27},                 {"DequantizeLinear", 23}, {"LinearAttention", 27},
     {"MaxPool", 22},     {"Mod", 28},            {"QuantizeLinear", 23},   {"QuantizeLinear", 25},
     {"Range", 27},       {"RMSNormalization", 23}, {"SpaceToDepth", 28},   {"Swish", 24}};
 

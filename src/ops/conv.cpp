@@ -1,5 +1,5 @@
-// Shape functions of the convolution family: Conv, ConvTranspose, MaxPool (with Indices), AveragePool, LpPool,
-// GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
+// Shape functions of the convolution family: Conv, ConvTranspose, DeformConv, MaxPool (with Indices), AveragePool,
+// LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
 #include <cmath>
 #include "core/error.h"
 #include "ops/conv_geometry.h"
@@ -116,6 +116,103 @@ Status ConvLike(InferContext& ctx, bool transpose) {
   return Status::Ok();
 }
 
+// DeformConv: X [N, C, D1..Dn], W [M, C/group, k1..kn], offset [N, offset_group * K * n, O1..On] (K = k1 * ... * kn),
+// optional B [M] and mask [N, offset_group * K, O1..On] -> Y [N, M, O1..On], O the window geometry of Conv (no
+// auto_pad). Where X's spatial size is unknown, offset's gives O.
+Status DeformConvShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
+  for (size_t i = 0; i < 5; ++i) {
+    if (!ctx.has_input(i)) continue;
+    KILN_RETURN_IF_ERROR(CheckFloat(ctx, i, false));
+    if (ctx.in(i).dtype != ctx.in(0).dtype)
+      return Err(StatusCode::kInvalidModel, "{}: input {} has element type {} but X has {}; they must match", n.Where(),
+                 i, DataTypeName(ctx.in(i).dtype), DataTypeName(ctx.in(0).dtype));
+  }
+  const TensorInfo& x = ctx.in(0);
+  const TensorInfo& w = ctx.in(1);
+  const TensorInfo& off = ctx.in(2);
+  const TensorInfo* b = ctx.has_input(3) ? &ctx.in(3) : nullptr;
+  const TensorInfo* mask = ctx.has_input(4) ? &ctx.in(4) : nullptr;
+  KILN_ASSIGN_OR_RETURN(int64_t og, n.attr_int("offset_group", 1));
+  if (og < 1) return Err(StatusCode::kInvalidModel, "{}: offset_group must be >= 1, got {}", n.Where(), og);
+  int64_t rank = -1;
+  for (const TensorInfo* t : {&x, &w, &off, mask}) {
+    if (!t || !t->has_shape) continue;
+    if (t->rank() < 3)
+      return Err(StatusCode::kInvalidModel, "{}: X, W, offset and mask must have rank >= 3, got {}", n.Where(),
+                 ShapeToString(t->shape));
+    if (rank >= 0 && t->rank() != rank)
+      return Err(StatusCode::kInvalidModel, "{}: X, W, offset and mask must have one rank, got {} and {}", n.Where(),
+                 rank, t->rank());
+    rank = t->rank();
+  }
+  if (b && b->has_shape && b->rank() != 1)
+    return Err(StatusCode::kInvalidModel, "{}: bias B must be 1-D [M], got {}", n.Where(), ShapeToString(b->shape));
+  if (rank < 0) {
+    ctx.set_output_rank_unknown(0, x.dtype);
+    return Status::Ok();
+  }
+  const int64_t nsp = rank - 2;
+  auto dim = [](const TensorInfo& t, int64_t i) { return t.has_shape ? t.shape[i] : Dim::Unknown(); };
+  auto differ = [](const Dim& a, const Dim& c) { return a.known() && c.known() && a.value != c.value; };
+  std::vector<int64_t> kw(nsp, -1);
+  for (int64_t i = 0; i < nsp; ++i)
+    if (dim(w, 2 + i).known()) kw[i] = dim(w, 2 + i).value;
+  bool kernel_known = true;
+  for (int64_t k : kw) kernel_known &= k >= 0;
+  // Output dims: [N, M, spatial...]; spatial from the geometry where it is known, else from offset.
+  Shape out(rank, Dim::Unknown());
+  out[0] = dim(x, 0).unknown() ? dim(off, 0) : dim(x, 0);
+  out[1] = dim(w, 0);
+  for (int64_t i = 0; i < nsp; ++i) out[2 + i] = dim(off, 2 + i);
+  if (n.has_attr("kernel_shape") || kernel_known) {
+    KILN_ASSIGN_OR_RETURN(WindowParams p, ReadWindowParams(n, nsp, kw, false));
+    if (p.auto_pad != "NOTSET" || p.ceil_mode)
+      return Err(StatusCode::kInvalidModel, "{}: DeformConv has no auto_pad or ceil_mode", n.Where());
+    const int64_t g = p.group;
+    const Dim cx = dim(x, 1), w0 = dim(w, 0), w1 = dim(w, 1);
+    if (cx.known() && w1.known() && cx.value != w1.value * g)
+      return Err(StatusCode::kInvalidModel, "{}: X has {} channels but W expects {} (W dim 1 = {} times group = {})",
+                 n.Where(), cx.value, w1.value * g, w1.value, g);
+    if (w0.known() && w0.value % g != 0)
+      return Err(StatusCode::kInvalidModel, "{}: {} output channels (W dim 0) are not divisible by group {}", n.Where(),
+                 w0.value, g);
+    if (cx.known() && cx.value % og != 0)
+      return Err(StatusCode::kInvalidModel, "{}: {} input channels are not divisible by offset_group {}", n.Where(),
+                 cx.value, og);
+    int64_t kpoints = 1;
+    for (int64_t k : p.kernel) kpoints *= k;
+    if (differ(dim(off, 1), Dim(og * kpoints * nsp)))
+      return Err(StatusCode::kInvalidModel,
+                 "{}: offset has {} channels, expected offset_group * kernel points * spatial dims = {} * {} * {}",
+                 n.Where(), dim(off, 1).value, og, kpoints, nsp);
+    if (mask && differ(dim(*mask, 1), Dim(og * kpoints)))
+      return Err(StatusCode::kInvalidModel, "{}: mask has {} channels, expected offset_group * kernel points = {} * {}",
+                 n.Where(), dim(*mask, 1).value, og, kpoints);
+    std::vector<Dim> in_sp(nsp, Dim::Unknown());
+    for (int64_t i = 0; i < nsp; ++i) in_sp[i] = dim(x, 2 + i);
+    KILN_ASSIGN_OR_RETURN(auto osp, ForwardOutputDims(n, p, in_sp));
+    for (int64_t i = 0; i < nsp; ++i)
+      if (!osp[i].unknown() && !(osp[i].symbolic() && out[2 + i].known())) out[2 + i] = osp[i];
+  }
+  if (b && b->has_shape && differ(b->shape[0], out[1]))
+    return Err(StatusCode::kInvalidModel, "{}: bias B has {} values but W has {} output channels", n.Where(),
+               b->shape[0].value, out[1].value);
+  // offset and mask cover the output: [N, ..., O1..On].
+  for (const TensorInfo* t : {&off, mask}) {
+    if (!t || !t->has_shape) continue;
+    bool bad = differ(t->shape[0], out[0]);
+    for (int64_t i = 0; i < nsp; ++i) bad |= differ(t->shape[2 + i], out[2 + i]);
+    if (bad)
+      return Err(StatusCode::kInvalidModel,
+                 "{}: {} {} does not cover the output {} (batch and spatial dims must match)", n.Where(),
+                 t == &off ? "offset" : "mask", ShapeToString(t->shape), ShapeToString(out));
+  }
+  ctx.set_output(0, x.dtype, out);
+  return Status::Ok();
+}
+
 Status Pool(InferContext& ctx, bool allow_int8, bool is_max) {
   const Node& n = ctx.node;
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
@@ -208,6 +305,7 @@ Status ConvertLpPool(ConvertContext& c) {
 void RegisterConvOps(OpRegistry& r) {
   r.Onnx("Conv").Shape(ChannelsLast([](InferContext& c) { return ConvLike(c, false); })).Int8Layer();
   r.Onnx("ConvTranspose").Shape([](InferContext& c) { return ConvLike(c, true); });
+  r.Onnx("DeformConv").Since(19).Shape(DeformConvShape);  // 22 adds bfloat16
   r.Onnx("MaxPool").Shape(ChannelsLast([](InferContext& c) { return Pool(c, true, true); }));
   r.Onnx("AveragePool").Shape(ChannelsLast([](InferContext& c) { return Pool(c, false, false); }));
   r.Onnx("LpPool").Convert(ConvertLpPool).Shape([](InferContext& c) { return Pool(c, false, false); });

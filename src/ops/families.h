@@ -10,14 +10,15 @@ void RegisterElementwiseOps(OpRegistry& r);  // elementwise.cpp: unary/binary/co
 void RegisterReduceOps(OpRegistry& r);       // reduce.cpp: Reduce*, ArgMax/Min, Softmax, TopK, CumSum
 void RegisterNormOps(OpRegistry& r);         // norm.cpp: Batch/Instance/Layer/GroupNormalization
 void RegisterLinalgOps(OpRegistry& r);       // linalg.cpp: MatMul, Gemm, Einsum
-void RegisterConvOps(OpRegistry& r);         // conv.cpp: Conv, ConvTranspose, pooling
+void RegisterConvOps(OpRegistry& r);         // conv.cpp: Conv, ConvTranspose, DeformConv, pooling
 void RegisterTensorOps(OpRegistry& r);       // tensor.cpp, tensor_more.cpp: Reshape, Transpose, Concat, Slice, Pad...
-void RegisterIndexOps(OpRegistry& r);        // index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS
+void RegisterIndexOps(OpRegistry& r);        // index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, RoiAlign
 void RegisterResizeOps(OpRegistry& r);       // resize.cpp: Resize, Upsample
 void RegisterRnnOps(OpRegistry& r);          // rnn.cpp: RNN, GRU, LSTM
 void RegisterFusedOps(OpRegistry& r);        // fused.cpp: ops the optimizer creates (domain "kiln")
 void RegisterQuantizedOps(OpRegistry& r);    // quantized.cpp: QConv, QMatMul (domain "kiln")
 void RegisterControlFlowOps(OpRegistry& r);  // control_flow.cpp: If, Loop, Scan
+void RegisterLlmOps(OpRegistry& r);          // llm_ops.cpp: LinearAttention, CausalConvWithState (opset 27)
 
 // Input i is a floating-point tensor; the error names the node.
 Status RequireFloat(const InferContext& ctx, size_t i);

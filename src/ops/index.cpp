@@ -1,6 +1,8 @@
 // Shape inference for the indexing ops: Gather, GatherElements, GatherND, ScatterND, ScatterElements,
-// OneHot, NonZero, NonMaxSuppression. Gather also propagates symbolic contents of small shape tensors
+// OneHot, NonZero, NonMaxSuppression, RoiAlign. Gather also propagates symbolic contents of small shape tensors
 // (Shape -> Gather -> Concat -> Reshape with symbolic dims).
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "core/error.h"
@@ -287,6 +289,73 @@ Status NonMaxSuppressionShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// RoiAlign: X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R] -> Y [R, C, output_height, output_width].
+// rois may keep float32 where X is reduced (a parameter input: box coordinates need the precision).
+Status RoiAlignShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
+  const TensorInfo& x = ctx.in(0);
+  const TensorInfo& rois = ctx.in(1);
+  const TensorInfo& bi = ctx.in(2);
+  auto is_t1 = [](DataType t) {
+    return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+  };
+  if (!is_t1(x.dtype) || !is_t1(rois.dtype))
+    return Err(StatusCode::kInvalidModel, "{}: X and rois must be float16, bfloat16, float32 or float64, got {} and {}",
+               n.Where(), DataTypeName(x.dtype), DataTypeName(rois.dtype));
+  KILN_RETURN_IF_ERROR(CheckIndexType(ctx, 2, "batch_indices"));
+  auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return s;
+  };
+  KILN_ASSIGN_OR_RETURN(std::string mode, n.attr_string("mode", "avg"));
+  if (lower(mode) != "avg" && lower(mode) != "max")
+    return Err(StatusCode::kInvalidModel, "{}: mode must be 'avg' or 'max', got '{}'", n.Where(), mode);
+  // Opset 10 had no coordinate_transformation_mode: it behaved as output_half_pixel (the default became half_pixel
+  // in opset 16).
+  KILN_ASSIGN_OR_RETURN(std::string ctm,
+                        n.attr_string("coordinate_transformation_mode",
+                                      n.opset != 0 && n.opset < 16 ? "output_half_pixel" : "half_pixel"));
+  if (lower(ctm) != "half_pixel" && lower(ctm) != "output_half_pixel")
+    return Err(StatusCode::kInvalidModel,
+               "{}: coordinate_transformation_mode must be 'half_pixel' or 'output_half_pixel', got '{}'", n.Where(),
+               ctm);
+  KILN_ASSIGN_OR_RETURN(int64_t oh, n.attr_int("output_height", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t ow, n.attr_int("output_width", 1));
+  KILN_ASSIGN_OR_RETURN(int64_t sr, n.attr_int("sampling_ratio", 0));
+  KILN_ASSIGN_OR_RETURN(float scale, n.attr_float("spatial_scale", 1.0f));
+  (void)scale;
+  if (oh < 1 || ow < 1)
+    return Err(StatusCode::kInvalidModel, "{}: output_height and output_width must be >= 1, got {} and {}", n.Where(),
+               oh, ow);
+  if (sr < 0)
+    return Err(StatusCode::kInvalidModel, "{}: sampling_ratio must be >= 0 (0: adaptive), got {}", n.Where(), sr);
+  if (x.has_shape && x.rank() != 4)
+    return Err(StatusCode::kInvalidModel, "{}: X must be 4-D [N, C, H, W], got {}", n.Where(), ShapeToString(x.shape));
+  if (rois.has_shape && (rois.rank() != 2 || (rois.shape[1].known() && rois.shape[1].value != 4)))
+    return Err(StatusCode::kInvalidModel, "{}: rois must have shape [num_rois, 4], got {}", n.Where(),
+               ShapeToString(rois.shape));
+  if (bi.has_shape && bi.rank() != 1)
+    return Err(StatusCode::kInvalidModel, "{}: batch_indices must be 1-D [num_rois], got {}", n.Where(),
+               ShapeToString(bi.shape));
+  Dim r = Dim::Unknown();
+  if (rois.has_shape) r = rois.shape[0];
+  if (bi.has_shape) {
+    if (r.known() && bi.shape[0].known() && r.value != bi.shape[0].value)
+      return Err(StatusCode::kInvalidModel, "{}: rois {} and batch_indices {} disagree on the number of rois",
+                 n.Where(), ShapeToString(rois.shape), ShapeToString(bi.shape));
+    if (!r.known() && !bi.shape[0].unknown()) r = bi.shape[0];
+  }
+  if (const Tensor* v = ctx.value(2); v && x.has_shape && x.shape[0].known())
+    for (int64_t i = 0; i < v->numel(); ++i)
+      if (v->GetAsInt(i) < 0 || v->GetAsInt(i) >= x.shape[0].value)
+        return Err(StatusCode::kOutOfRange, "{}: batch_indices[{}] = {} is outside [0, {}) (X's batch)", n.Where(), i,
+                   v->GetAsInt(i), x.shape[0].value);
+  const Dim c = x.has_shape ? x.shape[1] : Dim::Unknown();
+  ctx.set_output(0, x.dtype, {r, c, Dim(oh), Dim(ow)});
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- converters ----
@@ -309,6 +378,8 @@ void RegisterIndexOps(OpRegistry& r) {
   r.Onnx("OneHot").Since(9).Shape(OneHotShape);
   r.Onnx("NonZero").Since(9).Shape(NonZeroShape).KeepsFp32();
   r.Onnx("NonMaxSuppression").Since(10).Shape(NonMaxSuppressionShape).KeepsFp32();
+  // Opset 16 added coordinate_transformation_mode (read by the kernel under the node's opset), 22 bfloat16.
+  r.Onnx("RoiAlign").Since(10).Shape(RoiAlignShape).ParameterInputsFrom(1);
 }
 
 }  // namespace kiln

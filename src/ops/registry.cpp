@@ -71,6 +71,7 @@ const OpRegistry& BuiltinOps() {
     RegisterFusedOps(r);
     RegisterQuantizedOps(r);
     RegisterControlFlowOps(r);
+    RegisterLlmOps(r);
     return r;
   }();
   return reg;

@@ -3,7 +3,8 @@
 //                  Y_g[M/g, out] = W_g[M/g, C/g*K] x col[C/g*K, out]; 1x1/stride-1/no-pad convolutions skip
 //                  im2col; depthwise convolutions (C/g == 1) use a direct loop threaded over channels.
 //  ConvTranspose:  col[M/g*K, in] = W_g^T x X_g (OpenBLAS), then col2im (threaded over output channels).
-// float64 stays double; float16/bfloat16 are computed in float32. Pooling lives in pool.cpp.
+// float64 stays double; float16/bfloat16 are computed in float32. Pooling lives in pool.cpp, DeformConv in
+// deform_conv.cpp.
 #include <algorithm>
 
 #include "backends/cpu/common.h"
@@ -21,7 +22,8 @@ ConvScratchLimits& ConvScratch() {
   return limits;
 }
 
-void RegisterPoolKernels(KernelRegistry& r);  // pool.cpp
+void RegisterPoolKernels(KernelRegistry& r);        // pool.cpp
+void RegisterDeformConvKernels(KernelRegistry& r);  // deform_conv.cpp
 
 namespace {
 
@@ -231,6 +233,7 @@ void RegisterConvKernels(KernelRegistry& r) {
   });
   r.Add("ConvTranspose", [](KernelContext& c) { return ConvKernel(c, true); });
   RegisterPoolKernels(r);
+  RegisterDeformConvKernels(r);
 }
 
 }  // namespace kiln::cpu

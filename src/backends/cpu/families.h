@@ -8,12 +8,13 @@ void RegisterElementwiseKernels(KernelRegistry& r);  // elementwise.cpp (+ activ
 void RegisterReduceKernels(KernelRegistry& r);       // reduce.cpp (Reduce*, ArgMax/Min, Softmax, TopK, CumSum)
 void RegisterNormKernels(KernelRegistry& r);         // norm.cpp
 void RegisterLinalgKernels(KernelRegistry& r);       // linalg.cpp (MatMul, Gemm through OpenBLAS; Einsum)
-void RegisterConvKernels(KernelRegistry& r);         // conv.cpp, pool.cpp
+void RegisterConvKernels(KernelRegistry& r);         // conv.cpp, pool.cpp, deform_conv.cpp
 void RegisterTensorKernels(KernelRegistry& r);       // tensor.cpp (Reshape, Transpose, Concat, Slice, Pad...)
-void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS)
+void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS, RoiAlign)
 void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
 void RegisterRnnKernels(KernelRegistry& r);          // rnn.cpp (RNN, GRU, LSTM)
 void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optimizer creates: fused conv/matmul, pointwise chains, attention)
 void RegisterControlFlowKernels(KernelRegistry& r);  // control_flow.cpp (If, Loop, Scan: bodies run by RunGraph)
 void RegisterQuantizedKernels(KernelRegistry& r);    // quantized.cpp (QConv, QMatMul: int8 layers)
+void RegisterLlmKernels(KernelRegistry& r);          // linear_attention.cpp, causal_conv.cpp (opset 27)
 }  // namespace kiln::cpu

@@ -1,7 +1,7 @@
 // CPU reference kernels for the gather/scatter family: Gather, GatherElements, GatherND, ScatterND,
 // ScatterElements. Gathers move raw bytes (any element type); scatters with a reduction compute in the
 // element's compute type. Every index is checked; an out-of-range index is an error naming the node.
-// OneHot and NonZero live in index_misc.cpp, NonMaxSuppression in nms.cpp.
+// OneHot and NonZero live in index_misc.cpp, NonMaxSuppression in nms.cpp, RoiAlign in roi_align.cpp.
 #include <cstring>
 #include <string>
 
@@ -13,6 +13,7 @@ namespace kiln::cpu {
 
 void RegisterIndexMiscKernels(KernelRegistry& r);  // index_misc.cpp
 void RegisterNmsKernels(KernelRegistry& r);        // nms.cpp
+void RegisterRoiAlignKernels(KernelRegistry& r);   // roi_align.cpp
 
 namespace idx {
 
@@ -326,6 +327,7 @@ void RegisterIndexKernels(KernelRegistry& r) {
   r.Add("ScatterElements", ScatterElements);
   RegisterIndexMiscKernels(r);
   RegisterNmsKernels(r);
+  RegisterRoiAlignKernels(r);
 }
 
 }  // namespace kiln::cpu

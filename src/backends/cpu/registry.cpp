@@ -18,6 +18,7 @@ const KernelRegistry& Kernels() {
     RegisterFusedKernels(r);
     RegisterQuantizedKernels(r);
     RegisterControlFlowKernels(r);
+    RegisterLlmKernels(r);
     return r;
   }();
   return reg;
