@@ -14,6 +14,7 @@ void RegisterConvOps(OpRegistry& r);         // conv.cpp: Conv, ConvTranspose, p
 void RegisterTensorOps(OpRegistry& r);       // tensor.cpp, tensor_more.cpp: Reshape, Transpose, Concat, Slice, Pad...
 void RegisterIndexOps(OpRegistry& r);        // index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS
 void RegisterResizeOps(OpRegistry& r);       // resize.cpp: Resize, Upsample
+void RegisterTransformerOps(OpRegistry& r);  // transformer.cpp: Attention, RotaryEmbedding, SwiGLU (ONNX's, opset 23+)
 void RegisterFusedOps(OpRegistry& r);        // fused.cpp: ops the optimizer creates (domain "kiln")
 void RegisterQuantizedOps(OpRegistry& r);    // quantized.cpp: QConv, QMatMul (domain "kiln")
 

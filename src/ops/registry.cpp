@@ -67,6 +67,7 @@ const OpRegistry& BuiltinOps() {
     RegisterTensorOps(r);
     RegisterIndexOps(r);
     RegisterResizeOps(r);
+    RegisterTransformerOps(r);
     RegisterFusedOps(r);
     RegisterQuantizedOps(r);
     return r;

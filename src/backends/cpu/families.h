@@ -12,6 +12,7 @@ void RegisterConvKernels(KernelRegistry& r);         // conv.cpp, pool.cpp
 void RegisterTensorKernels(KernelRegistry& r);       // tensor.cpp (Reshape, Transpose, Concat, Slice, Pad...)
 void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS)
 void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
+void RegisterTransformerKernels(KernelRegistry& r);  // onnx_attention.cpp, rotary_embedding.cpp (ONNX's, opset 23+)
 void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optimizer creates: fused conv/matmul, pointwise chains, attention)
 void RegisterQuantizedKernels(KernelRegistry& r);    // quantized.cpp (QConv, QMatMul: int8 layers)
 }  // namespace kiln::cpu

@@ -14,6 +14,7 @@ const KernelRegistry& Kernels() {
     RegisterTensorKernels(r);
     RegisterIndexKernels(r);
     RegisterResizeKernels(r);
+    RegisterTransformerKernels(r);
     RegisterFusedKernels(r);
     RegisterQuantizedKernels(r);
     return r;
