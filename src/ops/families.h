@@ -15,6 +15,7 @@ void RegisterTensorOps(OpRegistry& r);       // tensor.cpp, tensor_more.cpp: Res
 void RegisterIndexOps(OpRegistry& r);        // index.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, RoiAlign
 void RegisterResizeOps(OpRegistry& r);       // resize.cpp: Resize, Upsample
 void RegisterRnnOps(OpRegistry& r);          // rnn.cpp: RNN, GRU, LSTM
+void RegisterTransformerOps(OpRegistry& r);  // transformer.cpp: Attention, RotaryEmbedding, SwiGLU (ONNX's, opset 23+)
 void RegisterFusedOps(OpRegistry& r);        // fused.cpp: ops the optimizer creates (domain "kiln")
 void RegisterQuantizedOps(OpRegistry& r);    // quantized.cpp: QConv, QMatMul (domain "kiln")
 void RegisterControlFlowOps(OpRegistry& r);  // control_flow.cpp: If, Loop, Scan

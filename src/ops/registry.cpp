@@ -68,6 +68,7 @@ const OpRegistry& BuiltinOps() {
     RegisterIndexOps(r);
     RegisterResizeOps(r);
     RegisterRnnOps(r);
+    RegisterTransformerOps(r);
     RegisterFusedOps(r);
     RegisterQuantizedOps(r);
     RegisterControlFlowOps(r);

@@ -13,6 +13,7 @@ void RegisterTensorKernels(KernelRegistry& r);       // tensor.cpp (Reshape, Tra
 void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scatter*, OneHot, NonZero, NMS, RoiAlign)
 void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
 void RegisterRnnKernels(KernelRegistry& r);          // rnn.cpp (RNN, GRU, LSTM)
+void RegisterTransformerKernels(KernelRegistry& r);  // onnx_attention.cpp, rotary_embedding.cpp (ONNX's, opset 23+)
 void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optimizer creates: fused conv/matmul, pointwise chains, attention)
 void RegisterControlFlowKernels(KernelRegistry& r);  // control_flow.cpp (If, Loop, Scan: bodies run by RunGraph)
 void RegisterQuantizedKernels(KernelRegistry& r);    // quantized.cpp (QConv, QMatMul: int8 layers)

@@ -15,6 +15,7 @@ const KernelRegistry& Kernels() {
     RegisterIndexKernels(r);
     RegisterResizeKernels(r);
     RegisterRnnKernels(r);
+    RegisterTransformerKernels(r);
     RegisterFusedKernels(r);
     RegisterQuantizedKernels(r);
     RegisterControlFlowKernels(r);
