@@ -16,6 +16,7 @@ void RegisterIndexOps(OpRegistry& r);        // index.cpp: Gather*, Scatter*, On
 void RegisterResizeOps(OpRegistry& r);       // resize.cpp: Resize, Upsample
 void RegisterFusedOps(OpRegistry& r);        // fused.cpp: ops the optimizer creates (domain "kiln")
 void RegisterQuantizedOps(OpRegistry& r);    // quantized.cpp: QConv, QMatMul (domain "kiln")
+void RegisterSignalOps(OpRegistry& r);       // signal.cpp: DFT, STFT, MelWeightMatrix
 
 // Input i is a floating-point tensor; the error names the node.
 Status RequireFloat(const InferContext& ctx, size_t i);

@@ -69,6 +69,7 @@ const OpRegistry& BuiltinOps() {
     RegisterResizeOps(r);
     RegisterFusedOps(r);
     RegisterQuantizedOps(r);
+    RegisterSignalOps(r);
     return r;
   }();
   return reg;

@@ -14,4 +14,5 @@ void RegisterIndexKernels(KernelRegistry& r);        // index.cpp (Gather*, Scat
 void RegisterResizeKernels(KernelRegistry& r);       // resize.cpp
 void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optimizer creates: fused conv/matmul, pointwise chains, attention)
 void RegisterQuantizedKernels(KernelRegistry& r);    // quantized.cpp (QConv, QMatMul: int8 layers)
+void RegisterSignalKernels(KernelRegistry& r);       // signal.cpp (DFT, STFT, MelWeightMatrix)
 }  // namespace kiln::cpu

@@ -16,6 +16,7 @@ const KernelRegistry& Kernels() {
     RegisterResizeKernels(r);
     RegisterFusedKernels(r);
     RegisterQuantizedKernels(r);
+    RegisterSignalKernels(r);
     return r;
   }();
   return reg;
