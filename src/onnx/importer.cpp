@@ -152,12 +152,13 @@ constexpr VersionChange kVersionChanges[] = {
 // AveragePool's count_include_pad no longer counts a window's overhang past the end pads (backends' pool kernels).
 // Mod-28: floored float remainders (fmod = 0). Range-27: float16/bfloat16 with stash_type (the CPU; the cuda layer
 // refuses them with the reason). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
-// CRD mode.
+// CRD mode. BitCast-26, CumProd-26, TensorScatter-24: new operators (CPU kernels).
 constexpr std::pair<const char*, int64_t> kImplementedChanges[] = {
-    {"AveragePool", 22}, {"BitShift", 28},       {"Cast", 24},             {"CastLike", 24},
-    {"DequantizeLinear", 23},
+    {"AveragePool", 22}, {"BitCast", 26},        {"BitShift", 28},         {"Cast", 24},
+    {"CastLike", 24},    {"CumProd", 26},        {"DequantizeLinear", 23},
     {"MaxPool", 22},     {"Mod", 28},            {"QuantizeLinear", 23},   {"QuantizeLinear", 25},
-    {"Range", 27},       {"RMSNormalization", 23}, {"SpaceToDepth", 28},   {"Swish", 24}};
+    {"Range", 27},       {"RMSNormalization", 23}, {"SpaceToDepth", 28},   {"Swish", 24},
+    {"TensorScatter", 24}};
 
 // Why a default-domain node at its opset is not what kiln implements ("Mod-28: its documentation changed ..."), or
 // "": the first version of its op after kImplementedOpset, up to the node's opset, that changes more than types and
