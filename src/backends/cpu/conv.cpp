@@ -21,7 +21,8 @@ ConvScratchLimits& ConvScratch() {
   return limits;
 }
 
-void RegisterPoolKernels(KernelRegistry& r);  // pool.cpp
+void RegisterPoolKernels(KernelRegistry& r);          // pool.cpp
+void RegisterIntegerConvKernels(KernelRegistry& r);  // conv_integer.cpp: ConvInteger, QLinearConv
 
 namespace {
 
@@ -231,6 +232,7 @@ void RegisterConvKernels(KernelRegistry& r) {
   });
   r.Add("ConvTranspose", [](KernelContext& c) { return ConvKernel(c, true); });
   RegisterPoolKernels(r);
+  RegisterIntegerConvKernels(r);
 }
 
 }  // namespace kiln::cpu
