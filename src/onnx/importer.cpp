@@ -156,14 +156,16 @@ constexpr VersionChange kVersionChanges[] = {
 // refuses them with the reason). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
 // CRD mode. CausalConvWithState-27, LinearAttention-27: new operators (ops/llm_ops.cpp; CPU kernels only).
 // Attention-23 (new), -24 (nonpad_kv_seqlen), -25 (left/right_window_size), RotaryEmbedding-23 and
-// SwiGLU-28 (new): ops/transformer.cpp (the CPU kernels; SwiGLU becomes Swish and Mul).
+// SwiGLU-28 (new): ops/transformer.cpp (the CPU kernels; SwiGLU becomes Swish and Mul). BitCast-26, CumProd-26,
+// TensorScatter-24: new operators (CPU kernels).
 constexpr std::pair<const char*, int64_t> kImplementedChanges[] = {
-    {"Attention", 23},   {"Attention", 24},      {"Attention", 25},
-    {"AveragePool", 22}, {"BitShift", 28},       {"Cast", 24},             {"CastLike", 24},
-    {"CausalConvWithState", 27},                 {"DequantizeLinear", 23}, {"LinearAttention", 27},
-    {"MaxPool", 22},     {"Mod", 28},            {"QuantizeLinear", 23},   {"QuantizeLinear", 25},
-    {"Range", 27},       {"RMSNormalization", 23}, {"RotaryEmbedding", 23}, {"SpaceToDepth", 28},
-    {"SwiGLU", 28},      {"Swish", 24}};
+    {"Attention", 23},   {"Attention", 24},      {"Attention", 25},          {"AveragePool", 22},
+    {"BitCast", 26},     {"BitShift", 28},       {"Cast", 24},               {"CastLike", 24},
+    {"CausalConvWithState", 27},                 {"CumProd", 26},            {"DequantizeLinear", 23},
+    {"LinearAttention", 27},                     {"MaxPool", 22},            {"Mod", 28},
+    {"QuantizeLinear", 23},                      {"QuantizeLinear", 25},     {"Range", 27},
+    {"RMSNormalization", 23},                    {"RotaryEmbedding", 23},    {"SpaceToDepth", 28},
+    {"SwiGLU", 28},      {"Swish", 24},          {"TensorScatter", 24}};
 
 // Why a default-domain node at its opset is not what kiln implements ("Mod-28: its documentation changed ..."), or
 // "": the first version of its op after kImplementedOpset, up to the node's opset, that changes more than types and

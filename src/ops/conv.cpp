@@ -1,6 +1,9 @@
 // Shape functions of the convolution family: Conv, ConvTranspose, DeformConv, MaxPool (with Indices), AveragePool,
 // LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
+// Shape functions of the convolution family: Conv, ConvTranspose, ConvInteger, QLinearConv, MaxPool (with Indices),
+// AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
 #include <cmath>
+#include <cstdint>
 #include "core/error.h"
 #include "ops/conv_geometry.h"
 #include "ops/families.h"
@@ -26,23 +29,16 @@ Status CheckRankAtLeast3(const InferContext& ctx, size_t i) {
   return Status::Ok();
 }
 
-// Shared by Conv and ConvTranspose: checks X, W, B and returns the window parameters.
-Status ConvLike(InferContext& ctx, bool transpose) {
+// The output of a convolution (transposed or not) of X (input xi) by W (input wi) with bias input bi (when present),
+// of element type out_type: checks the shapes against each other and the window attributes.
+Status ConvGeometry(InferContext& ctx, bool transpose, size_t xi, size_t wi, size_t bi, DataType out_type) {
   const Node& n = ctx.node;
-  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
-  KILN_RETURN_IF_ERROR(CheckFloat(ctx, 0, false));
-  KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, 0));
-  KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, 1));
-  const TensorInfo& x = ctx.in(0);
-  const TensorInfo& w = ctx.in(1);
-  if (w.dtype != x.dtype)
-    return Err(StatusCode::kInvalidModel, "{}: W has element type {} but X has {}", n.Where(), DataTypeName(w.dtype),
-               DataTypeName(x.dtype));
-  if (ctx.has_input(2) && ctx.in(2).dtype != x.dtype)
-    return Err(StatusCode::kInvalidModel, "{}: B has element type {} but X has {}", n.Where(),
-               DataTypeName(ctx.in(2).dtype), DataTypeName(x.dtype));
+  KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, xi));
+  KILN_RETURN_IF_ERROR(CheckRankAtLeast3(ctx, wi));
+  const TensorInfo& x = ctx.in(xi);
+  const TensorInfo& w = ctx.in(wi);
   if (!x.has_shape && !w.has_shape) {
-    ctx.set_output_rank_unknown(0, x.dtype);
+    ctx.set_output_rank_unknown(0, out_type);
     return Status::Ok();
   }
   const int64_t rank = x.has_shape ? x.rank() : w.rank();
@@ -61,7 +57,7 @@ Status ConvLike(InferContext& ctx, bool transpose) {
     Shape out(rank, Dim::Unknown());
     if (x.has_shape) out[0] = x.shape[0];
     if (w.has_shape) out[1] = transpose ? Dim::Unknown() : w.shape[0];
-    ctx.set_output(0, x.dtype, out);
+    ctx.set_output(0, out_type, out);
     return Status::Ok();
   }
   KILN_ASSIGN_OR_RETURN(WindowParams p, ReadWindowParams(n, nsp, kernel_known ? kw : kdefault, transpose));
@@ -94,8 +90,8 @@ Status ConvLike(InferContext& ctx, bool transpose) {
                  w0.value, g);
     cout = DimMul(w1, Dim(g));
   }
-  if (ctx.has_input(2)) {
-    const TensorInfo& b = ctx.in(2);
+  if (ctx.has_input(bi)) {
+    const TensorInfo& b = ctx.in(bi);
     if (b.has_shape && (b.rank() != 1 || (b.shape[0].known() && cout.known() && b.shape[0].value != cout.value)))
       return Err(StatusCode::kInvalidModel, "{}: bias B must be 1-D of size {}, got {}", n.Where(), cout.ToString(),
                  ShapeToString(b.shape));
@@ -112,7 +108,7 @@ Status ConvLike(InferContext& ctx, bool transpose) {
     KILN_ASSIGN_OR_RETURN(osp, ForwardOutputDims(n, p, in_sp));
   }
   for (int64_t i = 0; i < nsp; ++i) out[2 + i] = osp[i];
-  ctx.set_output(0, x.dtype, out);
+  ctx.set_output(0, out_type, out);
   return Status::Ok();
 }
 
@@ -213,6 +209,78 @@ Status DeformConvShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// Shared by Conv and ConvTranspose: X, W and B of one float type.
+Status ConvLike(InferContext& ctx, bool transpose) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_RETURN_IF_ERROR(CheckFloat(ctx, 0, false));
+  if (w.dtype != x.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: W has element type {} but X has {}", n.Where(), DataTypeName(w.dtype),
+               DataTypeName(x.dtype));
+  if (ctx.has_input(2) && ctx.in(2).dtype != x.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: B has element type {} but X has {}", n.Where(),
+               DataTypeName(ctx.in(2).dtype), DataTypeName(x.dtype));
+  return ConvGeometry(ctx, transpose, 0, 1, 2, x.dtype);
+bool Is8BitInt(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+// Input i is int8 or uint8 (with want: of that type).
+Status Check8Bit(const InferContext& ctx, size_t i, const char* what, DataType want = DataType::kUndefined) {
+  const DataType t = ctx.in(i).dtype;
+  if (!Is8BitInt(t) || (want != DataType::kUndefined && t != want))
+    return Err(StatusCode::kInvalidModel, "{}: {} (input {}) must be {}, got {}", ctx.node.Where(), what, i,
+               want == DataType::kUndefined ? "int8 or uint8" : DataTypeName(want), DataTypeName(t));
+// Input i is a scalar or a one-element tensor (a per-tensor quantization parameter).
+Status CheckPerTensor(const InferContext& ctx, size_t i, const char* what) {
+  const TensorInfo& t = ctx.in(i);
+  if (!t.has_shape) return Status::Ok();
+  const auto ne = NumElements(t.shape);
+  if (t.rank() > 1 || (ne && *ne != 1))
+    return Err(StatusCode::kInvalidModel, "{}: {} (input {}) must be a scalar (per-tensor), got shape {}",
+               ctx.node.Where(), what, i, ShapeToString(t.shape));
+// Input i is a scalar or a 1-D tensor of one value per output channel (W's dim 0).
+Status CheckPerChannel(const InferContext& ctx, size_t i, size_t wi, const char* what) {
+  const TensorInfo& t = ctx.in(i);
+  if (!t.has_shape) return Status::Ok();
+  const Dim m = ctx.in(wi).has_shape && ctx.in(wi).rank() > 0 ? ctx.in(wi).shape[0] : Dim::Unknown();
+  const bool ok = t.rank() == 0 || (t.rank() == 1 && (!t.shape[0].known() || t.shape[0].value == 1 ||
+                                                      !m.known() || t.shape[0].value == m.value));
+  if (!ok)
+    return Err(StatusCode::kInvalidModel,
+               "{}: {} (input {}) must be a scalar or 1-D with one value per output channel ({}), got shape {}",
+               ctx.node.Where(), what, i, m.ToString(), ShapeToString(t.shape));
+// ConvInteger(x, w, x_zero_point?, w_zero_point?): 8-bit operands, an int32 result.
+Status ConvIntegerShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_RETURN_IF_ERROR(Check8Bit(ctx, 0, "x"));
+  KILN_RETURN_IF_ERROR(Check8Bit(ctx, 1, "w"));
+  if (ctx.has_input(2)) {
+    KILN_RETURN_IF_ERROR(Check8Bit(ctx, 2, "x_zero_point", ctx.in(0).dtype));
+    KILN_RETURN_IF_ERROR(CheckPerTensor(ctx, 2, "x_zero_point"));
+  if (ctx.has_input(3)) {
+    KILN_RETURN_IF_ERROR(Check8Bit(ctx, 3, "w_zero_point", ctx.in(1).dtype));
+    KILN_RETURN_IF_ERROR(CheckPerChannel(ctx, 3, 1, "w_zero_point"));
+  return ConvGeometry(ctx, false, 0, 1, SIZE_MAX, DataType::kInt32);
+// QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B?): y of y_zero_point's
+// type; w's scale and zero point per tensor or per output channel, B int32 per output channel.
+Status QLinearConvShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 8));  // all but B
+  KILN_RETURN_IF_ERROR(Check8Bit(ctx, 0, "x"));
+  KILN_RETURN_IF_ERROR(Check8Bit(ctx, 3, "w"));
+  KILN_RETURN_IF_ERROR(Check8Bit(ctx, 2, "x_zero_point", ctx.in(0).dtype));
+  KILN_RETURN_IF_ERROR(Check8Bit(ctx, 5, "w_zero_point", ctx.in(3).dtype));
+  KILN_RETURN_IF_ERROR(Check8Bit(ctx, 7, "y_zero_point"));
+  for (size_t i : {1, 4, 6})
+    if (ctx.in(i).dtype != DataType::kFloat32)
+      return Err(StatusCode::kInvalidModel, "{}: the scales must be float32, input {} is {}", n.Where(), i,
+                 DataTypeName(ctx.in(i).dtype));
+  KILN_RETURN_IF_ERROR(CheckPerTensor(ctx, 1, "x_scale"));
+  KILN_RETURN_IF_ERROR(CheckPerTensor(ctx, 2, "x_zero_point"));
+  KILN_RETURN_IF_ERROR(CheckPerChannel(ctx, 4, 3, "w_scale"));
+  KILN_RETURN_IF_ERROR(CheckPerChannel(ctx, 5, 3, "w_zero_point"));
+  KILN_RETURN_IF_ERROR(CheckPerTensor(ctx, 6, "y_scale"));
+  KILN_RETURN_IF_ERROR(CheckPerTensor(ctx, 7, "y_zero_point"));
+  if (ctx.has_input(8) && ctx.in(8).dtype != DataType::kInt32)
+    return Err(StatusCode::kInvalidModel, "{}: B (input 8) must be int32, got {}", n.Where(),
+               DataTypeName(ctx.in(8).dtype));
+  return ConvGeometry(ctx, false, 0, 3, 8, ctx.in(7).dtype);
 Status Pool(InferContext& ctx, bool allow_int8, bool is_max) {
   const Node& n = ctx.node;
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
@@ -306,6 +374,8 @@ void RegisterConvOps(OpRegistry& r) {
   r.Onnx("Conv").Shape(ChannelsLast([](InferContext& c) { return ConvLike(c, false); })).Int8Layer();
   r.Onnx("ConvTranspose").Shape([](InferContext& c) { return ConvLike(c, true); });
   r.Onnx("DeformConv").Since(19).Shape(DeformConvShape);  // 22 adds bfloat16
+  r.Onnx("ConvInteger").Since(10).Shape(ConvIntegerShape);
+  r.Onnx("QLinearConv").Since(10).Shape(QLinearConvShape);
   r.Onnx("MaxPool").Shape(ChannelsLast([](InferContext& c) { return Pool(c, true, true); }));
   r.Onnx("AveragePool").Shape(ChannelsLast([](InferContext& c) { return Pool(c, false, false); }));
   r.Onnx("LpPool").Convert(ConvertLpPool).Shape([](InferContext& c) { return Pool(c, false, false); });

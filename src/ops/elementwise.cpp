@@ -1,10 +1,12 @@
 // The elementwise family's OpDefs (converters, shape and type functions, traits): unary math and activations, broadcasting binary
-// arithmetic (with Mod and Pow), comparisons and logic, Where, variadic Min/Max/Sum/Mean, Cast/CastLike and Q/DQ.
+// arithmetic (with Mod and Pow), comparisons and logic, Where, variadic Min/Max/Sum/Mean, Cast/CastLike, BitCast and
+// Q/DQ.
 // Add/Sub/Mul/Div/Cast also carry the symbolic contents of small int64 shape tensors (sym_value), so that
 // Shape -> Mul -> Reshape keeps "batch*seq"-style dims through the arithmetic.
 #include <algorithm>
 #include <functional>
 
+#include "core/element_bits.h"
 #include "core/error.h"
 #include "ops/families.h"
 #include "ops/pointwise_op.h"
@@ -289,6 +291,24 @@ Status CastLikeShape(InferContext& ctx) {
   return CastCommon(ctx, ctx.in(1).dtype);
 }
 
+// BitCast-26: the input's bits read as `to`, a type of the same width; the shape is unchanged.
+Status BitCastShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  if (!n.has_attr("to")) return Err(StatusCode::kInvalidModel, "{}: attribute 'to' is required", n.Where());
+  KILN_ASSIGN_OR_RETURN(int64_t code, n.attr_int("to", 0));
+  const DataType to = static_cast<DataType>(code), from = ctx.in(0).dtype;
+  if (!IsSupportedType(to))
+    return Err(StatusCode::kUnsupported, "{}: cannot bitcast to type {} ({})", n.Where(), code, DataTypeName(to));
+  if (from != DataType::kUndefined && !IsSupportedType(from))
+    return Err(StatusCode::kUnsupported, "{}: cannot bitcast from type {}", n.Where(), DataTypeName(from));
+  if (from != DataType::kUndefined && ElementBits(from) != ElementBits(to))
+    return Err(StatusCode::kInvalidModel, "{}: BitCast needs types of the same width: {} has {} bits, {} has {}",
+               n.Where(), DataTypeName(from), ElementBits(from), DataTypeName(to), ElementBits(to));
+  SetSameShape(ctx, 0, to);
+  return Status::Ok();
+}
+
 bool IsFloat8(DataType t) {
   return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
          t == DataType::kFloat8E5M2FNUZ;
@@ -452,6 +472,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
   // types and quantization: never computed in a reduced float type
   r.Onnx("Cast").Shape(CastShape).LayoutNeutral().KeepsFp32();
   r.Onnx("CastLike").Since(15).Shape(CastLikeShape).KeepsFp32();
+  r.Onnx("BitCast").Since(26).Shape(BitCastShape).KeepsFp32();
   r.Onnx("QuantizeLinear").Since(10).Shape(QuantizeShape).KeepsFp32().LayoutNeutralWithScalarParams();
   r.Onnx("DequantizeLinear").Since(10).Shape(DequantizeShape).KeepsFp32().KeepsQuantizedConstant()
       .LayoutNeutralWithScalarParams();

@@ -20,6 +20,7 @@ void RegisterFusedOps(OpRegistry& r);        // fused.cpp: ops the optimizer cre
 void RegisterQuantizedOps(OpRegistry& r);    // quantized.cpp: QConv, QMatMul (domain "kiln")
 void RegisterControlFlowOps(OpRegistry& r);  // control_flow.cpp: If, Loop, Scan
 void RegisterLlmOps(OpRegistry& r);          // llm_ops.cpp: LinearAttention, CausalConvWithState (opset 27)
+void RegisterSignalOps(OpRegistry& r);       // signal.cpp: DFT, STFT, MelWeightMatrix
 
 // Input i is a floating-point tensor; the error names the node.
 Status RequireFloat(const InferContext& ctx, size_t i);

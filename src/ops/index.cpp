@@ -1,5 +1,6 @@
 // Shape inference for the indexing ops: Gather, GatherElements, GatherND, ScatterND, ScatterElements,
 // OneHot, NonZero, NonMaxSuppression, RoiAlign. Gather also propagates symbolic contents of small shape tensors
+// OneHot, NonZero, NonMaxSuppression, TensorScatter. Gather also propagates symbolic contents of small shape tensors
 // (Shape -> Gather -> Concat -> Reshape with symbolic dims).
 #include <algorithm>
 #include <cctype>
@@ -353,6 +354,46 @@ Status RoiAlignShape(InferContext& ctx) {
                    v->GetAsInt(i), x.shape[0].value);
   const Dim c = x.has_shape ? x.shape[1] : Dim::Unknown();
   ctx.set_output(0, x.dtype, {r, c, Dim(oh), Dim(ow)});
+// TensorScatter-24 (a KV-cache update): past_cache with update's rows written at write_indices along `axis` (not 0, the
+// batch); the output is past_cache's type and shape, update differs from it only in the axis dim (not longer).
+Status TensorScatterShape(InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_ASSIGN_OR_RETURN(const std::string mode, n.attr_string("mode", "linear"));
+  if (mode != "linear" && mode != "circular")
+    return Err(StatusCode::kInvalidModel, "{}: mode must be 'linear' or 'circular', got '{}'", n.Where(), mode);
+  KILN_ASSIGN_OR_RETURN(const int64_t axis_attr, n.attr_int("axis", -2));
+  const TensorInfo& past = ctx.in(0);
+  const TensorInfo& update = ctx.in(1);
+  if (update.dtype != past.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: update is {} but past_cache is {}", n.Where(),
+               DataTypeName(update.dtype), DataTypeName(past.dtype));
+  if (ctx.has_input(2) && ctx.in(2).dtype != DataType::kInt64)
+    return Err(StatusCode::kInvalidModel, "{}: write_indices must be int64, got {}", n.Where(),
+               DataTypeName(ctx.in(2).dtype));
+  if (past.has_shape) {
+    const int64_t rank = past.rank();
+    const auto axis = NormalizeAxis(axis_attr, rank);
+    if (!axis || *axis == 0)
+      return Err(StatusCode::kInvalidModel, "{}: axis {} must name a dim of past_cache {} other than 0 (the batch)",
+                 n.Where(), axis_attr, ShapeToString(past.shape));
+    if (update.has_shape) {
+      bool ok = update.rank() == rank;
+      for (int64_t d = 0; ok && d < rank; ++d) {
+        const Dim &p = past.shape[d], &u = update.shape[d];
+        if (p.known() && u.known()) ok = d == *axis ? u.value <= p.value : u.value == p.value;
+      }
+      if (!ok)
+        return Err(StatusCode::kInvalidModel,
+                   "{}: update {} must match past_cache {} in every dim but axis {}, and be no longer there",
+                   n.Where(), ShapeToString(update.shape), ShapeToString(past.shape), *axis);
+    }
+    if (ctx.has_input(2) && ctx.in(2).has_shape) {
+      const TensorInfo& wi = ctx.in(2);
+      if (wi.rank() != 1 || (wi.shape[0].known() && past.shape[0].known() && wi.shape[0].value != past.shape[0].value))
+        return Err(StatusCode::kInvalidModel, "{}: write_indices {} must be 1-D with one index per batch ({})",
+                   n.Where(), ShapeToString(wi.shape), past.shape[0].ToString());
+    }
+  SetOutputLike(ctx, 0, past);
   return Status::Ok();
 }
 
@@ -380,6 +421,7 @@ void RegisterIndexOps(OpRegistry& r) {
   r.Onnx("NonMaxSuppression").Since(10).Shape(NonMaxSuppressionShape).KeepsFp32();
   // Opset 16 added coordinate_transformation_mode (read by the kernel under the node's opset), 22 bfloat16.
   r.Onnx("RoiAlign").Since(10).Shape(RoiAlignShape).ParameterInputsFrom(1);
+  r.Onnx("TensorScatter").Since(24).Shape(TensorScatterShape);
 }
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // Shape functions of the normalization family: BatchNormalization (inference, and training_mode=1 from
-// opset 14), InstanceNormalization, LayerNormalization (optional Mean/InvStdDev), GroupNormalization.
+// opset 14), InstanceNormalization, LayerNormalization (optional Mean/InvStdDev), GroupNormalization,
+// LpNormalization.
 #include "core/error.h"
 #include "ops/families.h"
 #include "ops/quantized_ops.h"
@@ -160,6 +161,21 @@ Status GroupNormShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// LpNormalization (opsets 1 and 22: 22 adds bfloat16): x / ||x||_p along axis (p 1 or 2); output like x.
+Status LpNormShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  KILN_RETURN_IF_ERROR(RequireFloat(ctx, 0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, n.attr_int("axis", -1));
+  KILN_ASSIGN_OR_RETURN(int64_t p, n.attr_int("p", 2));
+  if (p != 1 && p != 2) return Err(StatusCode::kInvalidModel, "{}: p must be 1 or 2, got {}", n.Where(), p);
+  const TensorInfo& x = ctx.in(0);
+  if (x.has_shape && !NormalizeAxis(axis, x.rank()))
+    return Err(StatusCode::kInvalidModel, "{}: axis {} is out of range for rank {}", n.Where(), axis, x.rank());
+  SetOutputLike(ctx, 0, x);
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---- converters ----
@@ -190,6 +206,7 @@ void RegisterNormOps(OpRegistry& r) {
   r.Onnx("LayerNormalization").Since(17).Shape(LayerNormShape);
   r.Onnx("RMSNormalization").Since(23).Shape(LayerNormShape);
   r.Onnx("GroupNormalization").Since(18).Convert(ConvertGroupNorm).Shape(GroupNormShape);
+  r.Onnx("LpNormalization").Shape(LpNormShape);
 }
 
 }  // namespace kiln

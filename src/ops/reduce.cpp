@@ -1,4 +1,4 @@
-// Shape functions of the reduction family: Reduce* (axes as input 1), ArgMax/ArgMin, TopK, CumSum,
+// Shape functions of the reduction family: Reduce* (axes as input 1), ArgMax/ArgMin, TopK, CumSum, CumProd,
 // Softmax/LogSoftmax. Reductions keep the symbolic dims of the axes they do not reduce.
 #include <algorithm>
 
@@ -168,7 +168,7 @@ Status TopKShape(InferContext& ctx) {
   return Status::Ok();
 }
 
-// CumSum: x and a scalar (or one-element) int32/int64 axis; output like x.
+// CumSum, CumProd: x and a scalar (or one-element) int32/int64 axis; output like x.
 Status CumSumShape(InferContext& ctx) {
   const Node& n = ctx.node;
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
@@ -185,7 +185,8 @@ Status CumSumShape(InferContext& ctx) {
     return Err(StatusCode::kInvalidModel, "{}: axis (input 1) must be a scalar, but its shape is {}", n.Where(),
                ShapeToString(a.shape));
   if (x.dtype == DataType::kBool || x.dtype == DataType::kString)
-    return Err(StatusCode::kInvalidModel, "{}: CumSum does not accept {} input", n.Where(), DataTypeName(x.dtype));
+    return Err(StatusCode::kInvalidModel, "{}: {} does not accept {} input", n.Where(), n.op_type,
+               DataTypeName(x.dtype));
   if (x.has_shape && a.value) {
     if (a.value->numel() != 1)
       return Err(StatusCode::kInvalidModel, "{}: axis must hold one element, it holds {}", n.Where(),
@@ -285,6 +286,7 @@ void RegisterReduceOps(OpRegistry& r) {
   r.Onnx("ArgMin").Shape(ArgShape);
   r.Onnx("TopK").Convert(ConvertTopK).Shape(TopKShape);
   r.Onnx("CumSum").Since(11).Shape(CumSumShape);
+  r.Onnx("CumProd").Since(26).Shape(CumSumShape);
   r.Onnx("Softmax").Convert(ConvertSoftmax).Shape(SoftmaxShape);
   r.Onnx("LogSoftmax").Convert(ConvertSoftmax).Shape(SoftmaxShape);
   // Hardmax: 1 at the first largest value along the axis (opset < 13: of the input flattened to 2-D there), else 0.

@@ -73,6 +73,7 @@ const OpRegistry& BuiltinOps() {
     RegisterQuantizedOps(r);
     RegisterControlFlowOps(r);
     RegisterLlmOps(r);
+    RegisterSignalOps(r);
     return r;
   }();
   return reg;

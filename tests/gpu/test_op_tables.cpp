@@ -63,6 +63,15 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"CausalConvWithState", "no CUDA kernel written yet (opset 27; a depthwise causal convolution kernel to write)"},
       {"Attention", "CPU kernel only so far; the CUDA backend's fused attention (kiln.Attention) could run it"},
       {"RotaryEmbedding", "CPU kernel only so far; no CUDA kernel written yet"},
+      {"DFT", "no CUDA kernel written yet (cuFFT could run it)"},
+      {"STFT", "no CUDA kernel written yet (cuFFT could run it)"},
+      {"MelWeightMatrix", "no CUDA kernel written yet (a constant the optimizer folds when its inputs are)"},
+      {"CumProd", "no CUDA kernel written yet (the CumSum scan kernel could run it with a product)"},
+      {"BitCast", "no CUDA kernel written yet (a copy of the bytes)"},
+      {"LpNormalization", "no CUDA kernel written yet"},
+      {"TensorScatter", "no CUDA kernel written yet"},
+      {"ConvInteger", "no CUDA kernel written yet (QConv's INT8 convolution could run it)"},
+      {"QLinearConv", "no CUDA kernel written yet (QConv's INT8 convolution could run it)"},
   };
   std::vector<std::string> missing;
   for (const OpDef* d : BuiltinOps().All()) {

@@ -24,6 +24,8 @@ ConvScratchLimits& ConvScratch() {
 
 void RegisterPoolKernels(KernelRegistry& r);        // pool.cpp
 void RegisterDeformConvKernels(KernelRegistry& r);  // deform_conv.cpp
+void RegisterPoolKernels(KernelRegistry& r);          // pool.cpp
+void RegisterIntegerConvKernels(KernelRegistry& r);  // conv_integer.cpp: ConvInteger, QLinearConv
 
 namespace {
 
@@ -234,6 +236,7 @@ void RegisterConvKernels(KernelRegistry& r) {
   r.Add("ConvTranspose", [](KernelContext& c) { return ConvKernel(c, true); });
   RegisterPoolKernels(r);
   RegisterDeformConvKernels(r);
+  RegisterIntegerConvKernels(r);
 }
 
 }  // namespace kiln::cpu

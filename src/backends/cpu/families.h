@@ -18,4 +18,5 @@ void RegisterFusedKernels(KernelRegistry& r);        // fused.cpp (ops the optim
 void RegisterControlFlowKernels(KernelRegistry& r);  // control_flow.cpp (If, Loop, Scan: bodies run by RunGraph)
 void RegisterQuantizedKernels(KernelRegistry& r);    // quantized.cpp (QConv, QMatMul: int8 layers)
 void RegisterLlmKernels(KernelRegistry& r);          // linear_attention.cpp, causal_conv.cpp (opset 27)
+void RegisterSignalKernels(KernelRegistry& r);       // signal.cpp (DFT, STFT, MelWeightMatrix)
 }  // namespace kiln::cpu

@@ -1,7 +1,8 @@
 // CPU kernels of the normalizations: BatchNormalization (inference; training_mode=1 computes batch
 // statistics and the running-mean/var outputs), InstanceNormalization, LayerNormalization (with optional
 // Mean/InvStdDev outputs, and kiln's per-tensor quantized Y as output 3), GroupNormalization (scale/bias per channel, or per group with
-// kiln_scale_per_group = 1). Statistics accumulate in double; work is split over planes/rows.
+// kiln_scale_per_group = 1), LpNormalization (p = 1 or 2). Statistics accumulate in double; work is split over
+// planes/rows.
 #include <cmath>
 
 #include "backends/cpu/families.h"
@@ -254,6 +255,40 @@ Status GroupNormKernel(KernelContext& ctx) {
   });
 }
 
+// LpNormalization: y = x / ||x||_p along axis (p = 1: the sum of |x|; p = 2: the root of the sum of squares), in
+// double; a zero norm gives zeros.
+Status LpNormKernel(KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const Tensor& x = ctx.in(0);
+  const int64_t axis = n.geti("axis", -1), p = n.geti("p", 2);
+  if (p != 1 && p != 2) return Err(StatusCode::kInvalidArgument, "{}: p must be 1 or 2, got {}", n.Where(), p);
+  const auto na = NormalizeAxis(axis, x.rank());
+  if (!na)
+    return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for {}", n.Where(), axis, x.Describe());
+  Tensor& y = EnsureOutput(ctx, 0, x.dtype(), x.shape());
+  if (x.numel() == 0) return Status::Ok();
+  const AxisSplit s = SplitAt(x.shape(), *na);
+  return DispatchFloat(x.dtype(), n, [&]<typename T>() {
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    ParallelFor(s.outer * s.inner, [&](int64_t b, int64_t e) {
+      for (int64_t line = b; line < e; ++line) {
+        const int64_t base = (line / s.inner) * s.n * s.inner + line % s.inner;
+        double norm = 0;
+        for (int64_t k = 0; k < s.n; ++k) {
+          const double v = static_cast<double>(Load(xp, base + k * s.inner));
+          norm += p == 1 ? std::fabs(v) : v * v;
+        }
+        if (p == 2) norm = std::sqrt(norm);
+        for (int64_t k = 0; k < s.n; ++k) {
+          const int64_t i = base + k * s.inner;
+          Store(yp, i, static_cast<ComputeT<T>>(norm == 0 ? 0.0 : static_cast<double>(Load(xp, i)) / norm));
+        }
+      }
+    }, GrainFor(s.n));
+  });
+}
+
 }  // namespace
 
 void RegisterNormKernels(KernelRegistry& r) {
@@ -262,6 +297,7 @@ void RegisterNormKernels(KernelRegistry& r) {
   r.Add("LayerNormalization", LayerNormKernel);
   r.Add("RMSNormalization", LayerNormKernel);
   r.Add("GroupNormalization", GroupNormKernel);
+  r.Add("LpNormalization", LpNormKernel);
 }
 
 }  // namespace kiln::cpu

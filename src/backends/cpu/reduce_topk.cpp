@@ -1,5 +1,5 @@
 // CPU kernels of TopK (K as input 1; largest, sorted; Values and int64 Indices; equal values keep the lower
-// index first; NaN counts as the largest value) and CumSum (axis input; exclusive, reverse).
+// index first; NaN counts as the largest value), CumSum and CumProd (axis input; exclusive, reverse).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -79,30 +79,30 @@ Status TopKKernel(KernelContext& ctx) {
   });
 }
 
-template <typename T>
-void CumSumLoop(const T* x, T* y, const AxisSplit& s, bool exclusive, bool reverse) {
+// CumSum (kProduct false) or CumProd along s.n. Sums accumulate in double (floats) or 64-bit integers; products in
+// double (floats) or uint64_t (integers: wrapping, so the stored low bits are those of the type's own product).
+template <bool kProduct, typename T>
+void CumulativeLoop(const T* x, T* y, const AxisSplit& s, bool exclusive, bool reverse) {
   using C = ComputeT<T>;
-  using Acc = std::conditional_t<std::is_floating_point_v<C>, double,
-                                 std::conditional_t<std::is_signed_v<C>, int64_t, uint64_t>>;
+  using IntAcc = std::conditional_t<kProduct || !std::is_signed_v<C>, uint64_t, int64_t>;
+  using Acc = std::conditional_t<std::is_floating_point_v<C>, double, IntAcc>;
+  const Acc init = kProduct ? Acc(1) : Acc(0);
   ParallelFor(
       s.outer,
       [&](int64_t b, int64_t e) {
         std::vector<Acc> acc(s.inner);
         for (int64_t o = b; o < e; ++o) {
-          std::fill(acc.begin(), acc.end(), Acc(0));
+          std::fill(acc.begin(), acc.end(), init);
           const int64_t base = o * s.n * s.inner;
           for (int64_t step = 0; step < s.n; ++step) {
             const int64_t r = reverse ? s.n - 1 - step : step;
             const int64_t off = base + r * s.inner;
             for (int64_t i = 0; i < s.inner; ++i) {
               const Acc v = static_cast<Acc>(Load(x, off + i));
-              if (exclusive) {
-                Store(y, off + i, static_cast<C>(acc[i]));
-                acc[i] += v;
-              } else {
-                acc[i] += v;
-                Store(y, off + i, static_cast<C>(acc[i]));
-              }
+              if (exclusive) Store(y, off + i, static_cast<C>(acc[i]));
+              if constexpr (kProduct) acc[i] *= v;
+              else acc[i] += v;
+              if (!exclusive) Store(y, off + i, static_cast<C>(acc[i]));
             }
           }
         }
@@ -110,7 +110,9 @@ void CumSumLoop(const T* x, T* y, const AxisSplit& s, bool exclusive, bool rever
       GrainFor(s.n * s.inner));
 }
 
-Status CumSumKernel(KernelContext& ctx) {
+// CumSum and CumProd (kProduct): x and a one-element axis input; exclusive, reverse.
+template <bool kProduct>
+Status CumulativeKernel(KernelContext& ctx) {
   const Node& n = ctx.node;
   const Tensor& x = ctx.in(0);
   const Tensor* at = ctx.input(1);
@@ -118,17 +120,19 @@ Status CumSumKernel(KernelContext& ctx) {
     return Err(StatusCode::kInvalidArgument, "{}: axis (input 1) must hold exactly one value", n.Where());
   const int64_t axis = at->GetAsInt(0);
   if (x.rank() == 0)
-    return Err(StatusCode::kInvalidArgument, "{}: CumSum needs an input of rank >= 1", n.Where());
+    return Err(StatusCode::kInvalidArgument, "{}: {} needs an input of rank >= 1", n.Where(), n.op_type);
   auto na = NormalizeAxis(axis, x.rank());
-  if (!na) return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for rank {}", n.Where(), axis, x.rank());
+  if (!na)
+    return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for rank {}", n.Where(), axis, x.rank());
   Tensor& y = EnsureOutput(ctx, 0, x.dtype(), x.shape());
   if (x.numel() == 0) return Status::Ok();
   const bool exclusive = n.geti("exclusive", 0) != 0, reverse = n.geti("reverse", 0) != 0;
   if (x.dtype() == DataType::kBool)
-    return Err(StatusCode::kUnsupported, "{}: CumSum does not accept bool input", n.Where());
+    return Err(StatusCode::kUnsupported, "{}: {} does not accept bool input", n.Where(), n.op_type);
   const AxisSplit s = SplitAt(x.shape(), *na);
   return DispatchAll(x.dtype(), n, [&]<typename T>() {
-    if constexpr (!std::is_same_v<T, bool>) CumSumLoop(x.data<T>(), y.data<T>(), s, exclusive, reverse);
+    if constexpr (!std::is_same_v<T, bool>)
+      CumulativeLoop<kProduct>(x.data<T>(), y.data<T>(), s, exclusive, reverse);
   });
 }
 
@@ -136,7 +140,8 @@ Status CumSumKernel(KernelContext& ctx) {
 
 void RegisterTopKKernels(KernelRegistry& r) {
   r.Add("TopK", TopKKernel);
-  r.Add("CumSum", CumSumKernel);
+  r.Add("CumSum", CumulativeKernel<false>);
+  r.Add("CumProd", CumulativeKernel<true>);
 }
 
 }  // namespace kiln::cpu

@@ -20,6 +20,7 @@ const KernelRegistry& Kernels() {
     RegisterQuantizedKernels(r);
     RegisterControlFlowKernels(r);
     RegisterLlmKernels(r);
+    RegisterSignalKernels(r);
     return r;
   }();
   return reg;

@@ -198,10 +198,12 @@ Status ConstantOfShapeKernel(KernelContext& c) {
 void RegisterGeneratorKernels(KernelRegistry& r);     // generators.cpp: Shrink, EyeLike, the window ops
 void RegisterTensorMoreOpKernels(KernelRegistry& r);  // tensor_more_ops.cpp: ReverseSequence, Compress, LRN, MVN,
                                                       // DynamicQuantizeLinear
+void RegisterBitCastScatterKernels(KernelRegistry& r);  // bitcast_scatter.cpp: BitCast, TensorScatter
 
 void RegisterTensorMiscKernels(KernelRegistry& r) {
   RegisterGeneratorKernels(r);
   RegisterTensorMoreOpKernels(r);
+  RegisterBitCastScatterKernels(r);
   r.Add("Pad", PadKernel);
   r.Add("Trilu", TriluKernel);
   r.Add("Range", RangeKernel);
