@@ -39,11 +39,14 @@ _TO_NUMPY = {
     DataType.INT64: np.int64,
     DataType.UINT64: np.uint64,
     DataType.BOOL: np.bool_,
-    # kiln holds one 4-bit value per byte (sign-extended for int4): int8 / uint8 arrays.
+    # kiln holds one 4-bit (2-bit) value per byte, sign-extended for int4 (int2): int8 / uint8 arrays.
     DataType.INT4: np.int8,
     DataType.UINT4: np.uint8,
+    DataType.INT2: np.int8,
+    DataType.UINT2: np.uint8,
 }
-_FROM_NUMPY = {np.dtype(v): k for k, v in _TO_NUMPY.items() if k not in (DataType.INT4, DataType.UINT4)}
+_FROM_NUMPY = {np.dtype(v): k for k, v in _TO_NUMPY.items()
+               if k not in (DataType.INT4, DataType.UINT4, DataType.INT2, DataType.UINT2)}
 
 
 def nptype(dtype: DataType) -> type:

@@ -71,7 +71,11 @@ void BindTypes(nb::module_& m) {
       .value("FP8_E5M2", DataType::kFloat8E5M2)
       .value("FP8_E5M2FNUZ", DataType::kFloat8E5M2FNUZ)
       .value("UINT4", DataType::kUInt4)
-      .value("INT4", DataType::kInt4);
+      .value("INT4", DataType::kInt4)
+      .value("FP4", DataType::kFloat4E2M1)
+      .value("E8M0", DataType::kFloat8E8M0)
+      .value("UINT2", DataType::kUInt2)
+      .value("INT2", DataType::kInt2);
   m.def("data_type_size", [](DataType t) { return DataTypeSize(t); }, "Bytes per element as kiln holds it");
   m.def("data_type_name", [](DataType t) { return std::string(DataTypeName(t)); }, "numpy's spelling of the type");
 

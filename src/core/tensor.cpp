@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "core/narrow_types.h"
+
 namespace kiln {
 
 namespace {
@@ -78,8 +80,10 @@ double Tensor::GetAsDouble(int64_t i) const {
     case DataType::kFloat16: return HalfToFloat(data<uint16_t>()[i]);
     case DataType::kBFloat16: return BFloat16ToFloat(data<uint16_t>()[i]);
     case DataType::kFloat8E4M3FN: return Float8E4M3ToFloat(data<uint8_t>()[i]);
-    case DataType::kInt8: case DataType::kInt4: return data<int8_t>()[i];
-    case DataType::kUInt8: case DataType::kUInt4: return data<uint8_t>()[i];
+    case DataType::kFloat4E2M1: return Float4E2M1ToFloat(data<uint8_t>()[i]);
+    case DataType::kFloat8E8M0: return Float8E8M0ToFloat(data<uint8_t>()[i]);
+    case DataType::kInt8: case DataType::kInt4: case DataType::kInt2: return data<int8_t>()[i];
+    case DataType::kUInt8: case DataType::kUInt4: case DataType::kUInt2: return data<uint8_t>()[i];
     case DataType::kInt16: return data<int16_t>()[i];
     case DataType::kUInt16: return data<uint16_t>()[i];
     case DataType::kInt32: return data<int32_t>()[i];
@@ -107,10 +111,14 @@ void Tensor::SetFromDouble(int64_t i, double v) {
     case DataType::kFloat16: data<uint16_t>()[i] = FloatToHalf(static_cast<float>(v)); break;
     case DataType::kBFloat16: data<uint16_t>()[i] = FloatToBFloat16(static_cast<float>(v)); break;
     case DataType::kFloat8E4M3FN: data<uint8_t>()[i] = FloatToFloat8E4M3(static_cast<float>(v)); break;
+    case DataType::kFloat4E2M1: data<uint8_t>()[i] = DoubleToFloat4E2M1(v); break;
+    case DataType::kFloat8E8M0: data<uint8_t>()[i] = DoubleToFloat8E8M0(v); break;  // Cast's defaults: up, saturated
     case DataType::kInt8: data<int8_t>()[i] = SaturatingFromDouble<int8_t>(v); break;
     case DataType::kUInt8: data<uint8_t>()[i] = SaturatingFromDouble<uint8_t>(v); break;
     case DataType::kInt4: data<int8_t>()[i] = static_cast<int8_t>(std::clamp(SaturatingFromDouble<int8_t>(v), int8_t{-8}, int8_t{7})); break;
     case DataType::kUInt4: data<uint8_t>()[i] = std::min(SaturatingFromDouble<uint8_t>(v), uint8_t{15}); break;
+    case DataType::kInt2: data<int8_t>()[i] = static_cast<int8_t>(std::clamp(SaturatingFromDouble<int8_t>(v), int8_t{-2}, int8_t{1})); break;
+    case DataType::kUInt2: data<uint8_t>()[i] = std::min(SaturatingFromDouble<uint8_t>(v), uint8_t{3}); break;
     case DataType::kInt16: data<int16_t>()[i] = SaturatingFromDouble<int16_t>(v); break;
     case DataType::kUInt16: data<uint16_t>()[i] = SaturatingFromDouble<uint16_t>(v); break;
     case DataType::kInt32: data<int32_t>()[i] = SaturatingFromDouble<int32_t>(v); break;
@@ -155,7 +163,13 @@ Tensor Tensor::FromFloat(const std::vector<float>& values, std::vector<int64_t> 
 std::string Tensor::Describe() const { return fmt::format("{}{}", DataTypeName(dtype_), ShapeToString(shape_)); }
 
 int64_t FirstOutOf4BitRange(const Tensor& t) {
-  if (!Is4BitType(t.dtype())) return -1;
+  // Also the other narrow types held one per byte: int2/uint2 ([-2, 1] / [0, 3]) and float4e2m1 (codes 0 to 15).
+  if (t.dtype() == DataType::kFloat4E2M1) {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (t.data<uint8_t>()[i] > 0xf) return i;
+    return -1;
+  }
+  if (!IsSubByteIntegerType(t.dtype())) return -1;
   const auto [lo, hi] = IntegerRange(t.dtype());
   for (int64_t i = 0; i < t.numel(); ++i)
     if (t.GetAsInt(i) < lo || t.GetAsInt(i) > hi) return i;
@@ -189,12 +203,23 @@ Tensor CastTensor(const Tensor& t, DataType to, bool saturate) {
           r.data<int8_t>()[i] = static_cast<int8_t>(std::clamp<int64_t>(v, lo, hi));
           break;
         }
+        case DataType::kInt2: case DataType::kUInt2:  // wraps, as Cast to a 2-bit type does
+          r.data<int8_t>()[i] = Wrap2Bit(v, to == DataType::kInt2);
+          break;
         default: break;
       }
     }
   } else if (to == DataType::kFloat8E4M3FN) {
     for (int64_t i = 0; i < n; ++i)
       r.data<uint8_t>()[i] = FloatToFloat8E4M3(static_cast<float>(t.GetAsDouble(i)), saturate);
+  } else if (to == DataType::kFloat8E8M0) {  // Cast's default round_mode, "up"
+    for (int64_t i = 0; i < n; ++i)
+      r.data<uint8_t>()[i] = DoubleToFloat8E8M0(t.GetAsDouble(i), "up", saturate);
+  } else if (Is2BitType(to)) {  // as Cast does: integers wrap, floats truncate toward zero and wrap
+    const bool from_int = IsIntegerType(t.dtype()) || t.dtype() == DataType::kBool;
+    for (int64_t i = 0; i < n; ++i)
+      r.data<int8_t>()[i] =
+          Wrap2Bit(from_int ? t.GetAsInt(i) : TruncatedForWrap(t.GetAsDouble(i)), to == DataType::kInt2);
   } else {
     for (int64_t i = 0; i < n; ++i) r.SetFromDouble(i, t.GetAsDouble(i));
   }

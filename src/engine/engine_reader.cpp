@@ -29,7 +29,8 @@ Status Bad(const std::string& what) {
 constexpr size_t kMaxRank = 64;
 constexpr int64_t kMaxDim = int64_t{1} << 40;
 
-bool KnownDataType(int32_t c) { return (c >= 0 && c <= 13) || (c >= 16 && c <= 22); }  // 21, 22: uint4, int4
+// 21, 22: uint4, int4; 23 to 26: float4e2m1, float8e8m0, uint2, int2
+bool KnownDataType(int32_t c) { return (c >= 0 && c <= 13) || (c >= 16 && c <= 26); }
 
 std::string Str(const fbs::String* s) { return s ? s->str() : std::string(); }
 
@@ -97,7 +98,9 @@ Result<Tensor> Reader::ReadTensor(const fb::TensorRef* t, const std::string& wha
   Tensor out(dt, std::move(shape));
   if (bytes) std::memcpy(out.raw(), weights_ + t->offset(), bytes);
   if (const int64_t i = FirstOutOf4BitRange(out); i >= 0)  // held one value per byte: each must be a value
-    return Bad(fmt::format("{} holds {}, outside {}", what, out.GetAsInt(i), DataTypeName(dt)));
+    return Bad(fmt::format("{} holds {}, outside {}", what,
+                           dt == DataType::kFloat4E2M1 ? static_cast<int64_t>(out.data<uint8_t>()[i]) : out.GetAsInt(i),
+                           DataTypeName(dt)));
   return out;
 }
 

@@ -147,9 +147,10 @@ constexpr VersionChange kVersionChanges[] = {
 #include "onnx/onnx_version_changes.inc"
 };
 
-// The versions of that table kiln implements all the same. Cast-24 / CastLike-24: round_mode applies only to
-// float8e8m0, and the changed Inf rows only to the fnuz float8 types, none of which kiln has. DequantizeLinear-23: its
-// output_dtype; QuantizeLinear-23: its precision (ops/quantize_linear.h); QuantizeLinear-25: the int2 types only.
+// The versions of that table kiln implements all the same. Cast-24 / CastLike-24: round_mode, for casts to float8e8m0
+// (the CPU Cast, backends/cpu/elementwise_cast_narrow.cpp), and the changed Inf rows of the fnuz float8 types (Inf
+// saturates). DequantizeLinear-23: its output_dtype; QuantizeLinear-23: its precision (ops/quantize_linear.h);
+// QuantizeLinear-25: the int2 types only (the CPU kernels).
 // AveragePool-22, MaxPool-22: a ceil_mode window starting in the end padding is dropped (kiln did so already), and
 // AveragePool's count_include_pad no longer counts a window's overhang past the end pads (backends' pool kernels).
 // Mod-28: floored float remainders (fmod = 0). Range-27: float16/bfloat16 with stash_type (the CPU; the cuda layer

@@ -82,17 +82,22 @@ Status CheckCount(const Field& f, int64_t n, const std::string& what, const char
   return Status::Ok();
 }
 
-// int4/uint4 data (raw, external, or one packed byte per int32_data entry), unpacked to one value per byte.
-Result<Tensor> Unpack4Bit(const onnx::TensorProto& p, const DataDirs& data_dirs, const std::string& what,
-                          DataType dtype, const std::vector<int64_t>& shape, int64_t n) {
-  const int64_t packed = (n + 1) / 2;
+// Data packed below a byte (raw, external, or one packed byte per int32_data entry), unpacked to one value per byte:
+// int4/uint4 and float4e2m1 two per byte, int2/uint2 four per byte, the first element in the lowest bits. int4 and
+// int2 are sign-extended; float4e2m1 keeps its 4-bit code.
+Result<Tensor> UnpackSubByte(const onnx::TensorProto& p, const DataDirs& data_dirs, const std::string& what,
+                             DataType dtype, const std::vector<int64_t>& shape, int64_t n) {
+  const int bits = Is2BitType(dtype) ? 2 : 4;
+  const int per_byte = 8 / bits;
+  const int64_t packed = (n + per_byte - 1) / per_byte;
   Tensor bytes;
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     KILN_ASSIGN_OR_RETURN(bytes, ReadExternal(p, data_dirs, what, DataType::kUInt8, {packed}, packed));
   } else if (p.has_raw_data()) {
     if (p.raw_data().size() != static_cast<size_t>(packed))
-      return Err(StatusCode::kInvalidModel, "{}: raw_data has {} bytes but shape {} of {} needs {} (two values per "
-                 "byte)", what, p.raw_data().size(), ShapeToString(shape), DataTypeName(dtype), packed);
+      return Err(StatusCode::kInvalidModel, "{}: raw_data has {} bytes but shape {} of {} needs {} ({} values per "
+                 "byte)", what, p.raw_data().size(), ShapeToString(shape), DataTypeName(dtype), packed,
+                 per_byte == 2 ? "two" : "four");
     bytes = Tensor::Uninitialized(DataType::kUInt8, {packed});
     if (packed && !bytes.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, n);
     if (packed) std::memcpy(bytes.raw(), p.raw_data().data(), static_cast<size_t>(packed));
@@ -105,10 +110,11 @@ Result<Tensor> Unpack4Bit(const onnx::TensorProto& p, const DataDirs& data_dirs,
   Tensor t = Tensor::Uninitialized(dtype, shape);
   if (n > 0 && !t.raw()) return Err(StatusCode::kOutOfRange, "{}: out of memory allocating {} bytes", what, n);
   const uint8_t* b = bytes.data<uint8_t>();
-  const bool is_signed = dtype == DataType::kInt4;
+  const bool is_signed = dtype == DataType::kInt4 || dtype == DataType::kInt2;
+  const int mask = (1 << bits) - 1, half = 1 << (bits - 1);
   for (int64_t i = 0; i < n; ++i) {
-    const int v = (b[i / 2] >> ((i % 2) * 4)) & 0xf;
-    t.data<uint8_t>()[i] = static_cast<uint8_t>(is_signed && v >= 8 ? v - 16 : v);
+    const int v = (b[i / per_byte] >> ((i % per_byte) * bits)) & mask;
+    t.data<uint8_t>()[i] = static_cast<uint8_t>(is_signed && v >= half ? v - (1 << bits) : v);
   }
   return t;
 }
@@ -132,8 +138,10 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const DataDirs& data_
   // The data's length is checked against the shape before anything is allocated: an initializer declaring 2^40
   // elements with 16 bytes of data is a length mismatch, not an out-of-memory.
   const size_t esize = DataTypeSize(dtype);
-  // int4/uint4 are stored two per byte (the first element in the low nibble); kiln holds one per byte.
-  if (Is4BitType(dtype)) return Unpack4Bit(p, data_dirs, what, dtype, shape, n);
+  // int4/uint4/float4e2m1 are stored two per byte (the first element in the low nibble), int2/uint2 four per byte;
+  // kiln holds one per byte.
+  if (IsSubByteIntegerType(dtype) || dtype == DataType::kFloat4E2M1)
+    return UnpackSubByte(p, data_dirs, what, dtype, shape, n);
   const int64_t need = n * static_cast<int64_t>(esize);  // n <= INT64_MAX / 8 (checked above)
   if (p.data_location() == onnx::TensorProto::EXTERNAL) return ReadExternal(p, data_dirs, what, dtype, shape, need);
   if (p.has_raw_data()) {
@@ -180,7 +188,7 @@ Result<Tensor> TensorFromProto(const onnx::TensorProto& p, const DataDirs& data_
       }
       break;
     default: {
-      // int32_data holds int32, int16, int8, uint16, uint8, bool, and the bits of float16/bfloat16/fp8.
+      // int32_data holds int32, int16, int8, uint16, uint8, bool, and the bits of float16/bfloat16/fp8/float8e8m0.
       KILN_RETURN_IF_ERROR(CheckCount(p.int32_data(), n, what, "int32_data"));
       for (int64_t i = 0; i < n; ++i) {
         const int32_t v = p.int32_data(i);

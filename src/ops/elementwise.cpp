@@ -261,7 +261,8 @@ Status GeluShape(InferContext& ctx) {
 
 bool IsCastable(DataType t) {
   return InCat(t, Cat::kAll) || t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ ||
-         t == DataType::kFloat8E5M2 || t == DataType::kFloat8E5M2FNUZ;
+         t == DataType::kFloat8E5M2 || t == DataType::kFloat8E5M2FNUZ || t == DataType::kFloat4E2M1 ||
+         t == DataType::kFloat8E8M0;  // int4/uint4 and int2/uint2: IsIntegerType, in kAll
 }
 
 Status CastCommon(InferContext& ctx, DataType to) {
@@ -273,6 +274,11 @@ Status CastCommon(InferContext& ctx, DataType to) {
                DataTypeName(ctx.in(0).dtype));
   KILN_ASSIGN_OR_RETURN(int64_t sat, ctx.node.attr_int("saturate", 1));
   (void)sat;
+  // Cast-24 / CastLike-24: how a cast to float8e8m0 rounds (the other types ignore it).
+  KILN_ASSIGN_OR_RETURN(std::string round_mode, ctx.node.attr_string("round_mode", "up"));
+  if (round_mode != "up" && round_mode != "down" && round_mode != "nearest")
+    return Err(StatusCode::kInvalidModel, "{}: round_mode must be 'up', 'down' or 'nearest', got '{}'",
+               ctx.node.Where(), round_mode);
   SetSameShape(ctx, 0, to);
   if (to == DataType::kInt64 && ctx.in(0).sym_value) ctx.out(0).sym_value = ctx.in(0).sym_value;
   return Status::Ok();
@@ -312,6 +318,13 @@ Status BitCastShape(InferContext& ctx) {
 bool IsFloat8(DataType t) {
   return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
          t == DataType::kFloat8E5M2FNUZ;
+}
+
+// QuantizeLinear's / DequantizeLinear's scale (input 1): float32, float16, bfloat16, float64, or (opset 24) the MX
+// scale type float8e8m0.
+Status CheckScaleType(const InferContext& ctx) {
+  if (ctx.in(1).dtype == DataType::kFloat8E8M0) return Status::Ok();
+  return CheckType(ctx, 1, Cat::kFloat);
 }
 
 // Checks that a scale / zero point fits x: per tensor, per axis (1-D along `axis`) or blocked.
@@ -356,7 +369,7 @@ Status QuantizeShape(InferContext& ctx) {
   if (!(IsPlainFloat(xt) || xt == DataType::kInt32))
     return Err(StatusCode::kInvalidModel, "{}: input has type {}, expected float or int32", ctx.node.Where(),
                DataTypeName(xt));
-  KILN_RETURN_IF_ERROR(CheckType(ctx, 1, Cat::kFloat));
+  KILN_RETURN_IF_ERROR(CheckScaleType(ctx));
   KILN_ASSIGN_OR_RETURN(int64_t out_attr, ctx.node.attr_int("output_dtype", 0));
   KILN_ASSIGN_OR_RETURN(int64_t sat, ctx.node.attr_int("saturate", 1));
   (void)sat;
@@ -376,7 +389,7 @@ Status QuantizeShape(InferContext& ctx) {
   }
   if (out == DataType::kUndefined) out = DataType::kUInt8;
   if (!(out == DataType::kUInt8 || out == DataType::kInt8 || out == DataType::kUInt16 ||
-        out == DataType::kInt16 || Is4BitType(out) || IsFloat8(out)))
+        out == DataType::kInt16 || IsSubByteIntegerType(out) || IsFloat8(out) || out == DataType::kFloat4E2M1))
     return Err(StatusCode::kUnsupported, "{}: quantizing to {} is not supported", ctx.node.Where(),
                DataTypeName(out));
   KILN_RETURN_IF_ERROR(CheckQuantParam(ctx, 1, "scale"));
@@ -387,10 +400,10 @@ Status QuantizeShape(InferContext& ctx) {
 Status DequantizeShape(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   const DataType xt = ctx.in(0).dtype;
-  if (!(IsIntegerType(xt) || IsFloat8(xt)))
-    return Err(StatusCode::kInvalidModel, "{}: input has type {}, expected a quantized integer or float8 type",
-               ctx.node.Where(), DataTypeName(xt));
-  KILN_RETURN_IF_ERROR(CheckType(ctx, 1, Cat::kFloat));
+  if (!(IsIntegerType(xt) || IsFloat8(xt) || xt == DataType::kFloat4E2M1))
+    return Err(StatusCode::kInvalidModel, "{}: input has type {}, expected a quantized integer, float8 or float4e2m1 "
+               "type", ctx.node.Where(), DataTypeName(xt));
+  KILN_RETURN_IF_ERROR(CheckScaleType(ctx));
   KILN_RETURN_IF_ERROR(CheckQuantParam(ctx, 1, "scale"));
   if (ctx.has_input(2)) {
     if (!IsFloat8(xt)) KILN_RETURN_IF_ERROR(CheckSameType(ctx, 0, 2));
@@ -401,6 +414,9 @@ Status DequantizeShape(InferContext& ctx) {
   if (out_attr != 0 && out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16)
     return Err(StatusCode::kInvalidModel, "{}: output_dtype {} is not float (1), float16 (10) or bfloat16 (16)",
                ctx.node.Where(), out_attr);
+  if (out_attr == 0 && ctx.in(1).dtype == DataType::kFloat8E8M0)  // the output takes the scale's type otherwise
+    return Err(StatusCode::kInvalidModel, "{}: a float8e8m0 scale needs output_dtype (float, float16 or bfloat16): "
+               "the output cannot be float8e8m0", ctx.node.Where());
   SetSameShape(ctx, 0, out_attr != 0 ? out : ctx.in(1).dtype);
   return Status::Ok();
 }

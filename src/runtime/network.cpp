@@ -55,10 +55,13 @@ Status NetworkDefinition::addConstant(const std::string& name, DataType type, co
     return Err(StatusCode::kUnsupported, "constant '{}': element type {} is not supported", name, DataTypeName(type));
   Tensor t(type, dims);
   if (t.nbytes()) std::memcpy(t.raw(), data, t.nbytes());
-  if (const int64_t i = FirstOutOf4BitRange(t); i >= 0) {  // one value per byte, sign-extended for int4
+  if (const int64_t i = FirstOutOf4BitRange(t); i >= 0) {  // one value per byte, sign-extended for int4 and int2
+    if (type == DataType::kFloat4E2M1)
+      return Err(StatusCode::kInvalidArgument, "constant '{}': element {} is the byte {}, not a float4e2m1 code (kiln "
+                 "holds one 4-bit code per byte, 0 to 15)", name, i, static_cast<int>(t.data<uint8_t>()[i]));
     const auto [lo, hi] = IntegerRange(type);
     return Err(StatusCode::kInvalidArgument, "constant '{}': element {} is {}, outside {} ([{}, {}]; kiln holds one "
-               "value per byte, sign-extended for int4)", name, i, t.GetAsInt(i), DataTypeName(type), lo, hi);
+               "value per byte, sign-extended for int4 and int2)", name, i, t.GetAsInt(i), DataTypeName(type), lo, hi);
   }
   Value* v = graph_->GetOrAddValue(name);
   v->dtype = type;

@@ -268,7 +268,7 @@ TEST(Importer, NewerOpsetsImportWhereTheirOpsChangedOnlyTypes) {
     auto range = ImportOnnxBytes(m.SerializeAsString(), ".", "range.onnx", Opts());
     EXPECT_TRUE(range.ok()) << range.status().ToString();
   }
-  m = at(25);  // Cast-24 changed only what kiln has no type for; its round_mode attribute is accepted
+  m = at(25);  // Cast-24: its round_mode attribute (for float8e8m0) is accepted
   m.mutable_graph()->mutable_node(7)->set_output(0, "Y32");
   auto* cast = AddNode(m.mutable_graph(), "Cast", "cast", {"Y32"}, {"Y"});
   testing::IntAttr(cast, "to", onnx::TensorProto::FLOAT);

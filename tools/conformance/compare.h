@@ -91,7 +91,8 @@ inline std::string CompareTensors(const Tensor& got, const Tensor& want, double 
   const auto* pa = static_cast<const uint8_t*>(got.raw());
   const auto* pe = static_cast<const uint8_t*>(want.raw());
   // The other float8 formats compare by byte, with any two NaNs equal (ONNX leaves the NaN's bits open: onnx 1.16's
-  // data writes E5M2's NaN as 0x7f, 1.23's as 0x7e).
+  // data writes E5M2's NaN as 0x7f, 1.23's as 0x7e). float4e2m1 (one 4-bit code per byte, no NaN) and float8e8m0
+  // (one NaN, 0xff) compare by byte as they are.
   const DataType wt = want.dtype();
   auto f8_nan = [wt](uint8_t b) {
     if (wt == DataType::kFloat8E4M3FNUZ || wt == DataType::kFloat8E5M2FNUZ) return b == 0x80;
@@ -106,7 +107,16 @@ inline std::string CompareTensors(const Tensor& got, const Tensor& want, double 
   }
   if (bad == 0) return "";
   const bool is_u64 = want.dtype() == DataType::kUInt64;
+  const bool f8 = wt == DataType::kFloat8E4M3FNUZ || wt == DataType::kFloat8E5M2 || wt == DataType::kFloat8E5M2FNUZ;
+  const bool coded = wt == DataType::kFloat4E2M1 || wt == DataType::kFloat8E8M0;  // shown as code and value
   auto fmt = [&](const Tensor& t) {
+    if (f8 || coded) {
+      char buf[64];
+      const unsigned code = t.data<uint8_t>()[first];
+      if (coded) std::snprintf(buf, sizeof buf, "0x%02x (%g)", code, t.GetAsDouble(first));
+      else std::snprintf(buf, sizeof buf, "0x%02x", code);
+      return std::string(buf);
+    }
     return is_u64 ? std::to_string(t.data<uint64_t>()[first]) : std::to_string(t.GetAsInt(first));
   };
   return std::to_string(bad) + " of " + std::to_string(n) + " values differ (exact compare); first at " +

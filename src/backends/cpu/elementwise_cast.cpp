@@ -1,7 +1,8 @@
 // CPU kernels of the elementwise family, part 3: Cast, CastLike, QuantizeLinear, DequantizeLinear, and the
 // float8 conversions they need (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ; round to nearest even, with the ONNX
 // saturate rules: saturate -> out-of-range values and infinities clamp to the largest finite value,
-// otherwise they become infinity where the format has one and NaN where it does not).
+// otherwise they become infinity where the format has one and NaN where it does not). Casts to and from float4e2m1,
+// float8e8m0, int2 and uint2 are elementwise_cast_narrow.cpp's.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -132,13 +133,14 @@ uint16_t DoubleToHalfBits(double v) {
   return h;
 }
 
-Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate) {
+Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate, const std::string& round_mode) {
   const DataType from = x.dtype(), to = y.dtype();
   const int64_t count = x.numel();
   if (from == to) {
     if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return Status::Ok();
   }
+  if (IsNarrowType(from) || IsNarrowType(to)) return CastNarrow(n, x, y, saturate, round_mode);
   if (Is4BitType(from) || Is4BitType(to)) {
     // int4/uint4 are held one value per byte: read through double. A cast to them rounds half to even and saturates
     // to [-8, 7] / [0, 15] (ONNX's Cast to 4-bit types, as its reference implementation does); a cast from them to
@@ -227,14 +229,16 @@ Status CastKernel(KernelContext& ctx) {
     return Err(StatusCode::kUnsupported, "{}: cannot cast to type {} ({})", ctx.node.Where(),
                static_cast<int>(to), DataTypeName(to));
   EnsureOutput(ctx, 0, to, ctx.in(0).shape());
-  return CastTo(ctx.node, ctx.in(0), ctx.out(0), ctx.node.geti("saturate", 1) != 0);
+  return CastTo(ctx.node, ctx.in(0), ctx.out(0), ctx.node.geti("saturate", 1) != 0,
+                ctx.node.gets("round_mode", "up"));
 }
 
 Status CastLikeKernel(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
   KILN_RETURN_IF_ERROR(NeedInput(ctx, 1));
   EnsureOutput(ctx, 0, ctx.in(1).dtype(), ctx.in(0).shape());
-  return CastTo(ctx.node, ctx.in(0), ctx.out(0), ctx.node.geti("saturate", 1) != 0);
+  return CastTo(ctx.node, ctx.in(0), ctx.out(0), ctx.node.geti("saturate", 1) != 0,
+                ctx.node.gets("round_mode", "up"));
 }
 
 // How a scale / zero-point tensor maps onto x: param index = o*outer_step + (a/block)*axis_step + j*inner_step
@@ -324,9 +328,18 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
     });
     return Status::Ok();
   }
+  if (out == DataType::kFloat4E2M1) {  // rounded half to even and saturated to +-6 (saturate has no say)
+    uint8_t* py = y.data<uint8_t>();
+    ForQuant(lz, [&](int64_t i, int64_t z) {
+      // The zero point (a float4 value) is added only when given, as ONNX's reference does: -0 / s stays -0 without.
+      py[i] = FloatToFloat4E2M1(zp ? q[i] + static_cast<float>(ElementAsDouble(*zp, z)) : q[i]);
+    });
+    return Status::Ok();
+  }
   auto body = [&]<typename U>() {
     U* py = y.data<U>();
-    const auto [ilo, ihi] = IntegerRange(out);  // int4/uint4 saturate to [-8, 7] / [0, 15] in int8/uint8 storage
+    const auto [ilo, ihi] = IntegerRange(out);  // int4/uint4 (int2/uint2) saturate to [-8, 7] / [0, 15] ([-2, 1] /
+                                                // [0, 3]) in int8/uint8 storage
     const double lo = static_cast<double>(ilo), hi = static_cast<double>(ihi);
     ForQuant(lz, [&](int64_t i, int64_t z) {
       const double zv = zp ? static_cast<double>(zp->GetAsInt(z)) : 0.0;
@@ -334,8 +347,8 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
     });
   };
   switch (out) {
-    case DataType::kUInt8: case DataType::kUInt4: body.template operator()<uint8_t>(); break;
-    case DataType::kInt8: case DataType::kInt4: body.template operator()<int8_t>(); break;
+    case DataType::kUInt8: case DataType::kUInt4: case DataType::kUInt2: body.template operator()<uint8_t>(); break;
+    case DataType::kInt8: case DataType::kInt4: case DataType::kInt2: body.template operator()<int8_t>(); break;
     case DataType::kUInt16: body.template operator()<uint16_t>(); break;
     case DataType::kInt16: body.template operator()<int16_t>(); break;
     case DataType::kInt32: body.template operator()<int32_t>(); break;
@@ -348,19 +361,21 @@ Status Quantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const 
 
 Status Dequantize(KernelContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zp, const QuantLayout& ls,
                   const QuantLayout& lz) {
-  if (!IsFloatType(scale.dtype()) || IsFloat8Type(scale.dtype()))
-    return Err(StatusCode::kInvalidArgument, "{}: scale must be float, float16 or bfloat16, got {}",
+  if (!IsFloatType(scale.dtype()) || IsFloat8Type(scale.dtype()) || scale.dtype() == DataType::kFloat4E2M1)
+    return Err(StatusCode::kInvalidArgument, "{}: scale must be float, float16, bfloat16 or float8e8m0, got {}",
                ctx.node.Where(), DataTypeName(scale.dtype()));
   const DataType out = quant_attrs::DequantizeOutputType(ctx.node, scale.dtype());
   EnsureOutput(ctx, 0, out, x.shape());
   Tensor& y = ctx.out(0);
   std::vector<float> d(static_cast<size_t>(x.numel()));  // x - zero point
-  const bool f8 = IsFloat8Type(x.dtype());
-  if (!f8 && !IsIntegerType(x.dtype()))
+  const bool f8 = IsFloat8Type(x.dtype()), f4 = x.dtype() == DataType::kFloat4E2M1;
+  if (!f8 && !f4 && !IsIntegerType(x.dtype()))
     return Err(StatusCode::kUnsupported, "{}: dequantizing {} is not supported", ctx.node.Where(),
                DataTypeName(x.dtype()));
   ForQuant(lz, [&](int64_t i, int64_t z) {
-    const double zv = zp && !f8 ? static_cast<double>(zp->GetAsInt(z)) : 0.0;
+    // float8: no zero point (ONNX's reference requires it to be 0); float4e2m1: its value, subtracted as the formula
+    // says (ONNX's reference ignores it; the two agree on the zero points ONNX's tests use, 0).
+    const double zv = !zp || f8 ? 0.0 : f4 ? ElementAsDouble(*zp, z) : static_cast<double>(zp->GetAsInt(z));
     d[i] = static_cast<float>(ElementAsDouble(x, i) - zv);
   });
   // The product in float32, rounded to the output type.

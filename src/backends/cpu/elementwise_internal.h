@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/common.h"
@@ -14,8 +15,8 @@ namespace kiln::cpu::elem {
 // Elements per parallel task for cheap elementwise loops.
 inline constexpr int64_t kElemGrain = 32768;
 
-// The integer types the bitwise ops take: int8..int64 and uint8..uint64 (not the 4-bit ones).
-inline bool IsBitwiseInteger(DataType t) { return IsIntegerType(t) && t != DataType::kInt4 && t != DataType::kUInt4; }
+// The integer types the bitwise ops take: int8..int64 and uint8..uint64 (not the 4- and 2-bit ones).
+inline bool IsBitwiseInteger(DataType t) { return IsIntegerType(t) && !IsSubByteIntegerType(t); }
 
 // ---- type-category dispatch (instantiates only the types an op allows; DispatchFloat is in common.h) ----
 template <typename Fn>
@@ -111,6 +112,11 @@ uint8_t FloatToFloat8(DataType t, float f, bool saturate);
 
 // Element i of any supported tensor as double (float8 formats included).
 double ElementAsDouble(const Tensor& t, int64_t i);
+
+// ---- the narrow types ONNX 1.18+ added: float4e2m1, float8e8m0, int2, uint2 (elementwise_cast_narrow.cpp) ----
+bool IsNarrowType(DataType t);
+// Cast (and CastLike) where x or y has one of them; `round_mode` ("up", "down", "nearest") applies to float8e8m0.
+Status CastNarrow(const Node& n, const Tensor& x, Tensor& y, bool saturate, const std::string& round_mode);
 
 // Sub-registrations (elementwise_binary.cpp, elementwise_cast.cpp).
 void RegisterBinaryElementwiseKernels(KernelRegistry& r);

@@ -34,6 +34,40 @@ std::vector<std::string> LayerRegistry::OpTypes() const {
   return r;
 }
 
+namespace {
+
+// The element types the CUDA layers hold (kernel_util.cuh's codes, and the float8 formats of pointwise_scalar.cuh).
+// A node with a value of any other type (float4e2m1, float8e8m0, int2, uint2: ONNX 1.18+'s narrow types) is refused
+// here, naming the type, before any layer could take its bytes for those of another type.
+bool CudaHoldsType(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: case DataType::kUInt8: case DataType::kInt8: case DataType::kUInt16:
+    case DataType::kInt16: case DataType::kInt32: case DataType::kInt64: case DataType::kBool:
+    case DataType::kFloat16: case DataType::kFloat64: case DataType::kUInt32: case DataType::kUInt64:
+    case DataType::kBFloat16: case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2: case DataType::kFloat8E5M2FNUZ: case DataType::kUInt4: case DataType::kInt4:
+      return true;
+    default: return false;
+  }
+}
+
+Status CheckValueTypes(const Node& n) {
+  auto check = [&n](const std::vector<Value*>& values, const char* what) -> Status {
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Value* v = values[i];
+      if (!v || v->dtype == DataType::kUndefined || CudaHoldsType(v->dtype)) continue;
+      return Err(StatusCode::kUnsupported, "{}: {} {} ('{}') has element type {} (code {}), which the CUDA backend has "
+                 "no kernels for; build this engine for the cpu backend (--backend=cpu)", n.Where(), what, i, v->name,
+                 DataTypeName(v->dtype), static_cast<int>(v->dtype));
+    }
+    return Status::Ok();
+  };
+  KILN_RETURN_IF_ERROR(check(n.inputs, "input"));
+  return check(n.outputs, "output");
+}
+
+}  // namespace
+
 LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32) {
   LayerSpec spec{node, {}, {}, allow_tf32};
   for (const Value* v : tuned_node.inputs)
@@ -44,6 +78,7 @@ LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32) {
 }
 
 Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec) {
+  KILN_RETURN_IF_ERROR(CheckValueTypes(spec.node));
   const LayerFactory* f = Layers().Find(spec.node);
   if (!f)
     return Err(StatusCode::kUnsupported, "{}: the CUDA backend has no kernel for op type {}", spec.node.Where(),
@@ -59,6 +94,7 @@ Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec) {
 }
 
 Result<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, const std::string& tactic) {
+  KILN_RETURN_IF_ERROR(CheckValueTypes(spec.node));
   const LayerFactory* f = Layers().Find(spec.node);
   if (!f)
     return Err(StatusCode::kUnsupported, "{}: the CUDA backend has no kernel for op type {}", spec.node.Where(),

@@ -19,9 +19,10 @@ bool IsFloat8(DataType t) {
 bool IsScaleType(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat64;
 }
-// Every dtype Cast handles: numeric, bool, float8.
+// Every dtype Cast handles: numeric, bool, float8 (not int2/uint2, float4e2m1, float8e8m0: layer_registry.cpp refuses
+// them for every layer).
 bool IsCastType(DataType t) {
-  return IsIntegerType(t) || IsScaleType(t) || t == DataType::kBool || IsFloat8(t);
+  return (IsIntegerType(t) && !Is2BitType(t)) || IsScaleType(t) || t == DataType::kBool || IsFloat8(t);
 }
 std::string TypeName(DataType t) { return DataTypeName(t); }
 
@@ -140,8 +141,9 @@ LayerFactory DequantizeFactory() {
   return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
     const Node& n = spec.node;
     const DataType x = InputType(n, 0), s = InputType(n, 1), z = InputType(n, 2);
-    if (!(IsIntegerType(x) || IsFloat8(x)))
-      return NotSupported(n, "input dtype " + TypeName(x), "dequantize an integer or float8 type");
+    if (!((IsIntegerType(x) && !Is2BitType(x)) || IsFloat8(x)))
+      return NotSupported(n, "input dtype " + TypeName(x),
+                          "dequantize an 8- to 64-bit or 4-bit integer or float8 type");
     if (!IsScaleType(s)) return NotSupported(n, "scale dtype " + TypeName(s), "give a float32/float16/bfloat16 scale");
     if (z != DataType::kUndefined && !IsFloat8(x) && z != x)
       return NotSupported(n, "a " + TypeName(z) + " zero point with a " + TypeName(x) + " input",

@@ -277,7 +277,7 @@ LayerFactory ModFactory() {
 }
 
 // BitwiseAnd/Or/Xor (op >= 0) and BitShift (op < 0: the direction attribute picks the shift): same-dtype integers.
-bool IsBitwiseInt(DataType t) { return IsIntegerType(t) && t != DataType::kInt4 && t != DataType::kUInt4; }
+bool IsBitwiseInt(DataType t) { return IsIntegerType(t) && !IsSubByteIntegerType(t); }
 
 LayerFactory BitwiseFactory(int op) {
   return Factory([op](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
