@@ -32,7 +32,6 @@ TEST(OpTables, EveryCudaLayerHasAnOpDef) {
 TEST(OpTables, EveryOpDefHasACudaLayer) {
   // Ops that run on the CPU only, and why.
   static const std::map<std::string, std::string> kCpuOnly = {
-      {"Shrink", "no CUDA kernel written yet (a pointwise formula to add)"},
       {"EyeLike", "no CUDA kernel written yet (a constant the optimizer folds when the shape is static)"},
       {"HannWindow", "no CUDA kernel written yet (a constant the optimizer folds when size is static)"},
       {"HammingWindow", "no CUDA kernel written yet (a constant the optimizer folds when size is static)"},
