@@ -38,8 +38,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"BlackmanWindow", "no CUDA kernel written yet (a constant the optimizer folds when size is static)"},
       {"ReverseSequence", "no CUDA kernel written yet"},
       {"Compress", "no CUDA kernel written yet (its output size depends on the data)"},
-      {"LRN", "no CUDA kernel written yet (cuDNN's LRN could run it)"},
-      {"MeanVarianceNormalization", "no CUDA kernel written yet"},
       {"DynamicQuantizeLinear", "no CUDA kernel written yet"},
       {"MatMulInteger", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
       {"QLinearMatMul", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
