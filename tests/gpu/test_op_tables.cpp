@@ -32,22 +32,14 @@ TEST(OpTables, EveryCudaLayerHasAnOpDef) {
 TEST(OpTables, EveryOpDefHasACudaLayer) {
   // Ops that run on the CPU only, and why.
   static const std::map<std::string, std::string> kCpuOnly = {
-      {"EyeLike", "no CUDA kernel written yet (a constant the optimizer folds when the shape is static)"},
-      {"HannWindow", "no CUDA kernel written yet (a constant the optimizer folds when size is static)"},
-      {"HammingWindow", "no CUDA kernel written yet (a constant the optimizer folds when size is static)"},
-      {"BlackmanWindow", "no CUDA kernel written yet (a constant the optimizer folds when size is static)"},
-      {"ReverseSequence", "no CUDA kernel written yet"},
       {"Compress", "no CUDA kernel written yet (its output size depends on the data)"},
       {"DynamicQuantizeLinear", "no CUDA kernel written yet"},
       {"MatMulInteger", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
       {"QLinearMatMul", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
       {"GridSample", "no CUDA kernel written yet"},
-      {"CenterCropPad", "no CUDA kernel written yet (a Slice or Pad of the CUDA backend's could run it)"},
       {"AffineGrid", "no CUDA kernel written yet"},
       {"Det", "no CUDA kernel written yet"},
-      {"Col2Im", "no CUDA kernel written yet"},
       {"Unique", "no CUDA kernel written yet (its output size depends on the data)"},
-      {"MaxUnpool", "no CUDA kernel written yet"},
   };
   std::vector<std::string> missing;
   for (const OpDef* d : BuiltinOps().All()) {
