@@ -33,11 +33,8 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
   // Ops that run on the CPU only, and why.
   static const std::map<std::string, std::string> kCpuOnly = {
       {"Compress", "no CUDA kernel written yet (its output size depends on the data)"},
-      {"DynamicQuantizeLinear", "no CUDA kernel written yet"},
       {"MatMulInteger", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
       {"QLinearMatMul", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
-      {"GridSample", "no CUDA kernel written yet"},
-      {"AffineGrid", "no CUDA kernel written yet"},
       {"Det", "no CUDA kernel written yet"},
       {"Unique", "no CUDA kernel written yet (its output size depends on the data)"},
   };

@@ -14,7 +14,8 @@ void RegisterTensorLayers(LayerRegistry& r);     // tensor_layers.cpp: views, Tr
                                                  // Expand, Tile, Shape/Size/Range/ConstantOfShape, Trilu, D2S/S2D;
                                                  // ReverseSequence, CenterCropPad, MaxUnpool, Col2Im
                                                  // (rearrange_layers.cpp); EyeLike, windows (generator_layers.cpp)
-void RegisterIndexLayers(LayerRegistry& r);      // index_layers.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, Resize
+void RegisterIndexLayers(LayerRegistry& r);      // index_layers.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, Resize,
+                                                 // GridSample, AffineGrid (grid_layers.cpp)
 void RegisterMatmulLayers(LayerRegistry& r);     // matmul_layers.cpp: MatMul/Gemm/FusedGemm/FusedMatMul (cuBLASLt),
                                                  // Einsum
 void RegisterAttentionLayers(LayerRegistry& r);  // attention_layers.cpp: kiln.Attention (fused, flash style)
