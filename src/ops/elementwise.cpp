@@ -450,7 +450,6 @@ void RegisterElementwiseOps(OpRegistry& r) {
   }
   r.Onnx("Gelu").Since(20).Shape(GeluShape).LayoutNeutral().Pointwise(PwOp::kGelu, 1);
   r.Onnx("Not").Shape(Unary(Cat::kBool));
-  r.Onnx("Shrink").Since(9).Shape(Unary(Cat::kNumeric, {"lambd", "bias"}));
   r.Onnx("IsNaN").Since(9).Shape([](InferContext& ctx) -> Status {
     KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
     KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kFloat));

@@ -72,6 +72,7 @@
   X(Celu, 12, Float, "alpha", 1.f, "", 0.f, x > C(0) ? x : a * (exp(x / a) - C(1)))                                  \
   X(ThresholdedRelu, 10, Float, "alpha", 1.f, "", 0.f, x > a ? x : C(0))                                             \
   X(Swish, 24, Float, "alpha", 1.f, "", 0.f, x * StableSigmoid(a * x))                                               \
+  X(Shrink, 9, Numeric, "lambd", 0.5f, "bias", 0.f, x < -a ? x + b : (x > a ? x - b : C(0)))                        \
   /* one row per op, each ending in a backslash */
 
 // X(Name, formula): unary FusedPointwise steps of ops with an OpDef and kernels of their own (Clip takes its bounds

@@ -1,6 +1,7 @@
 // Differential tests of the pointwise CUDA layers (src/backends/cuda/pointwise_*.{cpp,cu}, fused_pointwise.cu)
-// against the CPU reference: unary ops and activations, Clip, predicates, broadcasting binary ops, Pow, Where,
-// variadic ops, Cast/CastLike, Q/DQ and kiln.FusedPointwise, over odd shapes and float32/float16/bfloat16/int dtypes.
+// against the CPU reference: unary ops and activations (integer Shrink too), Clip, predicates, broadcasting binary
+// ops, Pow, Where, variadic ops, Cast/CastLike, Q/DQ and kiln.FusedPointwise, over odd shapes and
+// float32/float16/bfloat16/int dtypes.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -86,6 +87,29 @@ TEST(GpuPointwise, IntegerUnaryOps) {
   // INT_MIN wraps under Abs and Neg, as on the CPU.
   EXPECT_TRUE(OneNode("Abs").Input(FromValues(DataType::kInt8, {3}, {-128, -1, 127})).MatchesCpu());
   EXPECT_TRUE(OneNode("Neg").Input(FromValues(DataType::kInt32, {2}, {-2147483648.0, 5})).MatchesCpu());
+}
+
+// Shrink on every integer type: computed in double, truncated, saturated (lambd on the data's integers, fractional
+// and negative biases, results past the type's range).
+TEST(GpuPointwise, ShrinkIntegers) {
+  uint32_t seed = 60;
+  const std::pair<float, float> attrs[] = {{0.5f, 0.f}, {1.f, 1.5f}, {2.5f, -0.75f}, {3.f, -200.f}};
+  for (DataType t : {DataType::kInt8, DataType::kUInt8, DataType::kInt16, DataType::kUInt16, DataType::kInt32,
+                     DataType::kUInt32, DataType::kInt64, DataType::kUInt64})
+    for (const auto& [lambd, bias] : attrs) {
+      const bool u = !IsSignedType(t);
+      EXPECT_TRUE(OneNode("Shrink")
+                      .Input(Random(t, {3, 337}, seed++, u ? 0 : -127, 127))
+                      .Attr("lambd", Attribute::Float(lambd))
+                      .Attr("bias", Attribute::Float(bias))
+                      .MatchesCpu(0, 0))
+          << DataTypeName(t) << " lambd " << lambd << " bias " << bias;
+    }
+  EXPECT_TRUE(OneNode("Shrink")
+                  .Input(FromValues(DataType::kInt8, {7}, {-128, -2, -1, 0, 1, 2, 127}))
+                  .Attr("lambd", Attribute::Float(1.f))
+                  .Attr("bias", Attribute::Float(-1.5f))
+                  .MatchesCpu(0, 0));
 }
 
 TEST(GpuPointwise, ZeroElements) {

@@ -62,6 +62,7 @@ const std::map<std::string, Case>& Cases() {
       {"Celu", {-4, 4, {{2.f, 0}}}},
       {"ThresholdedRelu", {-3, 3, {{0.4f, 0}}}},
       {"Swish", {-10, 10, {{1.7f, 0}}}},
+      {"Shrink", {-3, 3, {{1.f, 0.25f}}}},
       // steps of ops with kernels of their own
       {"Clip", {}},
       {"Gelu", {}},

@@ -91,6 +91,8 @@ const std::map<std::string, Reference>& References() {
         {{2.f, 0}}}},
       {"ThresholdedRelu", {[](double x, double a, double) { return x > a ? x : 0; }, -3, 3, {{0.4f, 0}}}},
       {"Swish", {[](double x, double a, double) { return x / (1 + std::exp(-a * x)); }, -10, 10, {{1.7f, 0}}}},
+      {"Shrink",
+       {[](double x, double l, double b) { return x < -l ? x + b : (x > l ? x - b : 0.0); }, -3, 3, {{1.f, 0.25f}}}},
       // steps of ops with their own kernels (tested as FusedPointwise steps here)
       {"Clip", {[](double x, double lo, double hi) { return std::min(std::max(x, lo), hi); }}},
       {"Gelu", {[](double x, double, double) { return 0.5 * x * (1 + std::erf(x / kSqrt2)); }}},
@@ -223,9 +225,38 @@ TEST(PointwiseFormulas, NaNPropagates) {
     n.n->attrs["kiln_beta"] = Attribute::Floats({std::string(p.name) == "Clip" ? 1.f : p.default_b});
     auto r = n.Run({&x});
     ASSERT_TRUE(r.ok()) << p.name << ": " << r.status().ToString();
-    // ThresholdedRelu is x > alpha ? x : 0 by definition: NaN > alpha is false
-    if (std::string(p.name) != "ThresholdedRelu") EXPECT_TRUE(std::isnan((*r)[0].GetAsDouble(0))) << p.name;
+    // ThresholdedRelu is x > alpha ? x : 0 by definition (NaN > alpha is false), Shrink 0 where neither
+    // x < -lambd nor x > lambd
+    const std::string name = p.name;
+    if (name != "ThresholdedRelu" && name != "Shrink") EXPECT_TRUE(std::isnan((*r)[0].GetAsDouble(0))) << p.name;
+    else EXPECT_EQ((*r)[0].GetAsDouble(0), 0.0) << p.name;
   }
+}
+
+// Shrink's integer path: computed in double, truncated toward zero, saturated to the type's range.
+TEST(PointwiseFormulas, ShrinkIntegers) {
+  auto run = [](DataType t, const std::vector<double>& x, float lambd, float bias) -> Tensor {
+    testing::OneNode n("Shrink", 1, 1, 21);
+    n.n->attrs["lambd"] = Attribute::Float(lambd);
+    n.n->attrs["bias"] = Attribute::Float(bias);
+    Tensor in(t, {static_cast<int64_t>(x.size())});
+    for (size_t i = 0; i < x.size(); ++i) in.SetFromDouble(static_cast<int64_t>(i), x[i]);
+    auto r = n.Run({&in});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)[0] : Tensor();
+  };
+  auto values = [](const Tensor& t) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.GetAsDouble(i));
+    return v;
+  };
+  const Tensor a = run(DataType::kInt8, {-5, -1, 0, 1, 5, 127, -128}, 1.5f, 1.5f);
+  EXPECT_EQ(a.dtype(), DataType::kInt8);
+  EXPECT_EQ(values(a), (std::vector<double>{-3, 0, 0, 0, 3, 125, -126}));
+  // Past the type's range: saturated.
+  EXPECT_EQ(values(run(DataType::kInt8, {100, -100, 1}, 0.5f, -100.f)), (std::vector<double>{127, -128, 101}));
+  EXPECT_EQ(values(run(DataType::kUInt8, {0, 1, 2, 250}, 1.f, 3.f)), (std::vector<double>{0, 0, 0, 247}));
+  EXPECT_EQ(values(run(DataType::kInt64, {-7, 7, 2}, 2.f, 0.5f)), (std::vector<double>{-6, 6, 0}));
 }
 
 // The tables generated from the rows agree with the OpDefs, the step names and the CPU kernel table.

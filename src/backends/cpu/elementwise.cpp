@@ -176,8 +176,27 @@ KernelFn IntegerUnary(F f) {
   };
 }
 
-// The integer paths of the formula ops whose types include integers (Signed: Relu, Neg; Numeric: Abs, Sign, Erf).
+// Shrink of an integer x: the formula in double (x + bias below -lambd, x - bias above lambd, else 0), truncated
+// toward zero and saturated to T's range (as kiln's Cast of a double). The CUDA layer computes the same (ShrinkInt
+// in backends/cuda/pointwise_unary.cu).
+template <typename T>
+T ShrinkInteger(T x, float lambd, float bias) {
+  const double v = static_cast<double>(x), l = lambd;
+  const double r = v < -l ? v + bias : (v > l ? v - bias : 0.0);
+  using Lim = std::numeric_limits<T>;
+  if (r <= static_cast<double>(Lim::min())) return Lim::min();
+  if (r >= static_cast<double>(Lim::max())) return Lim::max();
+  return static_cast<T>(r);
+}
+
+// The integer paths of the formula ops whose types include integers (Signed: Relu, Neg; Numeric: Abs, Sign, Erf,
+// Shrink).
 KernelFn IntegerPath(const std::string& op) {
+  if (op == "Shrink")
+    return [](KernelContext& ctx) -> Status {
+      const float lambd = ctx.node.getf("lambd", 0.5f), bias = ctx.node.getf("bias", 0.f);
+      return IntegerUnary<false>([=](auto x) { return ShrinkInteger(x, lambd, bias); })(ctx);
+    };
   if (op == "Relu") return IntegerUnary<true>([](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
   if (op == "Neg") return IntegerUnary<true>([](auto x) { return static_cast<decltype(x)>(-x); });
   if (op == "Abs")

@@ -1,5 +1,6 @@
-// CPU kernels of Shrink (piecewise shrinkage), EyeLike (an identity-like matrix of the input's shape) and the window
-// generators HannWindow, HammingWindow and BlackmanWindow (computed in double, then stored as the output type).
+// CPU kernels of EyeLike (an identity-like matrix of the input's shape) and the window generators HannWindow,
+// HammingWindow and BlackmanWindow (computed in double, then stored as the output type). Shrink is a pointwise
+// formula (ops/pointwise_formulas.h; its integer path is in elementwise.cpp).
 #include <cmath>
 #include <numbers>
 
@@ -8,27 +9,6 @@
 
 namespace kiln::cpu {
 namespace {
-
-// y = x + bias where x < -lambd, x - bias where x > lambd, else 0 (in the input's type).
-Status ShrinkKernel(KernelContext& c) {
-  const Tensor& x = c.in(0);
-  KILN_ASSIGN_OR_RETURN(const float lambd, c.node.attr_float("lambd", 0.5f));
-  KILN_ASSIGN_OR_RETURN(const float bias, c.node.attr_float("bias", 0.f));
-  Tensor& y = AllocOutput(c, 0, x.dtype(), x.shape());
-  if (x.dtype() == DataType::kBool)
-    return Err(StatusCode::kInvalidModel, "{}: Shrink takes numeric inputs, not bool", c.node.Where());
-  return DispatchAll(x.dtype(), c.node, [&]<typename T>() {
-    if constexpr (!std::is_same_v<T, bool>) {
-      const T* xp = x.data<T>();
-      T* yp = y.data<T>();
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        const double v = static_cast<double>(Load(xp, i));
-        const double r = v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0);
-        Store(yp, i, static_cast<ComputeT<T>>(r));
-      }
-    }
-  });
-}
 
 // Ones where column - row == k, zeros elsewhere, of `dtype` (default: the input's).
 Status EyeLikeKernel(KernelContext& c) {
@@ -80,7 +60,6 @@ Status WindowKernel(KernelContext& c) {
 }  // namespace
 
 void RegisterGeneratorKernels(KernelRegistry& r) {
-  r.Add("Shrink", ShrinkKernel);
   r.Add("EyeLike", EyeLikeKernel);
   r.Add("HannWindow", WindowKernel<Window::kHann>);
   r.Add("HammingWindow", WindowKernel<Window::kHamming>);

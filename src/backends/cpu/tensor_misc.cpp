@@ -195,7 +195,7 @@ Status ConstantOfShapeKernel(KernelContext& c) {
 
 }  // namespace
 
-void RegisterGeneratorKernels(KernelRegistry& r);     // generators.cpp: Shrink, EyeLike, the window ops
+void RegisterGeneratorKernels(KernelRegistry& r);     // generators.cpp: EyeLike, the window ops
 void RegisterTensorMoreOpKernels(KernelRegistry& r);  // tensor_more_ops.cpp: ReverseSequence, Compress, LRN, MVN,
                                                       // DynamicQuantizeLinear
 void RegisterBitCastScatterKernels(KernelRegistry& r);  // bitcast_scatter.cpp: BitCast, TensorScatter

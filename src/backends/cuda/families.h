@@ -9,10 +9,13 @@ void RegisterPointwiseLayers(LayerRegistry& r);  // pointwise_layers.cpp: unary/
 void RegisterReduceLayers(LayerRegistry& r);     // reduce_layers.cpp: Reduce*, ArgMax/Min, Softmax/LogSoftmax,
                                                  // TopK, CumSum
 void RegisterNormLayers(LayerRegistry& r);       // norm_layers.cpp: LayerNorm, GroupNorm, InstanceNorm, BatchNorm,
-                                                 // LpNormalization
+                                                 // LpNormalization; LRN, MeanVarianceNormalization (lrn_mvn_layers.cpp)
 void RegisterTensorLayers(LayerRegistry& r);     // tensor_layers.cpp: views, Transpose, Concat, Split, Slice, Pad,
-                                                 // Expand, Tile, Shape/Size/Range/ConstantOfShape, Trilu, D2S/S2D
-void RegisterIndexLayers(LayerRegistry& r);      // index_layers.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, Resize
+                                                 // Expand, Tile, Shape/Size/Range/ConstantOfShape, Trilu, D2S/S2D;
+                                                 // ReverseSequence, CenterCropPad, MaxUnpool, Col2Im
+                                                 // (rearrange_layers.cpp); EyeLike, windows (generator_layers.cpp)
+void RegisterIndexLayers(LayerRegistry& r);      // index_layers.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, Resize,
+                                                 // GridSample, AffineGrid (grid_layers.cpp)
 void RegisterMatmulLayers(LayerRegistry& r);     // matmul_layers.cpp: MatMul/Gemm/FusedGemm/FusedMatMul (cuBLASLt),
                                                  // Einsum
 void RegisterAttentionLayers(LayerRegistry& r);  // attention_layers.cpp: kiln.Attention (fused, flash style)

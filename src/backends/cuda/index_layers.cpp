@@ -19,6 +19,7 @@ namespace kiln::cuda {
 
 void RegisterIndexMiscLayers(LayerRegistry& r);  // index_misc_layers.cpp
 void RegisterResizeLayers(LayerRegistry& r);     // resize_layers.cpp
+void RegisterGridLayers(LayerRegistry& r);       // grid_layers.cpp: GridSample, AffineGrid
 
 namespace {
 
@@ -316,6 +317,7 @@ void RegisterIndexLayers(LayerRegistry& r) {
   r.Add("ScatterND", {nullptr, CreateScatterND});
   RegisterIndexMiscLayers(r);
   RegisterResizeLayers(r);
+  RegisterGridLayers(r);
 }
 
 }  // namespace kiln::cuda

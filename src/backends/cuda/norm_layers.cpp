@@ -457,6 +457,8 @@ LayerFactory Factory(CheckFn check, CreateFn create) {
 
 }  // namespace
 
+void RegisterLrnMvnLayers(LayerRegistry& r);  // lrn_mvn_layers.cpp
+
 void RegisterNormLayers(LayerRegistry& r) {
   r.Add("LayerNormalization", Factory(CheckLayerNorm, CreateLayerNorm));
   r.Add("RMSNormalization", Factory(CheckLayerNorm, CreateLayerNorm));
@@ -465,6 +467,7 @@ void RegisterNormLayers(LayerRegistry& r) {
   r.Add("InstanceNormalization", Factory([](const Node& n) { return CheckGroupNorm(n, true); },
                                          [](const LayerSpec& s) { return CreateGroupNorm(s, true); }));
   r.Add("BatchNormalization", Factory(CheckBatchNorm, CreateBatchNorm));
+  RegisterLrnMvnLayers(r);
 }
 
 }  // namespace kiln::cuda

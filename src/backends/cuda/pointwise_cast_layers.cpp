@@ -1,9 +1,13 @@
 // CUDA layers of the pointwise family, part 2: Cast, CastLike, QuantizeLinear, DequantizeLinear (kernels in
-// pointwise_cast.cu) and kiln.FusedPointwise (fused_pointwise.cu). Semantics follow the CPU reference
-// (src/backends/cpu/elementwise_cast.cpp, fused_pointwise.cpp). One tactic each ("default"), except
+// pointwise_cast.cu), DynamicQuantizeLinear (dynamic_quantize.cu) and kiln.FusedPointwise (fused_pointwise.cu).
+// Semantics follow the CPU reference (src/backends/cpu/elementwise_cast.cpp, tensor_more_ops.cpp,
+// fused_pointwise.cpp). One tactic each ("default"), except
 // FusedPointwise: "nvrtc" (generated code) and "interp".
 #include <memory>
+#include <string>
+#include <utility>
 
+#include "backends/cuda/dynamic_quantize_kernels.h"
 #include "backends/cuda/fused_pointwise_codegen.h"
 #include "backends/cuda/pointwise_layers_util.h"
 #include "ops/fused_ops.h"
@@ -229,6 +233,41 @@ LayerFactory FusedPointwiseFactory() {
   return f;
 }
 
+// ---- DynamicQuantizeLinear ----
+// float32 x only (the op's one input type): y, y_scale and y_zero_point computed on the device (no host round trip),
+// with a small fixed workspace for the min/max partials.
+class DynamicQuantizeLayer : public Layer {
+ public:
+  explicit DynamicQuantizeLayer(std::string where) : where_(std::move(where)) {}
+  size_t WorkspaceBytes(const std::vector<DeviceTensor>&, const std::vector<DeviceTensor>&) const override {
+    return DynamicQuantizeWorkspaceBytes();
+  }
+  Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                 std::vector<DeviceTensor>& out) const override {
+    if (in[0].dtype != DataType::kFloat32)
+      return Err(StatusCode::kInvalidArgument, "{}: x must be float32, got {}", where_, TypeName(in[0].dtype));
+    auto wanted = [&](size_t i) { return i < out.size() && out[i].present() ? out[i].data : nullptr; };
+    return InNode(where_, KILN_CUDA_STATUS(LaunchDynamicQuantizeLinear(
+                              static_cast<const float*>(in[0].data), in[0].numel(), static_cast<uint8_t*>(out[0].data),
+                              static_cast<float*>(wanted(1)), static_cast<uint8_t*>(wanted(2)), ctx.workspace,
+                              ctx.workspace_bytes, ctx.stream)));
+  }
+
+ private:
+  std::string where_;
+};
+
+LayerFactory DynamicQuantizeFactory() {
+  LayerFactory f = Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+    const Node& n = spec.node;
+    if (InputType(n, 0) != DataType::kFloat32)
+      return NotSupported(n, "input dtype " + TypeName(InputType(n, 0)), "DynamicQuantizeLinear takes float32 x");
+    return std::unique_ptr<Layer>(std::make_unique<DynamicQuantizeLayer>(n.Where()));
+  });
+  f.compute_types = {DataType::kFloat32};  // x stays float32 in reduced-precision engines
+  return f;
+}
+
 }  // namespace
 
 void RegisterCastQuantLayers(LayerRegistry& r) {
@@ -236,6 +275,7 @@ void RegisterCastQuantLayers(LayerRegistry& r) {
   r.Add("CastLike", CastFactory(true));
   r.Add("QuantizeLinear", QuantizeFactory());
   r.Add("DequantizeLinear", DequantizeFactory());
+  r.Add("DynamicQuantizeLinear", DynamicQuantizeFactory());
 }
 
 void RegisterFusedPointwiseLayer(LayerRegistry& r) { r.Add("kiln.FusedPointwise", FusedPointwiseFactory()); }

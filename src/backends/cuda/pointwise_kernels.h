@@ -36,9 +36,11 @@ struct PwBroadcast {
 cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, void* y, int64_t n,
                           cudaStream_t stream);
 
-// Integer unary ops (Abs, Neg, Sign, Relu, Erf of the numeric CPU reference; BitwiseNot) on signed/unsigned ints.
-enum PwIntUnaryOp : int { kPwIntAbs, kPwIntNeg, kPwIntSign, kPwIntRelu, kPwIntErf, kPwIntBitNot };
-cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
+// Integer unary ops (Abs, Neg, Sign, Relu, Erf of the numeric CPU reference; BitwiseNot; Shrink with a = lambd and
+// b = bias, computed in double, truncated and saturated to the type) on signed/unsigned ints.
+enum PwIntUnaryOp : int { kPwIntAbs, kPwIntNeg, kPwIntSign, kPwIntRelu, kPwIntErf, kPwIntBitNot, kPwIntShrink };
+cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n, cudaStream_t stream, float a = 0.f,
+                           float b = 0.f);
 
 // Clip for every numeric dtype: lo/hi point to one element of x's dtype in device memory (nullptr: no bound).
 cudaError_t LaunchClip(int dtype, const void* x, const void* lo, const void* hi, void* y, int64_t n,

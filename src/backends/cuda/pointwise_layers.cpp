@@ -131,7 +131,7 @@ LayerFactory UnaryFactory(UnaryOp u) {
       return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                            std::vector<DeviceTensor>& out) -> Status {
         return InNode(where, KILN_CUDA_STATUS(LaunchIntUnary(iop, Code(in[0].dtype), in[0].data, out[0].data,
-                                                             out[0].numel(), ctx.stream)));
+                                                             out[0].numel(), ctx.stream, alpha, beta)));
       });
     }
     return NotSupported(n, "input dtype " + TypeName(t),
@@ -148,6 +148,7 @@ UnaryOp WithIntegerPath(PwOp op) {
     case PwOp::kSign: return {op, kPwIntSign, true};
     case PwOp::kRelu: return {op, kPwIntRelu, false};
     case PwOp::kErf: return {op, kPwIntErf, true};
+    case PwOp::kShrink: return {op, kPwIntShrink, true};
     default: return {op};
   }
 }

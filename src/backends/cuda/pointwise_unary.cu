@@ -1,5 +1,5 @@
 // Unary pointwise kernels: the unary formulas (one templated kernel per functor of ops/pointwise_formulas.h,
-// computed in float32), integer Abs/Neg/Sign/Relu/Erf, Clip, IsNaN, IsInf, Not. Contiguous inputs and outputs of
+// computed in float32), integer Abs/Neg/Sign/Relu/Erf/BitwiseNot/Shrink, Clip, IsNaN, IsInf, Not. Contiguous inputs and outputs of
 // the same shape; grid-stride loops with 64-bit indices.
 #include <cmath>
 #include <limits>
@@ -42,8 +42,21 @@ __global__ void FormulaVec4Kernel(F f, float a, float b, const T* __restrict__ x
   }
 }
 
+// Shrink of an integer (the CPU reference's ShrinkInteger): the formula in double, truncated toward zero and
+// saturated to T's range.
 template <typename T>
-__device__ __forceinline__ T IntUnary(int op, T x) {
+__device__ __forceinline__ T ShrinkInt(T x, float lambd, float bias) {
+  using Lim = std::numeric_limits<T>;
+  const double v = static_cast<double>(x), l = lambd;
+  const double r = v < -l ? v + static_cast<double>(bias) : (v > l ? v - static_cast<double>(bias) : 0.0);
+  if (r <= static_cast<double>(Lim::min())) return Lim::min();
+  if (r >= static_cast<double>(Lim::max())) return Lim::max();
+  return static_cast<T>(r);
+}
+
+template <typename T>
+__device__ __forceinline__ T IntUnary(int op, T x, float a, float b) {
+  if (op == kPwIntShrink) return ShrinkInt<T>(x, a, b);
   if constexpr (std::is_unsigned_v<T>) {
     switch (op) {
       case kPwIntAbs: return x;
@@ -68,10 +81,10 @@ __device__ __forceinline__ T IntUnary(int op, T x) {
 }
 
 template <typename T>
-__global__ void IntUnaryKernel(int op, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+__global__ void IntUnaryKernel(int op, float a, float b, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] = IntUnary<T>(op, x[i]);
+    y[i] = IntUnary<T>(op, x[i], a, b);
 }
 
 template <typename T>
@@ -133,11 +146,12 @@ cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, v
   return pw::LaunchResult(ok && known);
 }
 
-cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchIntUnary(int op, int dtype, const void* x, void* y, int64_t n, cudaStream_t stream, float a,
+                           float b) {
   if (n <= 0) return cudaSuccess;
   const bool ok = DispatchInt(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    IntUnaryKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(op, static_cast<const T*>(x),
+    IntUnaryKernel<T><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(op, a, b, static_cast<const T*>(x),
                                                                         static_cast<T*>(y), n);
   });
   return pw::LaunchResult(ok);

@@ -280,6 +280,8 @@ void RegisterTensorLayers(LayerRegistry& r) {
   r.Add("ConstantOfShape", ConstantOfShapeFactory());
   r.Add("Range", RangeFactory());
   tensor_layers::RegisterTensorCopyLayers(r);
+  tensor_layers::RegisterRearrangeLayers(r);
+  tensor_layers::RegisterGeneratorLayers(r);
 }
 
 }  // namespace kiln::cuda

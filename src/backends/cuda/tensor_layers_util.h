@@ -56,5 +56,8 @@ using MakeLayer = std::function<Result<std::unique_ptr<Layer>>(const LayerSpec&)
 LayerFactory SingleTactic(MakeLayer make);
 
 void RegisterTensorCopyLayers(LayerRegistry& r);  // tensor_copy_layers.cpp
+void RegisterRearrangeLayers(LayerRegistry& r);   // rearrange_layers.cpp: ReverseSequence, CenterCropPad, MaxUnpool,
+                                                  // Col2Im
+void RegisterGeneratorLayers(LayerRegistry& r);   // generator_layers.cpp: EyeLike, Hann/Hamming/BlackmanWindow
 
 }  // namespace kiln::cuda::tensor_layers
