@@ -1,7 +1,5 @@
-// Shape functions of the convolution family: Conv, ConvTranspose, DeformConv, MaxPool (with Indices), AveragePool,
-// LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
-// Shape functions of the convolution family: Conv, ConvTranspose, ConvInteger, QLinearConv, MaxPool (with Indices),
-// AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
+// Shape functions of the convolution family: Conv, ConvTranspose, DeformConv, ConvInteger, QLinearConv, MaxPool (with
+// Indices), AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool. Geometry lives in conv_geometry.cpp.
 #include <cmath>
 #include <cstdint>
 #include "core/error.h"
@@ -112,6 +110,44 @@ Status ConvGeometry(InferContext& ctx, bool transpose, size_t xi, size_t wi, siz
   return Status::Ok();
 }
 
+// Shared by Conv and ConvTranspose: X, W and B of one float type.
+Status ConvLike(InferContext& ctx, bool transpose) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
+  KILN_RETURN_IF_ERROR(CheckFloat(ctx, 0, false));
+  const TensorInfo& x = ctx.in(0);
+  const TensorInfo& w = ctx.in(1);
+  if (w.dtype != x.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: W has element type {} but X has {}", n.Where(), DataTypeName(w.dtype),
+               DataTypeName(x.dtype));
+  if (ctx.has_input(2) && ctx.in(2).dtype != x.dtype)
+    return Err(StatusCode::kInvalidModel, "{}: B has element type {} but X has {}", n.Where(),
+               DataTypeName(ctx.in(2).dtype), DataTypeName(x.dtype));
+  return ConvGeometry(ctx, transpose, 0, 1, 2, x.dtype);
+}
+
+bool Is8BitInt(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+
+// Input i is int8 or uint8 (with want: of that type).
+Status Check8Bit(const InferContext& ctx, size_t i, const char* what, DataType want = DataType::kUndefined) {
+  const DataType t = ctx.in(i).dtype;
+  if (!Is8BitInt(t) || (want != DataType::kUndefined && t != want))
+    return Err(StatusCode::kInvalidModel, "{}: {} (input {}) must be {}, got {}", ctx.node.Where(), what, i,
+               want == DataType::kUndefined ? "int8 or uint8" : DataTypeName(want), DataTypeName(t));
+  return Status::Ok();
+}
+
+// Input i is a scalar or a one-element tensor (a per-tensor quantization parameter).
+Status CheckPerTensor(const InferContext& ctx, size_t i, const char* what) {
+  const TensorInfo& t = ctx.in(i);
+  if (!t.has_shape) return Status::Ok();
+  const auto ne = NumElements(t.shape);
+  if (t.rank() > 1 || (ne && *ne != 1))
+    return Err(StatusCode::kInvalidModel, "{}: {} (input {}) must be a scalar (per-tensor), got shape {}",
+               ctx.node.Where(), what, i, ShapeToString(t.shape));
+  return Status::Ok();
+}
+
 // DeformConv: X [N, C, D1..Dn], W [M, C/group, k1..kn], offset [N, offset_group * K * n, O1..On] (K = k1 * ... * kn),
 // optional B [M] and mask [N, offset_group * K, O1..On] -> Y [N, M, O1..On], O the window geometry of Conv (no
 // auto_pad). Where X's spatial size is unknown, offset's gives O.
@@ -209,32 +245,6 @@ Status DeformConvShape(InferContext& ctx) {
   return Status::Ok();
 }
 
-// Shared by Conv and ConvTranspose: X, W and B of one float type.
-Status ConvLike(InferContext& ctx, bool transpose) {
-  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
-  KILN_RETURN_IF_ERROR(CheckFloat(ctx, 0, false));
-  if (w.dtype != x.dtype)
-    return Err(StatusCode::kInvalidModel, "{}: W has element type {} but X has {}", n.Where(), DataTypeName(w.dtype),
-               DataTypeName(x.dtype));
-  if (ctx.has_input(2) && ctx.in(2).dtype != x.dtype)
-    return Err(StatusCode::kInvalidModel, "{}: B has element type {} but X has {}", n.Where(),
-               DataTypeName(ctx.in(2).dtype), DataTypeName(x.dtype));
-  return ConvGeometry(ctx, transpose, 0, 1, 2, x.dtype);
-bool Is8BitInt(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
-// Input i is int8 or uint8 (with want: of that type).
-Status Check8Bit(const InferContext& ctx, size_t i, const char* what, DataType want = DataType::kUndefined) {
-  const DataType t = ctx.in(i).dtype;
-  if (!Is8BitInt(t) || (want != DataType::kUndefined && t != want))
-    return Err(StatusCode::kInvalidModel, "{}: {} (input {}) must be {}, got {}", ctx.node.Where(), what, i,
-               want == DataType::kUndefined ? "int8 or uint8" : DataTypeName(want), DataTypeName(t));
-// Input i is a scalar or a one-element tensor (a per-tensor quantization parameter).
-Status CheckPerTensor(const InferContext& ctx, size_t i, const char* what) {
-  const TensorInfo& t = ctx.in(i);
-  if (!t.has_shape) return Status::Ok();
-  const auto ne = NumElements(t.shape);
-  if (t.rank() > 1 || (ne && *ne != 1))
-    return Err(StatusCode::kInvalidModel, "{}: {} (input {}) must be a scalar (per-tensor), got shape {}",
-               ctx.node.Where(), what, i, ShapeToString(t.shape));
 // Input i is a scalar or a 1-D tensor of one value per output channel (W's dim 0).
 Status CheckPerChannel(const InferContext& ctx, size_t i, size_t wi, const char* what) {
   const TensorInfo& t = ctx.in(i);
@@ -246,6 +256,9 @@ Status CheckPerChannel(const InferContext& ctx, size_t i, size_t wi, const char*
     return Err(StatusCode::kInvalidModel,
                "{}: {} (input {}) must be a scalar or 1-D with one value per output channel ({}), got shape {}",
                ctx.node.Where(), what, i, m.ToString(), ShapeToString(t.shape));
+  return Status::Ok();
+}
+
 // ConvInteger(x, w, x_zero_point?, w_zero_point?): 8-bit operands, an int32 result.
 Status ConvIntegerShape(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
@@ -254,13 +267,18 @@ Status ConvIntegerShape(InferContext& ctx) {
   if (ctx.has_input(2)) {
     KILN_RETURN_IF_ERROR(Check8Bit(ctx, 2, "x_zero_point", ctx.in(0).dtype));
     KILN_RETURN_IF_ERROR(CheckPerTensor(ctx, 2, "x_zero_point"));
+  }
   if (ctx.has_input(3)) {
     KILN_RETURN_IF_ERROR(Check8Bit(ctx, 3, "w_zero_point", ctx.in(1).dtype));
     KILN_RETURN_IF_ERROR(CheckPerChannel(ctx, 3, 1, "w_zero_point"));
+  }
   return ConvGeometry(ctx, false, 0, 1, SIZE_MAX, DataType::kInt32);
+}
+
 // QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B?): y of y_zero_point's
 // type; w's scale and zero point per tensor or per output channel, B int32 per output channel.
 Status QLinearConvShape(InferContext& ctx) {
+  const Node& n = ctx.node;
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 8));  // all but B
   KILN_RETURN_IF_ERROR(Check8Bit(ctx, 0, "x"));
   KILN_RETURN_IF_ERROR(Check8Bit(ctx, 3, "w"));
@@ -281,6 +299,8 @@ Status QLinearConvShape(InferContext& ctx) {
     return Err(StatusCode::kInvalidModel, "{}: B (input 8) must be int32, got {}", n.Where(),
                DataTypeName(ctx.in(8).dtype));
   return ConvGeometry(ctx, false, 0, 3, 8, ctx.in(7).dtype);
+}
+
 Status Pool(InferContext& ctx, bool allow_int8, bool is_max) {
   const Node& n = ctx.node;
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));

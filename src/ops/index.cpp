@@ -1,6 +1,6 @@
 // Shape inference for the indexing ops: Gather, GatherElements, GatherND, ScatterND, ScatterElements,
-// OneHot, NonZero, NonMaxSuppression, RoiAlign. Gather also propagates symbolic contents of small shape tensors
-// OneHot, NonZero, NonMaxSuppression, TensorScatter. Gather also propagates symbolic contents of small shape tensors
+// OneHot, NonZero, NonMaxSuppression, RoiAlign, TensorScatter. Gather also propagates symbolic contents of small shape
+// tensors
 // (Shape -> Gather -> Concat -> Reshape with symbolic dims).
 #include <algorithm>
 #include <cctype>
@@ -354,9 +354,13 @@ Status RoiAlignShape(InferContext& ctx) {
                    v->GetAsInt(i), x.shape[0].value);
   const Dim c = x.has_shape ? x.shape[1] : Dim::Unknown();
   ctx.set_output(0, x.dtype, {r, c, Dim(oh), Dim(ow)});
+  return Status::Ok();
+}
+
 // TensorScatter-24 (a KV-cache update): past_cache with update's rows written at write_indices along `axis` (not 0, the
 // batch); the output is past_cache's type and shape, update differs from it only in the axis dim (not longer).
 Status TensorScatterShape(InferContext& ctx) {
+  const Node& n = ctx.node;
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
   KILN_ASSIGN_OR_RETURN(const std::string mode, n.attr_string("mode", "linear"));
   if (mode != "linear" && mode != "circular")
@@ -393,6 +397,7 @@ Status TensorScatterShape(InferContext& ctx) {
         return Err(StatusCode::kInvalidModel, "{}: write_indices {} must be 1-D with one index per batch ({})",
                    n.Where(), ShapeToString(wi.shape), past.shape[0].ToString());
     }
+  }
   SetOutputLike(ctx, 0, past);
   return Status::Ok();
 }

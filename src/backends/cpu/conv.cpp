@@ -22,9 +22,8 @@ ConvScratchLimits& ConvScratch() {
   return limits;
 }
 
-void RegisterPoolKernels(KernelRegistry& r);        // pool.cpp
-void RegisterDeformConvKernels(KernelRegistry& r);  // deform_conv.cpp
 void RegisterPoolKernels(KernelRegistry& r);          // pool.cpp
+void RegisterDeformConvKernels(KernelRegistry& r);    // deform_conv.cpp
 void RegisterIntegerConvKernels(KernelRegistry& r);  // conv_integer.cpp: ConvInteger, QLinearConv
 
 namespace {
