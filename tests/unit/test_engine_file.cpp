@@ -106,8 +106,28 @@ void AddEveryAttributeKind(Graph& g) {
   Tensor t(DataType::kBFloat16, {2, 3});
   for (int i = 0; i < 6; ++i) t.data<uint16_t>()[i] = FloatToBFloat16(static_cast<float>(i) - 2.5f);
   n->attrs["kiln_test_tensor"] = Attribute::TensorValue(t);
+  // A body (as If/Loop/Scan hold): its own values, including a name the outer graph also uses, and a constant.
+  auto body = std::make_shared<Graph>();
+  Value* bin = body->GetOrAddValue("x");
+  bin->dtype = DataType::kFloat32;
+  bin->shape = {Dim(2)};
+  bin->has_shape = true;
+  bin->is_graph_input = true;
+  body->inputs.push_back(bin);
+  Value* bc = body->AddConstant("two", Tensor::FromFloat({2.f, 2.f}, {2}));
+  Node* bn = body->AddNode("Mul", "body_mul");
+  bn->inputs = {bin, bc};
+  Value* bout = body->GetOrAddValue("y");
+  bout->dtype = DataType::kFloat32;
+  bout->shape = {Dim(2)};
+  bout->has_shape = true;
+  bout->is_graph_output = true;
+  bn->outputs = {bout};
+  body->outputs.push_back(bout);
+  EXPECT_TRUE(body->TopoSort().ok());
   Attribute graph_kind;
   graph_kind.kind = Attribute::Kind::kGraph;
+  graph_kind.g = body;
   n->attrs["kiln_test_graph"] = graph_kind;
   n->attrs["kiln_flatten_2d"] = Attribute::Int(1);
 }
@@ -179,6 +199,19 @@ void ExpectSameGraph(const Graph& a, const Graph& b) {
       EXPECT_EQ(at.strings, bt.strings) << key;
       EXPECT_EQ(at.t.defined(), bt.t.defined()) << key;
       if (at.t.defined()) ExpectSameTensor(at.t, bt.t, key);
+      ASSERT_EQ(at.g != nullptr, bt.g != nullptr) << key;
+      if (at.g) {  // a body: same inputs, outputs, nodes and constants
+        ASSERT_EQ(at.g->nodes().size(), bt.g->nodes().size()) << key;
+        ASSERT_EQ(at.g->inputs.size(), bt.g->inputs.size()) << key;
+        ASSERT_EQ(at.g->outputs.size(), bt.g->outputs.size()) << key;
+        for (size_t i = 0; i < at.g->inputs.size(); ++i) ExpectSameValue(at.g->inputs[i], bt.g->inputs[i]);
+        for (size_t i = 0; i < at.g->outputs.size(); ++i) ExpectSameValue(at.g->outputs[i], bt.g->outputs[i]);
+        for (size_t k = 0; k < at.g->nodes().size(); ++k) {
+          EXPECT_EQ(at.g->nodes()[k]->op_type, bt.g->nodes()[k]->op_type) << key;
+          for (size_t i = 0; i < at.g->nodes()[k]->inputs.size(); ++i)
+            ExpectSameValue(at.g->nodes()[k]->inputs[i], bt.g->nodes()[k]->inputs[i]);
+        }
+      }
     }
   }
 }
