@@ -17,7 +17,15 @@ inline int8_t Wrap2Bit(int64_t v, bool is_signed) {
   return static_cast<int8_t>(is_signed && low >= 2 ? low - 4 : low);
 }
 
-// A float value as the integer Cast wraps into int2/uint2: truncated toward zero. ONNX leaves out-of-range values
+// An integer's four low bits as int4 ([-8, 7]) or uint4 ([0, 15]): Cast wraps into the 4-bit types as into the 2-bit
+// ones (onnx 1.23's reference and node tests; 1.16's reference saturated, and the spec leaves a float out of range
+// undefined).
+inline int8_t Wrap4Bit(int64_t v, bool is_signed) {
+  const int low = static_cast<int>(static_cast<uint64_t>(v) & 15u);
+  return static_cast<int8_t>(is_signed && low >= 8 ? low - 16 : low);
+}
+
+// A float value as the integer Cast wraps into int2/uint2 (and int4/uint4): truncated toward zero. ONNX leaves out-of-range values
 // undefined; its reference (onnx 1.23, ml_dtypes) converts through a 32-bit integer, whose out-of-range result (and
 // NaN's, and infinity's) has zero low bits, so those become 0 here too.
 inline int64_t TruncatedForWrap(double v) {

@@ -198,11 +198,9 @@ Tensor CastTensor(const Tensor& t, DataType to, bool saturate) {
         case DataType::kUInt16: r.data<uint16_t>()[i] = static_cast<uint16_t>(v); break;
         case DataType::kUInt32: r.data<uint32_t>()[i] = static_cast<uint32_t>(v); break;
         case DataType::kUInt64: r.data<uint64_t>()[i] = static_cast<uint64_t>(v); break;
-        case DataType::kInt4: case DataType::kUInt4: {  // saturates, as Cast to a 4-bit type does
-          const auto [lo, hi] = IntegerRange(to);
-          r.data<int8_t>()[i] = static_cast<int8_t>(std::clamp<int64_t>(v, lo, hi));
+        case DataType::kInt4: case DataType::kUInt4:  // wraps, as Cast to a 4-bit type does
+          r.data<int8_t>()[i] = Wrap4Bit(v, to == DataType::kInt4);
           break;
-        }
         case DataType::kInt2: case DataType::kUInt2:  // wraps, as Cast to a 2-bit type does
           r.data<int8_t>()[i] = Wrap2Bit(v, to == DataType::kInt2);
           break;
@@ -215,11 +213,12 @@ Tensor CastTensor(const Tensor& t, DataType to, bool saturate) {
   } else if (to == DataType::kFloat8E8M0) {  // Cast's default round_mode, "up"
     for (int64_t i = 0; i < n; ++i)
       r.data<uint8_t>()[i] = DoubleToFloat8E8M0(t.GetAsDouble(i), "up", saturate);
-  } else if (Is2BitType(to)) {  // as Cast does: integers wrap, floats truncate toward zero and wrap
+  } else if (Is2BitType(to) || Is4BitType(to)) {  // as Cast does: integers wrap, floats truncate toward zero and wrap
     const bool from_int = IsIntegerType(t.dtype()) || t.dtype() == DataType::kBool;
-    for (int64_t i = 0; i < n; ++i)
-      r.data<int8_t>()[i] =
-          Wrap2Bit(from_int ? t.GetAsInt(i) : TruncatedForWrap(t.GetAsDouble(i)), to == DataType::kInt2);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = from_int ? t.GetAsInt(i) : TruncatedForWrap(t.GetAsDouble(i));
+      r.data<int8_t>()[i] = Is2BitType(to) ? Wrap2Bit(v, to == DataType::kInt2) : Wrap4Bit(v, to == DataType::kInt4);
+    }
   } else {
     for (int64_t i = 0; i < n; ++i) r.SetFromDouble(i, t.GetAsDouble(i));
   }

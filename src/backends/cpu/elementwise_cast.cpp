@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "backends/cpu/elementwise_internal.h"
+#include "core/narrow_types.h"
 #include "ops/quantize_linear.h"
 
 namespace kiln::cpu::elem {
@@ -142,22 +143,20 @@ Status CastTo(const Node& n, const Tensor& x, Tensor& y, bool saturate, const st
   }
   if (IsNarrowType(from) || IsNarrowType(to)) return CastNarrow(n, x, y, saturate, round_mode);
   if (Is4BitType(from) || Is4BitType(to)) {
-    // int4/uint4 are held one value per byte: read through double. A cast to them rounds half to even and saturates
-    // to [-8, 7] / [0, 15] (ONNX's Cast to 4-bit types, as its reference implementation does); a cast from them to
-    // another integer type is an integer conversion (wraps, like every integer Cast).
+    // int4/uint4 are held one value per byte: read through double. A cast to them keeps the low four bits of the
+    // integer (a float truncated toward zero first), as onnx 1.23's reference does; a cast from them to another
+    // integer type is an integer conversion (wraps, like every integer Cast).
     std::vector<double> tmp(static_cast<size_t>(count));
     if (IsFloat8Type(from)) {
       for (int64_t i = 0; i < count; ++i) tmp[i] = Float8ToFloat(from, x.data<uint8_t>()[i]);
     } else {
       for (int64_t i = 0; i < count; ++i) tmp[i] = x.GetAsDouble(i);
     }
-    if (Is4BitType(to)) {
-      const auto [lo, hi] = IntegerRange(to);
-      for (int64_t i = 0; i < count; ++i) {
-        const double v = std::isnan(tmp[i]) ? 0.0 : std::nearbyint(tmp[i]);
-        y.data<uint8_t>()[i] = static_cast<uint8_t>(static_cast<int8_t>(
-            v < static_cast<double>(lo) ? lo : (v > static_cast<double>(hi) ? hi : static_cast<int64_t>(v))));
-      }
+    if (Is4BitType(to)) {  // integers wrap; floats truncate toward zero, then wrap (as onnx 1.23's reference does)
+      const bool int_source = IsIntegerType(from) || from == DataType::kBool;
+      for (int64_t i = 0; i < count; ++i)
+        y.data<int8_t>()[i] =
+            Wrap4Bit(int_source ? x.GetAsInt(i) : TruncatedForWrap(tmp[i]), to == DataType::kInt4);
       return Status::Ok();
     }
     if (IsFloat8Type(to)) {
