@@ -23,6 +23,9 @@ enum class BuilderFlag : int {
   kTF32 = 4,                    // allow TF32 for float32 math (on by default)
   kSTRONGLY_TYPED = 5,          // keep the network's types exactly; no precision choice
   kOBEY_PRECISION_CONSTRAINTS = 6,  // per-layer precisions are requirements, not preferences
+  // Nodes a GPU backend has no kernel for fail the build (one error listing them all) instead of running on the CPU
+  // inside the engine (`--noFallback`).
+  kNO_FALLBACK = 7,
 };
 
 enum class ProfilingVerbosity { kLayerNamesOnly = 0, kNone = 1, kDetailed = 2 };
@@ -181,6 +184,13 @@ struct BuildReport {
   // INT4 weight-only: layers reading a packed 4-bit weight, and the readers of 4-bit weights that run in float (why).
   int layers_int4_weight_only = 0;
   std::vector<std::pair<std::string, std::string>> weight_only_fallbacks;
+  // Nodes of a GPU engine that run on the CPU (CPU fallback): why, and the bytes copied between device and host per
+  // inference at the tuning shapes (inputs down, outputs up).
+  struct CpuFallback {
+    std::string layer, op, reason;
+    int64_t bytes_per_inference = 0;
+  };
+  std::vector<CpuFallback> cpu_fallbacks;
   std::string calibration_source;  // "dynamic ranges", "calibration cache", "calibrated N batches", or empty
   std::string device;
   size_t engine_bytes = 0;

@@ -188,7 +188,8 @@ void BindBuild(nb::module_& m) {
       .value("FP8", BuilderFlag::kFP8)
       .value("TF32", BuilderFlag::kTF32)
       .value("STRONGLY_TYPED", BuilderFlag::kSTRONGLY_TYPED)
-      .value("OBEY_PRECISION_CONSTRAINTS", BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
+      .value("OBEY_PRECISION_CONSTRAINTS", BuilderFlag::kOBEY_PRECISION_CONSTRAINTS)
+      .value("NO_FALLBACK", BuilderFlag::kNO_FALLBACK);
   nb::enum_<ProfilingVerbosity>(m, "ProfilingVerbosity")
       .value("LAYER_NAMES_ONLY", ProfilingVerbosity::kLayerNamesOnly)
       .value("NONE", ProfilingVerbosity::kNone)

@@ -120,6 +120,13 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
            for (const auto& [layer, why] : weight_only_fallbacks) f.push_back({{"layer", layer}, {"reason", why}});
            return f;
          }()}}},
+      {"fallback", [&] {
+         nlohmann::json f = nlohmann::json::array();
+         for (const CpuFallback& c : cpu_fallbacks)
+           f.push_back({{"layer", c.layer}, {"op", c.op}, {"reason", c.reason},
+                        {"bytes_per_inference", c.bytes_per_inference}});
+         return f;
+       }()},
       {"memory",
        {{"arena_bytes", arena_bytes},
         {"naive_activation_bytes", naive_activation_bytes},

@@ -424,7 +424,15 @@ bool LoadExclusions(const std::string& path, Exclusions* out) {
   return true;
 }
 
+// The node tests scripts/setup writes next to the build's bin/ (build/onnx-node-tests), else the data an onnx package
+// up to 1.16 ships.
 std::string DefaultDataDir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path written = exe.parent_path().parent_path() / "onnx-node-tests";
+    if (fs::is_directory(written, ec)) return written.string();
+  }
   FILE* p = popen("python3 -c \"import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "
                   "'backend', 'test', 'data', 'node'))\" 2>/dev/null", "r");
   if (!p) return "";
@@ -486,7 +494,8 @@ struct OpCounts {
 int Main(int argc, char** argv) {
   Options o;
   CLI::App app{"kiln-conformance: runs the ONNX backend node tests on kiln's CPU reference backend"};
-  app.add_option("--data", o.data_dir, "node test directory (default: the onnx Python package's backend/test/data/node)");
+  app.add_option("--data", o.data_dir, "node test directory (default: build/onnx-node-tests, which scripts/setup writes, "
+                 "else the onnx Python package's backend/test/data/node)");
   app.add_option("--json", o.json_path, "write the results as JSON to this file")->required();
   app.add_option("--expected-failures", o.xfail_paths, "file or directory of *.txt files: `test_name  # reason` lines (repeatable)");
   app.add_option("--scope", o.scope_path, "exclusion list (`op  # reason`, `domain:*  # reason`): every other test is in scope, "

@@ -72,6 +72,7 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   const double parse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - parse_t0).count();
   auto cfg = builder.createBuilderConfig();
   if (o.no_tf32) cfg->clearFlag(BuilderFlag::kTF32);
+  if (o.no_fallback) cfg->setFlag(BuilderFlag::kNO_FALLBACK);
   if (o.strongly_typed) cfg->setFlag(BuilderFlag::kSTRONGLY_TYPED);
   if (o.precision_constraints == "obey") cfg->setFlag(BuilderFlag::kOBEY_PRECISION_CONSTRAINTS);
   cfg->setBuilderOptimizationLevel(o.builder_optimization_level);
@@ -191,6 +192,14 @@ void PrintBuildSummary(const BuildResult& b, const Options& o) {
                 r.calibration_source.empty() ? "" : (", ranges from " + r.calibration_source).c_str(),
                 r.int8_fallbacks.empty() ? "" : fmt::format("; {} in float:", r.int8_fallbacks.size()).c_str());
     for (const auto& [layer, why] : r.int8_fallbacks) std::printf("[kiln]   %s: %s\n", layer.c_str(), why.c_str());
+  }
+  if (!r.cpu_fallbacks.empty()) {
+    int64_t bytes = 0;
+    for (const auto& f : r.cpu_fallbacks) bytes += f.bytes_per_inference;
+    std::printf("[kiln] CPU fallback: %zu layer(s) run on the CPU inside the engine, %.2f MiB copied per inference "
+                "(--noFallback refuses them):\n", r.cpu_fallbacks.size(), bytes / 1048576.0);
+    for (const auto& f : r.cpu_fallbacks)
+      std::printf("[kiln]   %s (%s): %s\n", f.layer.c_str(), f.op.c_str(), f.reason.c_str());
   }
   if (r.layers_int4_weight_only > 0 || !r.weight_only_fallbacks.empty()) {
     std::printf("[kiln] int4 weight-only: %d layer(s)%s\n", r.layers_int4_weight_only,

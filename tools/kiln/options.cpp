@@ -34,6 +34,8 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
                  "Allow FP8 (E4M3) kernels: a float network's matrix products quantized from its ranges (--calib, as "
                  "--int8 takes them); models with float8 Q/DQ nodes build FP8 layers without it");
     app.add_flag("--noTF32", o.no_tf32, "Forbid TF32 for float32 math");
+    app.add_flag("--noFallback", o.no_fallback,
+                 "Fail the build, listing every node, where a GPU engine would run nodes without a GPU kernel on the CPU");
     app.add_flag("--best", o.best, "Allow every precision");
     app.add_flag("--stronglyTyped", o.strongly_typed, "Keep the network's types exactly");
     app.add_option("--precisionConstraints", o.precision_constraints, "none|prefer|obey");

@@ -22,6 +22,7 @@ struct Options {
   std::string shapes, min_shapes, opt_shapes, max_shapes;
   // Precision.
   bool fp16 = false, bf16 = false, int8 = false, fp8 = false, no_tf32 = false, best = false, strongly_typed = false;
+  bool no_fallback = false;  // --noFallback: nodes without a GPU kernel fail the build instead of running on the CPU
   std::string precision_constraints, layer_precisions, layer_output_types, input_io_formats, output_io_formats, calib;
   // Build.
   std::string mem_pool_size, timing_cache_file, backend;

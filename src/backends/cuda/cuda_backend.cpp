@@ -94,7 +94,8 @@ class CudaBackendImpl final : public Backend {
 
   bool ComputesIn(const Node& n, DataType t) const override {
     const LayerFactory* f = Layers().Find(n);
-    return !f || std::find(f->compute_types.begin(), f->compute_types.end(), t) != f->compute_types.end();
+    if (!f) return t == DataType::kFloat32;  // no GPU layer: the node runs on the CPU (fallback), in float32
+    return std::find(f->compute_types.begin(), f->compute_types.end(), t) != f->compute_types.end();
   }
 
   bool HasKernel(const std::string& op) const override { return Layers().Find(op) != nullptr; }
@@ -134,7 +135,25 @@ class CudaBackendImpl final : public Backend {
     const Graph& g = *r.engine.graph;
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> tuned, r.engine.TuningGraph());
     const bool tf32 = cfg.getFlag(BuilderFlag::kTF32);
-    KILN_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> candidates, CheckSupport(g, *tuned, tf32));
+    const bool fallback = !cfg.getFlag(BuilderFlag::kNO_FALLBACK);
+    std::vector<FallbackNode> fallbacks;
+    KILN_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> candidates,
+                          CheckSupport(g, *tuned, tf32, fallback ? &fallbacks : nullptr));
+    for (const FallbackNode& f : fallbacks) {
+      const Node& n = *g.nodes()[f.index];
+      const Node& tn = *tuned->nodes()[f.index];
+      // Bytes crossing PCIe per inference at the tuning shapes: non-constant inputs down, outputs up.
+      int64_t bytes = 0;
+      for (const auto* list : {&tn.inputs, &tn.outputs})
+        for (const Value* v : *list)
+          if (v && !v->is_const() && v->has_shape && IsStatic(v->shape))
+            bytes += NumElements(ToStatic(v->shape)) * static_cast<int64_t>(DataTypeSize(v->dtype));
+      r.report.cpu_fallbacks.push_back({n.name, QualifiedOpName(n), f.reason, bytes});
+      logger.log(Severity::kWarning,
+                 fmt::format("{} runs on the CPU inside the GPU engine ({} bytes copied per inference): {}. "
+                             "--noFallback makes this an error",
+                             n.Where(), bytes, f.reason).c_str());
+    }
     TimingCache cache;
     const std::string& path = cfg.timingCacheFile();
     if (!path.empty()) {

@@ -169,6 +169,7 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
                    "run or the cpu backend)",
                    n.Where());
     p->workspace = std::max(p->workspace, layer->WorkspaceBytes(l.inputs, l.outputs));
+    p->host_workspace = std::max(p->host_workspace, layer->HostWorkspaceBytes(l.inputs, l.outputs));
     p->launches.push_back(std::move(l));
   }
   // Graph outputs that folded to constants at these shapes: copied from a device copy at every run.
@@ -191,6 +192,14 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
     DropGraphs();  // they captured the old workspace
     workspace_ = std::move(bigger);
   }
+  if (p->host_workspace > host_workspace_.bytes()) {
+    auto grown = PinnedBuffer::Allocate(p->host_workspace);
+    if (!grown.ok())
+      return grown.status().WithContext(fmt::format("allocating page-locked host memory for the layers that run on the "
+                                                    "CPU ({:.1f} MiB)", p->host_workspace / 1048576.0));
+    DropGraphs();  // they captured the old host scratch
+    host_workspace_ = std::move(*grown);
+  }
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the folded values' uploads have landed
   if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());  // the least recently used
   plans_.push_back(std::move(p));
@@ -198,7 +207,8 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
 }
 
 Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
-  LaunchContext lc{stream, workspace_.get(), workspace_.bytes(), handles_.cublaslt(), handles_.cudnn()};
+  LaunchContext lc{stream,           workspace_.get(),      workspace_.bytes(), handles_.cublaslt(),
+                   handles_.cudnn(), host_workspace_.get(), host_workspace_.bytes()};
   for (const auto& [dst, src] : current_->output_copies)
     KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src.first, src.second, cudaMemcpyDeviceToDevice, stream));
   const auto& nodes = engine_.graph().nodes();

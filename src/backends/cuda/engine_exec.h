@@ -72,6 +72,7 @@ class GpuContext {
     std::shared_ptr<const Graph> shaped;    // the DeviceTensors' host pointers point into it
     std::vector<std::pair<void*, std::pair<const void*, size_t>>> output_copies;  // dst, (src, bytes)
     size_t workspace = 0;
+    size_t host_workspace = 0;   // page-locked host scratch (CPU fallback layers)
     void* graph_exec = nullptr;  // cudaGraphExec_t captured from these launches
     std::string graph_key;       // the stream it was captured on
     ~Plan();
@@ -83,6 +84,7 @@ class GpuContext {
   const GpuEngine& engine_;
   const MemoryPlan& mplan_;
   DeviceBuffer arena_, workspace_;
+  PinnedBuffer host_workspace_;
   Handles handles_;
   cudaStream_t handles_stream_ = nullptr;
   bool handles_ready_ = false;

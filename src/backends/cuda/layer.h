@@ -49,6 +49,10 @@ struct LaunchContext {
   size_t workspace_bytes = 0;
   cublasLtContext* cublaslt = nullptr;
   cudnnContext* cudnn = nullptr;
+  // Page-locked host memory of at least the layer's HostWorkspaceBytes(), the context's own (CPU fallback layers
+  // stage their inputs and outputs there); its address is stable for the launch plan, so it may be captured.
+  void* host_workspace = nullptr;
+  size_t host_workspace_bytes = 0;
 };
 
 // What a layer is created from. The node's input and output Values carry dtype (FP16/BF16 after precision
@@ -68,6 +72,11 @@ class Layer {
   // Device scratch bytes Enqueue needs at these shapes (the runtime gives the max over its shapes).
   virtual size_t WorkspaceBytes(const std::vector<DeviceTensor>& inputs,
                                 const std::vector<DeviceTensor>& outputs) const {
+    return 0;
+  }
+  // Page-locked host scratch bytes Enqueue needs at these shapes (CPU fallback layers); the runtime gives the max.
+  virtual size_t HostWorkspaceBytes(const std::vector<DeviceTensor>& inputs,
+                                    const std::vector<DeviceTensor>& outputs) const {
     return 0;
   }
   // Layers whose output sizes depend on data (NonZero, NonMaxSuppression) return an upper bound on output i's
@@ -128,6 +137,14 @@ LayerSpec SpecAt(const Node& node, const Node& tuned_node, bool allow_tf32);
 Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec);
 // Creates a node's layer; an error names the node.
 Result<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, const std::string& tactic);
+
+// The tactic of a node that runs on the CPU inside a GPU engine (cpu_fallback_layer.cpp): its inputs are copied to
+// page-locked host memory, the CPU reference kernel runs in a host callback on the stream, and its outputs are copied
+// back, all enqueued (so CUDA graphs capture it too).
+inline constexpr const char* kCpuFallbackTactic = "cpu-fallback";
+// Whether the CPU backend has a kernel for the node (the condition for running it there).
+bool CpuCanRun(const Node& node);
+Result<std::unique_ptr<Layer>> CreateCpuFallbackLayer(const LayerSpec& spec);
 
 // A Layer from a lambda, for the many layers that are just one launcher call.
 class FnLayer : public Layer {

@@ -94,6 +94,7 @@ Result<std::vector<std::string>> TacticsFor(const LayerSpec& spec) {
 }
 
 Result<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, const std::string& tactic) {
+  if (tactic == kCpuFallbackTactic) return CreateCpuFallbackLayer(spec);
   KILN_RETURN_IF_ERROR(CheckValueTypes(spec.node));
   const LayerFactory* f = Layers().Find(spec.node);
   if (!f)

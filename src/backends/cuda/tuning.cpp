@@ -33,15 +33,23 @@ Result<std::optional<std::regex>> TacticExclusion() {
 
 }  // namespace
 
-Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32) {
+Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32,
+                                                           std::vector<FallbackNode>* fallbacks) {
   KILN_ASSIGN_OR_RETURN(std::optional<std::regex> exclude, TacticExclusion());
   std::vector<std::vector<std::string>> candidates;
   std::string errors;
   int n = 0;
   for (size_t k = 0; k < g.nodes().size(); ++k) {
-    auto t = TacticsFor(SpecAt(*g.nodes()[k], *tuned.nodes()[k], allow_tf32));
+    const Node& node = *g.nodes()[k];
+    auto t = TacticsFor(SpecAt(node, *tuned.nodes()[k], allow_tf32));
     if (!t.ok()) {
+      if (fallbacks && t.status().code() == StatusCode::kUnsupported && CpuCanRun(node)) {
+        fallbacks->push_back({k, t.status().message()});
+        candidates.push_back({kCpuFallbackTactic});
+        continue;
+      }
       errors += "\n  - " + t.status().message();
+      if (!fallbacks && CpuCanRun(node)) errors += " (it would run on the CPU without --noFallback)";
       ++n;
       continue;
     }

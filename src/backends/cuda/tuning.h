@@ -32,9 +32,18 @@ struct TuneReport {
   int over_workspace = 0;  // candidates left out for needing more scratch memory than TuneOptions::workspace_limit
 };
 
+// A node that runs on the CPU inside the engine, and why it cannot run on the GPU.
+struct FallbackNode {
+  size_t index = 0;
+  std::string reason;
+};
+
 // The candidate tactics of every node of `g` at the tuning shapes (`tuned` is g inferred at those shapes, node
-// for node). The error lists every node that has no GPU layer (one report).
-Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32);
+// for node). A node without a GPU layer for its op, types or attributes gets the one tactic kCpuFallbackTactic when
+// `fallbacks` is given and the CPU backend can run it (each is listed there); otherwise the error lists every node
+// that cannot run (one report).
+Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32,
+                                                           std::vector<FallbackNode>* fallbacks = nullptr);
 
 // One tactic per node of `g`, chosen among `candidates` (CheckSupport's lists).
 Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
