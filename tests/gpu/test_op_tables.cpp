@@ -47,7 +47,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"DeformConv", "no CUDA kernel written yet (a gather of bilinear samples then a GEMM would run it)"},
       {"LinearAttention", "no CUDA kernel written yet (opset 27; a chunked recurrence kernel to write)"},
       {"CausalConvWithState", "no CUDA kernel written yet (opset 27; a depthwise causal convolution kernel to write)"},
-      {"Attention", "CPU kernel only so far; the CUDA backend's fused attention (kiln.Attention) could run it"},
       {"RotaryEmbedding", "CPU kernel only so far; no CUDA kernel written yet"},
       {"DFT", "no CUDA kernel written yet (cuFFT could run it)"},
       {"STFT", "no CUDA kernel written yet (cuFFT could run it)"},
