@@ -379,6 +379,7 @@ Result<std::unique_ptr<Layer>> CreateAttention(const LayerSpec& spec, const std:
 }  // namespace
 
 void RegisterOnnxAttentionLayers(LayerRegistry& r);  // onnx_attention_layers.cpp
+void RegisterLlmLayers(LayerRegistry& r);           // llm_layers.cpp
 
 void RegisterAttentionLayers(LayerRegistry& r) {
   LayerFactory f;
@@ -386,6 +387,7 @@ void RegisterAttentionLayers(LayerRegistry& r) {
   f.create = CreateAttention;
   r.Add("kiln.Attention", std::move(f));
   RegisterOnnxAttentionLayers(r);
+  RegisterLlmLayers(r);
 }
 
 }  // namespace kiln::cuda
