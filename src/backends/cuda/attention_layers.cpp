@@ -11,6 +11,7 @@
 // packed tensor [B, S, 3, H, D] from a single QKV GEMM: part 0, 1 or 2 of it, read through strides and an offset).
 // With kiln_q_* (plan/fold_quantized_casts.cpp) both kernels write the output quantized, one byte per element.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/attention_kernels.h"
@@ -377,6 +378,16 @@ Result<std::unique_ptr<Layer>> CreateAttention(const LayerSpec& spec, const std:
 
 }  // namespace
 
-void RegisterAttentionLayers(LayerRegistry& r) { r.Add("kiln.Attention", LayerFactory{AttentionTactics, CreateAttention}); }
+void RegisterOnnxAttentionLayers(LayerRegistry& r);  // onnx_attention_layers.cpp
+void RegisterLlmLayers(LayerRegistry& r);           // llm_layers.cpp
+
+void RegisterAttentionLayers(LayerRegistry& r) {
+  LayerFactory f;
+  f.tactics = AttentionTactics;
+  f.create = CreateAttention;
+  r.Add("kiln.Attention", std::move(f));
+  RegisterOnnxAttentionLayers(r);
+  RegisterLlmLayers(r);
+}
 
 }  // namespace kiln::cuda

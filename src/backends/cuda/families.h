@@ -18,7 +18,9 @@ void RegisterIndexLayers(LayerRegistry& r);      // index_layers.cpp: Gather*, S
                                                  // GridSample, AffineGrid (grid_layers.cpp)
 void RegisterMatmulLayers(LayerRegistry& r);     // matmul_layers.cpp: MatMul/Gemm/FusedGemm/FusedMatMul (cuBLASLt),
                                                  // Einsum
-void RegisterAttentionLayers(LayerRegistry& r);  // attention_layers.cpp: kiln.Attention (fused, flash style)
+void RegisterAttentionLayers(LayerRegistry& r);  // attention_layers.cpp: kiln.Attention (fused, flash style); ONNX
+                                                 // Attention (onnx_attention_layers.cpp); RotaryEmbedding,
+                                                 // TensorScatter, LinearAttention, CausalConvWithState (llm_layers.cpp)
 void RegisterConvLayers(LayerRegistry& r);       // conv_layers.cpp: Conv/FusedConv/ConvTranspose (cuDNN)
 void RegisterQuantizedLayers(LayerRegistry& r);  // quantized_layers.cpp: kiln.QConv, kiln.QMatMul (int8)
 void RegisterPoolLayers(LayerRegistry& r);       // pool_layers.cpp: MaxPool, AveragePool, LpPool, Global*Pool
