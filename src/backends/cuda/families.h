@@ -23,4 +23,5 @@ void RegisterConvLayers(LayerRegistry& r);       // conv_layers.cpp: Conv/FusedC
 void RegisterQuantizedLayers(LayerRegistry& r);  // quantized_layers.cpp: kiln.QConv, kiln.QMatMul (int8)
 void RegisterPoolLayers(LayerRegistry& r);       // pool_layers.cpp: MaxPool, AveragePool, LpPool, Global*Pool
 void RegisterWeightOnlyLayers(LayerRegistry& r); // weight_only_layers.cpp: kiln.WeightOnlyMatMul (packed 4-bit W)
+void RegisterRnnLayers(LayerRegistry& r);        // rnn_layers.cpp: RNN, GRU, LSTM (own kernels, rnn.cu)
 }  // namespace kiln::cuda

@@ -18,6 +18,7 @@ const LayerRegistry& Layers() {
     RegisterPoolLayers(r);
     RegisterQuantizedLayers(r);
     RegisterWeightOnlyLayers(r);
+    RegisterRnnLayers(r);
     return r;
   }();
   return reg;
