@@ -40,8 +40,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"If", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
       {"Loop", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
       {"Scan", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
-      {"RoiAlign", "no CUDA kernel written yet (detection heads; the CPU reference kernel only)"},
-      {"DeformConv", "no CUDA kernel written yet (a gather of bilinear samples then a GEMM would run it)"},
       {"LinearAttention", "no CUDA kernel written yet (opset 27; a chunked recurrence kernel to write)"},
       {"CausalConvWithState", "no CUDA kernel written yet (opset 27; a depthwise causal convolution kernel to write)"},
       {"Attention", "CPU kernel only so far; the CUDA backend's fused attention (kiln.Attention) could run it"},

@@ -24,4 +24,6 @@ void RegisterQuantizedLayers(LayerRegistry& r);  // quantized_layers.cpp: kiln.Q
 void RegisterPoolLayers(LayerRegistry& r);       // pool_layers.cpp: MaxPool, AveragePool, LpPool, Global*Pool
 void RegisterWeightOnlyLayers(LayerRegistry& r); // weight_only_layers.cpp: kiln.WeightOnlyMatMul (packed 4-bit W)
 void RegisterRnnLayers(LayerRegistry& r);        // rnn_layers.cpp: RNN, GRU, LSTM (own kernels, rnn.cu)
+void RegisterVisionLayers(LayerRegistry& r);     // vision_layers.cpp: RoiAlign (roi_align.cu), DeformConv
+                                                 // (deform_conv.cu)
 }  // namespace kiln::cuda

@@ -19,6 +19,7 @@ const LayerRegistry& Layers() {
     RegisterQuantizedLayers(r);
     RegisterWeightOnlyLayers(r);
     RegisterRnnLayers(r);
+    RegisterVisionLayers(r);
     return r;
   }();
   return reg;
