@@ -20,6 +20,7 @@ const LayerRegistry& Layers() {
     RegisterWeightOnlyLayers(r);
     RegisterRnnLayers(r);
     RegisterVisionLayers(r);
+    RegisterCumProdLpNormBitCastLayers(r);
     return r;
   }();
   return reg;
