@@ -8,8 +8,8 @@ void RegisterPointwiseLayers(LayerRegistry& r);  // pointwise_layers.cpp: unary/
                                                  // activations, FusedPointwise (one kernel for a fused chain)
 void RegisterReduceLayers(LayerRegistry& r);     // reduce_layers.cpp: Reduce*, ArgMax/Min, Softmax/LogSoftmax,
                                                  // TopK, CumSum
-void RegisterNormLayers(LayerRegistry& r);       // norm_layers.cpp: LayerNorm, GroupNorm, InstanceNorm, BatchNorm,
-                                                 // LpNormalization; LRN, MeanVarianceNormalization (lrn_mvn_layers.cpp)
+void RegisterNormLayers(LayerRegistry& r);       // norm_layers.cpp: LayerNorm, GroupNorm, InstanceNorm, BatchNorm;
+                                                 // LRN, MeanVarianceNormalization (lrn_mvn_layers.cpp)
 void RegisterTensorLayers(LayerRegistry& r);     // tensor_layers.cpp: views, Transpose, Concat, Split, Slice, Pad,
                                                  // Expand, Tile, Shape/Size/Range/ConstantOfShape, Trilu, D2S/S2D;
                                                  // ReverseSequence, CenterCropPad, MaxUnpool, Col2Im
@@ -25,4 +25,9 @@ void RegisterConvLayers(LayerRegistry& r);       // conv_layers.cpp: Conv/FusedC
 void RegisterQuantizedLayers(LayerRegistry& r);  // quantized_layers.cpp: kiln.QConv, kiln.QMatMul (int8)
 void RegisterPoolLayers(LayerRegistry& r);       // pool_layers.cpp: MaxPool, AveragePool, LpPool, Global*Pool
 void RegisterWeightOnlyLayers(LayerRegistry& r); // weight_only_layers.cpp: kiln.WeightOnlyMatMul (packed 4-bit W)
+void RegisterRnnLayers(LayerRegistry& r);        // rnn_layers.cpp: RNN, GRU, LSTM (own kernels, rnn.cu)
+void RegisterVisionLayers(LayerRegistry& r);     // vision_layers.cpp: RoiAlign (roi_align.cu), DeformConv
+                                                 // (deform_conv.cu)
+void RegisterCumProdLpNormBitCastLayers(LayerRegistry& r);  // cumprod_lpnorm_bitcast_layers.cpp: CumProd,
+                                                            // LpNormalization, BitCast
 }  // namespace kiln::cuda

@@ -18,6 +18,9 @@ const LayerRegistry& Layers() {
     RegisterPoolLayers(r);
     RegisterQuantizedLayers(r);
     RegisterWeightOnlyLayers(r);
+    RegisterRnnLayers(r);
+    RegisterVisionLayers(r);
+    RegisterCumProdLpNormBitCastLayers(r);
     return r;
   }();
   return reg;
