@@ -77,10 +77,13 @@ TEST(GpuMvn, MatchesTheCpuReference) {
       EXPECT_TRUE(Check(n, t)) << DataTypeName(t) << " " << ShapeToString(c.shape) << " axes "
                                << ShapeToString(c.axes);
     }
-  // A mean far from zero (the variance is a small difference of large sums; both sides keep them in double).
-  for (DataType t : {DataType::kFloat32, DataType::kFloat64})
-    EXPECT_TRUE(Check(OneNode("MeanVarianceNormalization").Input(Random(t, {2, 3, 40, 50}, seed++, 100, 101)), t))
-        << DataTypeName(t);
+  // A mean far from zero (the variance is a small difference of large sums; both sides keep them in double). The
+  // difference loses about five digits (mean^2 / variance ~ 1e5), so float64 is held to 1e-8 here (H200: 5e-10 seen).
+  EXPECT_TRUE(Check(OneNode("MeanVarianceNormalization").Input(Random(DataType::kFloat32, {2, 3, 40, 50}, seed++, 100, 101)),
+                    DataType::kFloat32));
+  EXPECT_TRUE(OneNode("MeanVarianceNormalization")
+                  .Input(Random(DataType::kFloat64, {2, 3, 40, 50}, seed++, 100, 101))
+                  .MatchesCpu(1e-8, 1e-8));
 }
 
 }  // namespace
