@@ -23,6 +23,7 @@
 #include "ir/graph.h"
 #include "kiln/builder.h"
 #include "kiln/logger.h"
+#include "kiln/onnx_value.h"
 #include "kiln/profiler.h"
 #include "plan/memory_plan.h"
 
@@ -225,6 +226,14 @@ class Backend {
   // Runs `g` node by node on host `inputs` (named like the graph inputs); returns host copies of the outputs.
   virtual Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<std::string, Tensor>& inputs,
                                                          const GraphRunOptions& options) const = 0;
+  // RunGraph for graphs whose inputs or outputs are sequences or optionals (ONNX node tests of the sequence ops);
+  // every input and output as an OnnxValue. Backends without them refuse.
+  virtual Result<std::map<std::string, OnnxValue>> RunGraphValues(const Graph& g,
+                                                                  const std::map<std::string, OnnxValue>& inputs,
+                                                                  const GraphRunOptions& options) const {
+    return Status(StatusCode::kUnsupported, "the " + std::string(Name()) + " backend runs tensors only: run "
+                  "sequences and optionals on the reference backend (cpu)");
+  }
 };
 
 }  // namespace kiln

@@ -23,7 +23,13 @@ const char* AttributeKindName(Attribute::Kind k) {
 }
 
 std::string Value::TypeString() const {
-  return std::string(DataTypeName(dtype)) + (has_shape ? ShapeToString(shape) : "[?]");
+  const std::string t = std::string(DataTypeName(dtype)) + (has_shape ? ShapeToString(shape) : "[?]");
+  switch (kind) {
+    case ValueKind::kSequence: return "seq(" + t + ")";
+    case ValueKind::kOptionalTensor: return "optional(" + t + ")";
+    case ValueKind::kOptionalSequence: return "optional(seq(" + t + "))";
+    default: return t;
+  }
 }
 
 std::string Node::Where() const { return fmt::format("node '{}' ({})", name, op_type); }

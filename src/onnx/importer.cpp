@@ -16,6 +16,7 @@
 #include "ops/control_flow.h"
 #include "ops/onnx_schema.h"
 #include "ops/op_def.h"
+#include "ops/sequence.h"
 #include "onnx/legacy_opsets.h"
 #include "onnx/tensor_proto.h"
 
@@ -45,9 +46,40 @@ Result<std::string> ReadFile(const std::string& path) {
   return bytes;
 }
 
+// The tensor type a TypeProto gives, directly or as what a sequence or an optional holds (kind says which); nullptr
+// for types kiln does not hold (maps, sparse tensors, sequences of sequences, optionals of optionals) and for a
+// TypeProto that gives no type.
+const onnx::TypeProto_Tensor* TensorTypeOf(const onnx::TypeProto& t, ValueKind* kind) {
+  if (t.has_tensor_type()) {
+    *kind = ValueKind::kTensor;
+    return &t.tensor_type();
+  }
+  if (t.has_sequence_type() && t.sequence_type().has_elem_type() && t.sequence_type().elem_type().has_tensor_type()) {
+    *kind = ValueKind::kSequence;
+    return &t.sequence_type().elem_type().tensor_type();
+  }
+  if (t.has_optional_type() && t.optional_type().has_elem_type()) {
+    ValueKind held = ValueKind::kTensor;
+    const onnx::TypeProto_Tensor* tt = TensorTypeOf(t.optional_type().elem_type(), &held);
+    if (!tt || IsOptionalKind(held)) return nullptr;
+    *kind = OptionalOf(held);
+    return tt;
+  }
+  return nullptr;
+}
+
+// A TypeProto that gives a type kiln does not hold (TensorTypeOf is null but the type is set).
+bool UnheldType(const onnx::TypeProto& t) {
+  ValueKind kind = ValueKind::kTensor;
+  return t.value_case() != onnx::TypeProto::VALUE_NOT_SET && !TensorTypeOf(t, &kind);
+}
+
 void ReadValueType(const onnx::ValueInfoProto& vi, Value* v) {
-  if (!vi.has_type() || !vi.type().has_tensor_type()) return;
-  const auto& tt = vi.type().tensor_type();
+  ValueKind kind = ValueKind::kTensor;
+  const onnx::TypeProto_Tensor* type = vi.has_type() ? TensorTypeOf(vi.type(), &kind) : nullptr;
+  if (!type) return;
+  const auto& tt = *type;
+  v->kind = kind;
   if (tt.elem_type() != 0) v->dtype = static_cast<DataType>(tt.elem_type());
   if (!tt.has_shape()) return;
   v->shape.clear();
@@ -63,7 +95,9 @@ void ReadValueType(const onnx::ValueInfoProto& vi, Value* v) {
 // type already, and a different declaration is a malformed model (it would retype the input); elsewhere an element
 // type ONNX does not define is one too.
 Status ReadDeclaredType(const onnx::ValueInfoProto& vi, Value* v, const char* what, const std::string& source) {
-  const int code = vi.has_type() && vi.type().has_tensor_type() ? vi.type().tensor_type().elem_type() : 0;
+  ValueKind kind = ValueKind::kTensor;
+  const onnx::TypeProto_Tensor* tt = vi.has_type() ? TensorTypeOf(vi.type(), &kind) : nullptr;
+  const int code = tt ? tt->elem_type() : 0;
   // Codes 1..26 are ONNX's element types up to its newest (float8, int4, float4, int2 included); the onnx.proto kiln is
   // compiled from may predate some of them, so its IsValid is not the test.
   if (code != 0 && (code < 1 || code > 26))
@@ -114,6 +148,15 @@ Result<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const DataDirs
       break;
     }
     case onnx::AttributeProto::GRAPH: case onnx::AttributeProto::GRAPHS: r.kind = Attribute::Kind::kGraph; break;
+    case onnx::AttributeProto::TYPE_PROTO: {  // Optional's `type`: kept as ints {kind, element type}
+      ValueKind kind = ValueKind::kTensor;
+      const onnx::TypeProto_Tensor* tt = TensorTypeOf(a.tp(), &kind);
+      if (!tt || IsOptionalKind(kind) || !IsSupportedType(static_cast<DataType>(tt->elem_type())))
+        return Err(StatusCode::kUnsupported, "{}: attribute '{}' gives a type kiln does not hold (it holds tensors of "
+                   "its element types and sequences of them)", where, a.name());
+      r = TypeAttribute(kind, static_cast<DataType>(tt->elem_type()));
+      break;
+    }
     default:
       return Err(StatusCode::kUnsupported, "{}: attribute '{}' has a type kiln does not read ({})", where, a.name(),
                  static_cast<int>(type));
@@ -237,9 +280,10 @@ Status ImportSubgraph(const onnx::GraphProto& gp, Subgraph* sub, ImportScope& sc
     if (v->is_const()) continue;
     if (v->is_graph_input)
       return Err(StatusCode::kInvalidModel, "'{}': {}: input '{}' is listed twice", scope.source, where, in.name());
-    if (in.has_type() && (in.type().has_sequence_type() || in.type().has_optional_type() || in.type().has_map_type()))
-      return Err(StatusCode::kUnsupported, "'{}': {}: input '{}' is a sequence, optional or map; kiln's control flow "
-                 "carries tensors only so far", scope.source, where, in.name());
+    if (in.has_type() && UnheldType(in.type()))
+      return Err(StatusCode::kUnsupported, "'{}': {}: input '{}' is a map, a sparse tensor or a nested sequence or "
+                 "optional; kiln holds tensors, sequences of tensors and optionals of those", scope.source, where,
+                 in.name());
     ReadValueType(in, v);  // may leave the type to shape inference (Loop's and Scan's bodies often do)
     v->is_graph_input = true;
     g->inputs.push_back(v);
@@ -460,12 +504,15 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
     if (v->is_graph_input)
       return Err(StatusCode::kInvalidModel, "'{}': graph input '{}' is listed twice: the model is malformed (each "
                  "input is listed once)", source, in.name());
+    if (in.has_type() && UnheldType(in.type()))
+      return Err(StatusCode::kUnsupported, "'{}': graph input '{}' is a map, a sparse tensor or a nested sequence or "
+                 "optional; kiln holds tensors, sequences of tensors and optionals of those", source, in.name());
     ReadValueType(in, v);
     if (v->dtype == DataType::kUndefined)
       return Err(StatusCode::kInvalidModel, "'{}': graph input '{}' has no tensor element type", source, in.name());
     if (!IsSupportedType(v->dtype)) {
       // Name the type as ONNX does (kiln's own names cover only the types it has: complex64 is none of them).
-      const int code = in.type().tensor_type().elem_type();
+      const int code = static_cast<int>(v->dtype);
       const std::string onnx_name = onnx::TensorProto_DataType_IsValid(code)
                                         ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(code))
                                         : fmt::format("code {}", code);
@@ -473,6 +520,9 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
                  source, in.name(), onnx_name, code);
     }
     auto ov = opts.input_shapes.find(in.name());
+    if (ov != opts.input_shapes.end() && v->kind != ValueKind::kTensor)
+      return Err(StatusCode::kInvalidArgument, "input '{}' is {}: a shape can be given for tensor inputs only",
+                 in.name(), AValueKind(v->kind));
     if (ov != opts.input_shapes.end()) {
       if (v->has_shape && v->shape.size() != ov->second.size())
         return Err(StatusCode::kInvalidArgument, "input '{}' has rank {} but the given shape {} has rank {}",

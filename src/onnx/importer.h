@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "kiln/onnx_value.h"
 #include "ops/infer.h"
 
 namespace kiln {
@@ -29,6 +30,9 @@ Result<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes, const std
 
 // Reads one serialized onnx.TensorProto (the conformance suite's input_*.pb / output_*.pb files).
 Result<Tensor> ReadTensorProtoFile(const std::string& path, std::string* name = nullptr);
+// Reads one serialized value of a graph input or output of kind `kind`: an onnx.TensorProto, a SequenceProto (of
+// tensors) or an OptionalProto (of a tensor or a sequence of tensors); value_proto.cpp.
+Result<OnnxValue> ReadValueProtoFile(const std::string& path, ValueKind kind, std::string* name = nullptr);
 
 // The opset range kiln accepts for the default domain: the newest onnx's (1.23, opset 28). kiln's ops follow their
 // versions up to kImplementedOpset; past it, a node whose op has a version there that changes more than its types

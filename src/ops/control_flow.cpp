@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "ops/families.h"
+#include "ops/sequence.h"
 
 namespace kiln {
 
@@ -29,19 +30,22 @@ size_t CapturedInputCount(const Node& n) {
 
 namespace {
 
+// A value's type: its kind (tensor, sequence, optional), element type and (elements') shape.
 struct TypeOf {
   DataType dtype = DataType::kUndefined;
   Shape shape;
   bool has_shape = false;
+  ValueKind kind = ValueKind::kTensor;
 };
 
-TypeOf FromValue(const Value* v) { return v ? TypeOf{v->dtype, v->shape, v->has_shape} : TypeOf{}; }
+TypeOf FromValue(const Value* v) { return v ? TypeOf{v->dtype, v->shape, v->has_shape, v->kind} : TypeOf{}; }
 
 // The type two values may both have: dims that agree are kept, others become unknown; a different rank leaves the
-// rank unknown.
+// rank unknown. A tensor and an optional tensor (a sequence and an optional sequence) may both be the optional.
 TypeOf Merge(const TypeOf& a, const TypeOf& b) {
   TypeOf r;
   r.dtype = a.dtype != DataType::kUndefined ? a.dtype : b.dtype;
+  r.kind = a.kind == b.kind || HeldKind(a.kind) != HeldKind(b.kind) ? a.kind : OptionalOf(a.kind);
   if (!a.has_shape || !b.has_shape || a.shape.size() != b.shape.size()) return r;
   r.has_shape = true;
   for (size_t i = 0; i < a.shape.size(); ++i) r.shape.push_back(a.shape[i].same(b.shape[i]) ? a.shape[i] : Dim::Unknown());
@@ -49,7 +53,7 @@ TypeOf Merge(const TypeOf& a, const TypeOf& b) {
 }
 
 bool SameType(const TypeOf& a, const TypeOf& b) {
-  if (a.dtype != b.dtype || a.has_shape != b.has_shape) return false;
+  if (a.dtype != b.dtype || a.has_shape != b.has_shape || a.kind != b.kind) return false;
   if (!a.has_shape) return true;
   if (a.shape.size() != b.shape.size()) return false;
   for (size_t i = 0; i < a.shape.size(); ++i)
@@ -61,12 +65,35 @@ void SetOut(InferContext& c, size_t i, const TypeOf& t) {
   if (i >= c.outputs.size()) return;
   if (t.has_shape) c.set_output(i, t.dtype, t.shape);
   else c.set_output_rank_unknown(i, t.dtype);
+  c.outputs[i].kind = t.kind;
 }
 
 TypeOf InputType(const InferContext& c, size_t i) {
   if (!c.has_input(i)) return {};
-  return TypeOf{c.in(i).dtype, c.in(i).shape, c.in(i).has_shape};
+  return TypeOf{c.in(i).dtype, c.in(i).shape, c.in(i).has_shape, c.in(i).kind};
 }
+
+// Inputs first..first+count-1 of a control-flow node are tensors (its trip count, condition, scan inputs: only
+// Loop-carried values, captured values and If's outputs may be sequences or optionals).
+Status RequireTensors(const InferContext& c, size_t first, size_t count) {
+  for (size_t i = first; i < first + count && i < c.num_inputs(); ++i)
+    if (c.has_input(i) && c.in(i).kind != ValueKind::kTensor)
+      return Err(StatusCode::kInvalidModel, "{}: input {} is {}; it must be a tensor", c.node.Where(), i,
+                 AValueKind(c.in(i).kind));
+  return Status::Ok();
+}
+
+// Body outputs first..first+count-1 are tensors (scan outputs are stacked tensors).
+Status RequireTensorOutputs(const Node& n, const Graph& body, size_t first, size_t count) {
+  for (size_t j = first; j < first + count && j < body.outputs.size(); ++j)
+    if (body.outputs[j]->kind != ValueKind::kTensor)
+      return Err(StatusCode::kInvalidModel, "{}: body output {} ('{}') is {}; scan outputs must be tensors",
+                 n.Where(), j, body.outputs[j]->name, AValueKind(body.outputs[j]->kind));
+  return Status::Ok();
+}
+
+// Whether values of kinds a and b may flow into one another (the same content, optional or not).
+bool KindsMeet(ValueKind a, ValueKind b) { return HeldKind(a) == HeldKind(b); }
 
 Result<const Graph*> RequireBody(const Node& n, const char* attr) {
   const Graph* g = BodyOf(n, attr);
@@ -98,19 +125,24 @@ Result<LoopCounts> CountLoop(const Node& node, const Graph& body) {
   return c;
 }
 
-// Counts of a Scan: N state values, M scan inputs, K captured values, S scan outputs.
+// Scan-8: a batch axis (0) before the scan axis (1), and an optional sequence_lens input first.
+bool IsScan8(const Node& n) { return n.opset > 0 && n.opset < 9; }
+
+// Counts of a Scan: N state values, M scan inputs, K captured values, S scan outputs; `first` is the index of the
+// first state input (1 at opset 8, after sequence_lens).
 struct ScanCounts {
-  size_t n = 0, m = 0, k = 0, s = 0;
+  size_t first = 0, n = 0, m = 0, k = 0, s = 0;
 };
 Result<ScanCounts> CountScan(const Node& node, const Graph& body) {
   ScanCounts c;
+  c.first = IsScan8(node) ? 1 : 0;
   c.k = CapturedInputCount(node);
   KILN_ASSIGN_OR_RETURN(const int64_t m, node.attr_int("num_scan_inputs", -1));
-  if (m < 1 || static_cast<size_t>(m) + c.k > node.inputs.size())
+  if (m < 1 || c.first + static_cast<size_t>(m) + c.k > node.inputs.size())
     return Err(StatusCode::kInvalidModel, "{}: num_scan_inputs is {} but the node has {} inputs", node.Where(), m,
                node.inputs.size() - c.k);
   c.m = static_cast<size_t>(m);
-  c.n = node.inputs.size() - c.k - c.m;
+  c.n = node.inputs.size() - c.k - c.m - c.first;
   if (body.inputs.size() != c.n + c.m + c.k)
     return Err(StatusCode::kInvalidModel, "{}: the body takes {} inputs but the node gives {} states and {} scan "
                "inputs", node.Where(), body.inputs.size() - c.k, c.n, c.m);
@@ -121,7 +153,7 @@ Result<ScanCounts> CountScan(const Node& node, const Graph& body) {
   if (node.outputs.size() > c.n + c.s)
     return Err(StatusCode::kInvalidModel, "{}: has {} outputs but its body makes only {}", node.Where(),
                node.outputs.size(), c.n + c.s);
-  for (size_t i = 0; i < c.n + c.m; ++i)
+  for (size_t i = c.first; i < c.first + c.n + c.m; ++i)
     if (!node.inputs[i]) return Err(StatusCode::kInvalidModel, "{}: input {} is empty", node.Where(), i);
   return c;
 }
@@ -140,6 +172,7 @@ Status IfShape(InferContext& c) {
   KILN_ASSIGN_OR_RETURN(const Graph* then_g, RequireBody(n, "then_branch"));
   KILN_ASSIGN_OR_RETURN(const Graph* else_g, RequireBody(n, "else_branch"));
   if (!c.has_input(0)) return Err(StatusCode::kInvalidModel, "{}: needs the condition input", n.Where());
+  KILN_RETURN_IF_ERROR(RequireTensors(c, 0, 1));
   if (c.in(0).dtype != DataType::kBool)
     return Err(StatusCode::kInvalidModel, "{}: the condition must be bool, not {}", n.Where(), DataTypeName(c.in(0).dtype));
   if (then_g->outputs.size() != else_g->outputs.size())
@@ -154,6 +187,9 @@ Status IfShape(InferContext& c) {
     if (a.dtype != DataType::kUndefined && b.dtype != DataType::kUndefined && a.dtype != b.dtype)
       return Err(StatusCode::kInvalidModel, "{}: output {} is {} in then_branch but {} in else_branch", n.Where(), i,
                  DataTypeName(a.dtype), DataTypeName(b.dtype));
+    if (!KindsMeet(a.kind, b.kind))
+      return Err(StatusCode::kInvalidModel, "{}: output {} is {} in then_branch but {} in else_branch", n.Where(),
+                 i, AValueKind(a.kind), AValueKind(b.kind));
     if (cond && cond->numel() == 1) SetOut(c, i, cond->GetAsDouble(0) != 0 ? a : b);
     else SetOut(c, i, Merge(a, b));
   }
@@ -167,6 +203,8 @@ Status LoopShape(InferContext& c) {
   if (!c.has_input(0) && !c.has_input(1))
     return Err(StatusCode::kInvalidModel, "{}: has neither a trip count M nor a condition: the loop would never end",
                n.Where());
+  KILN_RETURN_IF_ERROR(RequireTensors(c, 0, 2));
+  KILN_RETURN_IF_ERROR(RequireTensorOutputs(n, *body, 1 + k.n, k.s));
   if (c.has_input(1) && c.in(1).dtype != DataType::kBool)
     return Err(StatusCode::kInvalidModel, "{}: the condition must be bool, not {}", n.Where(), DataTypeName(c.in(1).dtype));
   if (c.has_input(0) && c.in(0).dtype != DataType::kInt64)
@@ -178,6 +216,9 @@ Status LoopShape(InferContext& c) {
     if (out.dtype != DataType::kUndefined && out.dtype != in.dtype)
       return Err(StatusCode::kInvalidModel, "{}: loop-carried value {} enters as {} but the body gives {}", n.Where(), i,
                  DataTypeName(in.dtype), DataTypeName(out.dtype));
+    if (!KindsMeet(in.kind, out.kind))
+      return Err(StatusCode::kInvalidModel, "{}: loop-carried value {} enters as {} but the body gives {}",
+                 n.Where(), i, AValueKind(in.kind), AValueKind(out.kind));
     SetOut(c, i, Merge(in, out));
   }
   // The trip count is exact when M is known and no condition can end the loop early.
@@ -191,10 +232,59 @@ Status LoopShape(InferContext& c) {
   return Status::Ok();
 }
 
+// Scan-8: every state and scan input has the batch axis 0, scan inputs the scan axis 1; outputs likewise.
+Status Scan8Shape(InferContext& c, const Graph& body, const ScanCounts& k) {
+  const Node& n = c.node;
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dirs, AxisList(n, "directions", k.m));
+  for (size_t j = 0; j < k.m; ++j)
+    if (dirs[j] != 0 && dirs[j] != 1)
+      return Err(StatusCode::kInvalidModel, "{}: directions[{}] is {}; it must be 0 or 1", n.Where(), j, dirs[j]);
+  if (c.has_input(0) && c.in(0).dtype != DataType::kInt64 && c.in(0).dtype != DataType::kInt32)
+    return Err(StatusCode::kInvalidModel, "{}: sequence_lens must be an integer tensor, not {}", n.Where(),
+               DataTypeName(c.in(0).dtype));
+  Dim batch = Dim::Unknown(), seq = Dim::Unknown();
+  auto agree = [&](Dim& have, const Dim& d, const char* what) -> Status {
+    if (have.known() && d.known() && have.value != d.value)
+      return Err(StatusCode::kInvalidModel, "{}: inputs have {} and {} {}; they must agree", n.Where(), have.value,
+                 d.value, what);
+    if (!have.known()) have = d;
+    return Status::Ok();
+  };
+  for (size_t i = 0; i < k.n + k.m; ++i) {
+    const TensorInfo& x = c.in(k.first + i);
+    if (!x.has_shape) continue;
+    const bool scan = i >= k.n;
+    if (x.rank() < (scan ? 2 : 1))
+      return Err(StatusCode::kInvalidModel, "{}: {} {} has shape {}; it needs a batch axis{}", n.Where(),
+                 scan ? "scan input" : "state", scan ? i - k.n : i, ShapeToString(x.shape),
+                 scan ? " and a sequence axis" : "");
+    KILN_RETURN_IF_ERROR(agree(batch, x.shape[0], "batch entries"));
+    if (scan) KILN_RETURN_IF_ERROR(agree(seq, x.shape[1], "steps"));
+  }
+  for (size_t i = 0; i < k.n; ++i) {
+    const TypeOf in = InputType(c, k.first + i);
+    TypeOf out = FromValue(body.outputs[i]);
+    if (out.dtype != DataType::kUndefined && out.dtype != in.dtype)
+      return Err(StatusCode::kInvalidModel, "{}: state {} enters as {} but the body gives {}", n.Where(), i,
+                 DataTypeName(in.dtype), DataTypeName(out.dtype));
+    if (out.has_shape) out.shape.insert(out.shape.begin(), batch);
+    SetOut(c, i, Merge(in, out));
+  }
+  for (size_t j = 0; j < k.s && k.n + j < n.outputs.size(); ++j) {
+    TypeOf t = FromValue(body.outputs[k.n + j]);
+    if (t.has_shape) t.shape.insert(t.shape.begin(), {batch, seq});
+    SetOut(c, k.n + j, t);
+  }
+  return Status::Ok();
+}
+
 Status ScanShape(InferContext& c) {
   const Node& n = c.node;
   KILN_ASSIGN_OR_RETURN(const Graph* body, RequireBody(n, "body"));
   KILN_ASSIGN_OR_RETURN(const ScanCounts k, CountScan(n, *body));
+  KILN_RETURN_IF_ERROR(RequireTensors(c, 0, k.first + k.n + k.m));
+  KILN_RETURN_IF_ERROR(RequireTensorOutputs(n, *body, 0, k.n + k.s));
+  if (k.first) return Scan8Shape(c, *body, k);
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in_axes, AxisList(n, "scan_input_axes", k.m));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> out_axes, AxisList(n, "scan_output_axes", k.s));
   Dim seq = Dim::Unknown();
@@ -233,6 +323,8 @@ Status ScanShape(InferContext& c) {
 // Sets a body input's type.
 void Type(Value* v, const TypeOf& t) {
   if (t.dtype != DataType::kUndefined) v->dtype = t.dtype;
+  // A body input declared an optional keeps that where the node gives what it holds (and the other way round).
+  if (v->kind == ValueKind::kTensor || !KindsMeet(v->kind, t.kind)) v->kind = t.kind;
   v->shape = t.shape;
   v->has_shape = t.has_shape;
 }
@@ -269,8 +361,11 @@ Status InferIterated(Node& n, const Graph& body, std::vector<TypeOf> types, size
       if (out.dtype != DataType::kUndefined && out.dtype != in.dtype)
         return Err(StatusCode::kInvalidModel, "{}: the body turns state {} from {} into {}", n.Where(), i,
                    DataTypeName(in.dtype), DataTypeName(out.dtype));
-      if (SameType(in, TypeOf{in.dtype, out.shape, out.has_shape})) continue;
-      TypeOf widened = Merge(in, TypeOf{in.dtype, out.shape, out.has_shape});
+      if (!KindsMeet(in.kind, out.kind))
+        return Err(StatusCode::kInvalidModel, "{}: the body turns state {} from {} into {}", n.Where(), i,
+                   AValueKind(in.kind), AValueKind(out.kind));
+      if (SameType(in, TypeOf{in.dtype, out.shape, out.has_shape, in.kind})) continue;
+      TypeOf widened = Merge(in, TypeOf{in.dtype, out.shape, out.has_shape, in.kind});
       if (round == 2) widened.has_shape = false, widened.shape.clear();
       in = widened;
       changed = true;
@@ -335,8 +430,19 @@ Status InferBodies(Node& n, const InferOptions& opts) {
   if (n.op_type == "Scan") {
     KILN_ASSIGN_OR_RETURN(const Graph* body, RequireBody(n, "body"));
     KILN_ASSIGN_OR_RETURN(const ScanCounts c, CountScan(n, *body));
-    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in_axes, AxisList(n, "scan_input_axes", c.m));
     std::vector<TypeOf> types;
+    if (c.first) {  // Scan-8: one batch entry per run of the body; scan inputs lose their batch and scan axes
+      for (size_t i = 0; i < c.n + c.m; ++i) {
+        TypeOf t = FromValue(n.inputs[c.first + i]);
+        const size_t drop = i < c.n ? 1 : 2;
+        if (t.has_shape && t.shape.size() >= drop) t.shape.erase(t.shape.begin(), t.shape.begin() + drop);
+        else t.has_shape = false, t.shape.clear();
+        types.push_back(t);
+      }
+      types.insert(types.end(), captured.begin(), captured.end());
+      return InferIterated(n, *body, std::move(types), 0, c.n, 0, opts);
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> in_axes, AxisList(n, "scan_input_axes", c.m));
     for (size_t i = 0; i < c.n; ++i) types.push_back(FromValue(n.inputs[i]));
     for (size_t j = 0; j < c.m; ++j) {
       TypeOf t = FromValue(n.inputs[c.n + j]);
@@ -350,6 +456,24 @@ Status InferBodies(Node& n, const InferOptions& opts) {
     }
     types.insert(types.end(), captured.begin(), captured.end());
     return InferIterated(n, *body, std::move(types), 0, c.n, 0, opts);
+  }
+  if (n.op_type == "SequenceMap") {
+    // The body runs once per element: a sequence input gives it an element (a tensor of the element type), a tensor
+    // input the tensor itself.
+    KILN_ASSIGN_OR_RETURN(const Graph* body, RequireBody(n, "body"));
+    if (body->inputs.size() != n.inputs.size())
+      return Err(StatusCode::kInvalidModel, "{}: the body takes {} inputs but the node gives {}", n.Where(),
+                 body->inputs.size() - k, n.inputs.size() - k);
+    std::vector<TypeOf> types;
+    for (size_t i = 0; i + k < n.inputs.size(); ++i) {
+      TypeOf t = FromValue(n.inputs[i]);
+      if (t.kind == ValueKind::kSequence) t.kind = ValueKind::kTensor;
+      types.push_back(t);
+    }
+    types.insert(types.end(), captured.begin(), captured.end());
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, InferBody(n, "body", *body, types, opts));
+    SetBody(n, "body", std::move(g));
+    return Status::Ok();
   }
   return Status::Ok();
 }
@@ -382,6 +506,7 @@ Result<size_t> InlineConstantIfs(Graph& g) {
           nv->shape = v->shape;
           nv->has_shape = v->has_shape;
           nv->sym_value = v->sym_value;
+          nv->kind = v->kind;
         }
         map[v] = nv;
         return nv;
@@ -419,6 +544,9 @@ void RegisterControlFlowOps(OpRegistry& r) {
   // Bodies compute in the types their models give: FP16 planning keeps the nodes' float inputs and outputs FP32.
   r.Onnx("If").Since(1).Shape(IfShape).KeepsFp32();
   r.Onnx("Loop").Since(1).Shape(LoopShape).KeepsFp32();
+  // Scan-8 (a batch axis and sequence_lens) and Scan-9+ (scan axes and directions per input and output) share the
+  // shape function and the kernel, which tell them apart by the node's opset.
+  r.Onnx("Scan").Since(8).Until(8).Shape(ScanShape).KeepsFp32();
   r.Onnx("Scan").Since(9).Shape(ScanShape).KeepsFp32();
 }
 

@@ -19,6 +19,7 @@ void RegisterTransformerOps(OpRegistry& r);  // transformer.cpp: Attention, Rota
 void RegisterFusedOps(OpRegistry& r);        // fused.cpp: ops the optimizer creates (domain "kiln")
 void RegisterQuantizedOps(OpRegistry& r);    // quantized.cpp: QConv, QMatMul (domain "kiln")
 void RegisterControlFlowOps(OpRegistry& r);  // control_flow.cpp: If, Loop, Scan
+void RegisterSequenceOps(OpRegistry& r);     // sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence, Optional*
 void RegisterLlmOps(OpRegistry& r);          // llm_ops.cpp: LinearAttention, CausalConvWithState (opset 27)
 void RegisterSignalOps(OpRegistry& r);       // signal.cpp: DFT, STFT, MelWeightMatrix
 

@@ -8,6 +8,7 @@
 #include "ops/control_flow.h"
 #include "ops/families.h"
 #include "ops/op_def.h"
+#include "ops/sequence.h"
 
 namespace kiln {
 
@@ -69,6 +70,12 @@ Status InferNode(InferContext& ctx) {
     if (ctx.inputs[i] && ctx.inputs[i]->dtype == DataType::kUndefined)
       return Err(StatusCode::kInvalidModel, "{}: the type of input {} ('{}') is unknown", ctx.node.Where(), i,
                  ctx.node.inputs[i] ? ctx.node.inputs[i]->name : "");
+  // Sequences and optionals go only to the ops that take them (ops/sequence.h).
+  for (size_t i = 0; i < ctx.inputs.size(); ++i)
+    if (ctx.inputs[i] && ctx.inputs[i]->kind != ValueKind::kTensor && !TakesNonTensorInputs(ctx.node))
+      return Err(StatusCode::kInvalidModel, "{}: input {} ('{}') is {}, but {} takes tensors", ctx.node.Where(), i,
+                 ctx.node.input(i) ? ctx.node.input(i)->name : "", AValueKind(ctx.inputs[i]->kind),
+                 ctx.node.op_type);
   return def->infer(ctx);
 }
 
@@ -77,6 +84,9 @@ namespace {
 // Keeps what the model declared where inference could not do better (value_info, graph outputs).
 void MergeDeclared(Value* v, const TensorInfo& inferred) {
   if (inferred.dtype != DataType::kUndefined) v->dtype = inferred.dtype;
+  // A value declared an optional (or not) keeps that where inference gives the same content the other way (a Loop
+  // whose optional sequence state comes out a sequence); otherwise the inferred kind stands.
+  if (v->kind == ValueKind::kTensor || HeldKind(v->kind) != HeldKind(inferred.kind)) v->kind = inferred.kind;
   if (!inferred.has_shape) return;  // keep the declared shape, if any
   if (v->has_shape && v->shape.size() == inferred.shape.size()) {
     Shape merged = inferred.shape;
@@ -113,6 +123,7 @@ InferContext ContextFromGraph(const Node& n) {
     info.has_shape = v->has_shape;
     info.value = v->is_const() ? &*v->const_value : nullptr;
     info.sym_value = v->sym_value;
+    info.kind = v->kind;
     ctx.inputs[i] = std::move(info);
   }
   ctx.outputs.resize(n.outputs.size());
@@ -143,8 +154,12 @@ Status InferGraph(Graph& g, const InferOptions& opts) {
       }
     }
 
-    // Constant folding (a quantized weight's DequantizeLinear stays: the INT8 layers read the weight as it is).
+    // Constant folding (a quantized weight's DequantizeLinear stays: the INT8 layers read the weight as it is; a
+    // sequence or optional is no constant).
     if (!opts.evaluator || !AllInputsConst(n) || KeepsQuantizedConstant(n)) continue;
+    if (std::any_of(ctx.outputs.begin(), ctx.outputs.end(),
+                    [](const TensorInfo& o) { return o.kind != ValueKind::kTensor; }))
+      continue;
     bool all_out_const = true;
     int64_t out_elems = 0;
     for (Value* o : n.outputs) {

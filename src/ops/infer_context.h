@@ -20,6 +20,10 @@ struct TensorInfo {
   bool has_shape = false;                    // false: rank unknown
   const Tensor* value = nullptr;             // known contents (constant at build time; always at run time)
   std::optional<std::vector<Dim>> sym_value;  // known-symbolic contents of a small 1-D int64 tensor
+  // A sequence or an optional (ops/sequence.h): dtype is then the element type, and shape the elements' shape where
+  // they all share one (has_shape false otherwise). Shape functions of tensor ops never see these (InferNode refuses
+  // them); set_output leaves an output a tensor.
+  ValueKind kind = ValueKind::kTensor;
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
 };
 

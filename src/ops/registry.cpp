@@ -72,6 +72,7 @@ const OpRegistry& BuiltinOps() {
     RegisterFusedOps(r);
     RegisterQuantizedOps(r);
     RegisterControlFlowOps(r);
+    RegisterSequenceOps(r);
     RegisterLlmOps(r);
     RegisterSignalOps(r);
     return r;

@@ -359,6 +359,7 @@ Status IdentityShape(InferContext& c) {
   c.out(0).shape = x.shape;
   c.out(0).has_shape = x.has_shape;
   c.out(0).sym_value = x.sym_value;
+  c.out(0).kind = x.kind;  // Identity passes sequences and optionals through too (opset 14 and 16)
   return Status::Ok();
 }
 

@@ -44,6 +44,13 @@ bool HasGraphAttr(const Node& n) {
   return false;
 }
 
+// A sequence or an optional (SequenceConstruct of constants) is no constant tensor.
+bool MakesNonTensor(const Node& n) {
+  for (const Value* o : n.outputs)
+    if (o && o->kind != ValueKind::kTensor) return true;
+  return false;
+}
+
 // Folds the nodes with constant inputs; `weights_only`: only the quantized weights' DequantizeLinear nodes (which
 // the first kind of run leaves).
 Result<PassReport> Fold(Graph& g, const PassOptions& o, bool weights_only) {
@@ -52,7 +59,8 @@ Result<PassReport> Fold(Graph& g, const PassOptions& o, bool weights_only) {
   std::unordered_set<const Node*> folded;
   for (const auto& node_ptr : g.nodes()) {
     Node& n = *node_ptr;
-    if (!AllInputsConst(n) || IsNondeterministic(n) || HasGraphAttr(n) || KeepsQuantizedConstant(n) != weights_only)
+    if (!AllInputsConst(n) || IsNondeterministic(n) || HasGraphAttr(n) || MakesNonTensor(n) ||
+        KeepsQuantizedConstant(n) != weights_only)
       continue;
     // Bound the size before evaluating where the shapes say it.
     int64_t elems = 0;

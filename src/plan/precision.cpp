@@ -200,7 +200,10 @@ Result<PrecisionReport> AssignPrecision(Graph& g, const PrecisionOptions& opts) 
 
   for (auto& np : old_nodes) {
     Node& n = *np;
-    auto was_f32 = [&](const Value* v) { return v && (v->dtype == DataType::kFloat32 || orig_f32.count(v)); };
+    // (A sequence or optional of float32 keeps its type: no Cast takes one, and the ops that read them keep float32.)
+    auto was_f32 = [&](const Value* v) {
+      return v && v->kind == ValueKind::kTensor && (v->dtype == DataType::kFloat32 || orig_f32.count(v));
+    };
     bool has_float = false;
     for (const Value* v : n.inputs) has_float |= was_f32(v);
     for (const Value* v : n.outputs) has_float |= was_f32(v);

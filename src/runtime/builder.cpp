@@ -18,6 +18,7 @@
 #include "kiln/builder.h"
 #include "passes/pass.h"
 #include "ops/op_def.h"
+#include "ops/sequence.h"
 #include "runtime/builder_int8.h"
 #include "runtime/builder_plan.h"
 #include "runtime/engine_impl.h"
@@ -292,6 +293,15 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   e->graph = GraphOf(network).Clone();
   Graph& g = *e->graph;
   if (g.outputs.empty()) return Err(StatusCode::kInvalidArgument, "the network has no outputs: mark at least one");
+  // Sequences and optionals run inside an engine (Loop-carried sequences, SplitToSequence, ConcatFromSequence), but
+  // what it takes and gives are tensors.
+  for (const auto* list : {&g.inputs, &g.outputs})
+    for (const Value* v : *list)
+      if (v->kind != ValueKind::kTensor)
+        return Err(StatusCode::kUnsupported, "{} '{}' is {} ({}): an engine's inputs and outputs are tensors; run "
+                   "this network node by node on the reference backend (kiln::debug::RunNetworkValues), or make the "
+                   "{} a tensor in the model (ConcatFromSequence, OptionalGetElement)", list == &g.inputs ? "input"
+                   : "output", v->name, AValueKind(v->kind), v->TypeString(), ValueKindName(v->kind));
   KILN_ASSIGN_OR_RETURN(e->profiles, ResolveProfiles(g, cfg));
   KILN_ASSIGN_OR_RETURN(const bool specialized, SpecializeStatic(g, e->profiles));
   if (specialized) logger_.log(Severity::kInfo, "every dynamic input is fixed by the profile: building a static engine");
@@ -428,6 +438,7 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   if (!st.ok()) return st.WithContext("inferring shapes at the profile's largest input shapes");
   KILN_RETURN_IF_ERROR(CheckTensorSizes(*pg, cfg.maxTensorElements()));
   ValueBytesFn bytes = [](const Value& v) -> Result<int64_t> {
+    if (v.kind != ValueKind::kTensor) return 0;  // sequences and optionals live outside the arena
     auto n = v.has_shape ? NumElements(v.shape) : std::nullopt;
     return n ? *n * static_cast<int64_t>(DataTypeSize(v.dtype)) : 0;  // data-dependent sizes are allocated at run time
   };

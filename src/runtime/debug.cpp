@@ -1,5 +1,6 @@
 // The debug API (include/kiln/debug.h): node-by-node runs of networks and engines on a backend's kernels.
 #include "kiln/debug.h"
+#include "kiln/debug_values.h"
 
 #include "backends/factory.h"
 #include "core/error.h"
@@ -36,6 +37,44 @@ Result<std::map<std::string, Tensor>> RunEngineLayers(const Engine& engine,
 
 Result<Tensor> ReadOnnxTensorFile(const std::string& path, std::string* name) {
   return ReadTensorProtoFile(path, name);
+}
+
+namespace {
+ValueKind KindOf(OnnxType t) {
+  switch (t) {
+    case OnnxType::kSequence: return ValueKind::kSequence;
+    case OnnxType::kOptionalTensor: return ValueKind::kOptionalTensor;
+    case OnnxType::kOptionalSequence: return ValueKind::kOptionalSequence;
+    default: return ValueKind::kTensor;
+  }
+}
+}  // namespace
+
+OnnxType NetworkValueType(const NetworkDefinition& network, const std::string& name) {
+  const Value* v = GraphOf(network).FindValue(name);
+  if (!v || (!v->is_graph_input && !v->is_graph_output)) return OnnxType::kTensor;
+  switch (v->kind) {
+    case ValueKind::kSequence: return OnnxType::kSequence;
+    case ValueKind::kOptionalTensor: return OnnxType::kOptionalTensor;
+    case ValueKind::kOptionalSequence: return OnnxType::kOptionalSequence;
+    default: return OnnxType::kTensor;
+  }
+}
+
+Result<std::map<std::string, OnnxValue>> RunNetworkValues(const NetworkDefinition& network,
+                                                          const std::map<std::string, OnnxValue>& inputs,
+                                                          const NetworkRunOptions& options) {
+  const Backend* backend = &ReferenceBackend();
+  if (!options.backend.empty()) {
+    KILN_ASSIGN_OR_RETURN(backend, FindBackend(options.backend));
+  }
+  GraphRunOptions ro;
+  ro.keep_all = options.keep_all;
+  return backend->RunGraphValues(GraphOf(network), inputs, ro);
+}
+
+Result<OnnxValue> ReadOnnxValueFile(const std::string& path, OnnxType type, std::string* name) {
+  return ReadValueProtoFile(path, KindOf(type), name);
 }
 
 }  // namespace kiln::debug

@@ -134,6 +134,7 @@ Status NetworkDefinition::addOp(const std::string& op_type, const std::string& n
     n->outputs[i]->shape = ctx.outputs[i].shape;
     n->outputs[i]->has_shape = ctx.outputs[i].has_shape;
     n->outputs[i]->sym_value = ctx.outputs[i].sym_value;
+    n->outputs[i]->kind = ctx.outputs[i].kind;  // SequenceConstruct, SplitToSequence... make sequences
   }
   return Status::Ok();
 }

@@ -1,5 +1,5 @@
-"""Control flow (If, Loop, Scan) on the CPU backend against onnxruntime, through `kiln run` (which builds an engine),
-and through a saved engine file loaded again (bodies are stored in the engine)."""
+"""Control flow (If, Loop, Scan) and sequences on the CPU backend against onnxruntime, through `kiln run` (which
+builds an engine), and through a saved engine file loaded again (bodies are stored in the engine)."""
 import subprocess
 
 import numpy as np
@@ -15,6 +15,8 @@ CASES = {
     "scan_rnn": (control_flow.scan_rnn, {}),
     "branches_then": (control_flow.branches, dict(flag=True)),
     "branches_else": (control_flow.branches, dict(flag=False)),
+    "sequence_loop": (control_flow.sequence_loop, {}),
+    "sequence_loop_stops_early": (control_flow.sequence_loop, dict(stop_after=3)),
 }
 
 
@@ -33,6 +35,55 @@ def test_greedy_decode_stops_early(tmp_path):
     path = tmp_path / "model.onnx"
     onnx.save(model, str(path))
     assert ort_run(path, feeds)["tokens"].shape[0] == 4
+
+
+@pytest.mark.parametrize("kwargs", [{}, dict(stop_after=3)])
+def test_sequence_loop_builder_matches_numpy(tmp_path, kwargs):
+    """The sequence builder computes what it says (onnxruntime against a numpy loop), so the kiln test above checks
+    the recurrence, the collected states and the sequence reads."""
+    model, feeds = control_flow.sequence_loop(seed=1, **kwargs)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, str(path))
+    got = ort_run(path, feeds)
+    want = control_flow.sequence_loop_reference(feeds, seed=1, **kwargs)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_saved_engine_with_sequences_runs(kiln, tmp_path):
+    """A Loop-carried sequence, SplitToSequence and ConcatFromSequence in an engine file, loaded and run again."""
+    model, feeds = control_flow.sequence_loop(seed=2, stop_after=4)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, str(path))
+    engine = tmp_path / "seq.engine"
+    p = subprocess.run([kiln, "build", f"--onnx={path}", f"--saveEngine={engine}"], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr + p.stdout
+    ref = ort_run(path, feeds)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    specs = []
+    for name, value in feeds.items():
+        np.save(run_dir / f"input_{name}.npy", value)
+        specs.append(f"{name}:{run_dir / f'input_{name}.npy'}")
+    proc = subprocess.run([kiln, "run", f"--loadEngine={engine}", "--loadInputs=" + ",".join(specs),
+                           f"--exportOutput={run_dir / 'out'}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    for name, want in ref.items():
+        got = np.load(run_dir / "out" / f"{safe_name(name)}.npy")
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_sequence_output_is_refused_by_engines(kiln, tmp_path):
+    """An engine's outputs are tensors: a model whose output is a sequence fails the build with a sentence."""
+    model, _ = control_flow.sequence_loop(seed=0)
+    model.graph.output.append(onnx.helper.make_tensor_sequence_value_info("hs", onnx.TensorProto.FLOAT, None))
+    path = tmp_path / "seq_out.onnx"
+    onnx.save(model, str(path))
+    p = subprocess.run([kiln, "build", f"--onnx={path}"], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "an engine's inputs and outputs are tensors" in (p.stderr + p.stdout)
 
 
 def test_saved_engine_with_bodies_runs(kiln, tmp_path):

@@ -28,6 +28,7 @@
 
 #include "compare.h"
 #include "kiln/debug.h"
+#include "kiln/debug_values.h"
 #include "kiln/kiln.h"
 #include "onnx_scan.h"
 
@@ -93,6 +94,64 @@ Tensor AsBFloat16IfStoredAsUInt16(Tensor t, DataType model_type) {
   return b;
 }
 
+// A sequence or optional output against the expected one: the same kind, length and tensors (CompareTensors each).
+std::string CompareValues(const OnnxValue& got, const OnnxValue& want, const Options& o) {
+  if (got.kind != want.kind) return "got " + got.Describe() + ", want " + want.Describe();
+  if (got.is_tensor())
+    return CompareTensors(got.tensor, AsBFloat16IfStoredAsUInt16(want.tensor, got.tensor.dtype()), o.rtol, o.atol);
+  if (got.sequence.size() != want.sequence.size())
+    return "got a sequence of " + std::to_string(got.sequence.size()) + " tensors, want " +
+           std::to_string(want.sequence.size());
+  for (size_t i = 0; i < got.sequence.size(); ++i) {
+    const std::string diff = CompareTensors(
+        got.sequence[i], AsBFloat16IfStoredAsUInt16(want.sequence[i], got.sequence[i].dtype()), o.rtol, o.atol);
+    if (!diff.empty()) return "element " + std::to_string(i) + ": " + diff;
+  }
+  return "";
+}
+
+// RunTest for models whose inputs or outputs are sequences or optionals: each file is read as the type the graph
+// gives it, the graph runs with debug::RunNetworkValues.
+std::string RunValueTest(const NetworkDefinition& g, const std::vector<fs::path>& sets, const Options& o) {
+  std::vector<NetworkTensor> graph_inputs;
+  for (int k = 0; k < g.getNbInputs(); ++k) graph_inputs.push_back(g.getInput(k));
+  for (const fs::path& set : sets) {
+    const std::string where = sets.size() > 1 ? set.filename().string() + ": " : "";
+    std::map<std::string, OnnxValue> inputs;
+    const auto input_files = NumberedFiles(set, "input_");
+    for (size_t k = 0; k < input_files.size(); ++k) {
+      // By position among the graph's inputs (a sequence file's name is not read before its type is known).
+      if (k >= graph_inputs.size())
+        return where + input_files[k].filename().string() + " has no matching graph input (the graph has " +
+               std::to_string(graph_inputs.size()) + ")";
+      const NetworkTensor& in = graph_inputs[k];
+      auto v = debug::ReadOnnxValueFile(input_files[k].string(), debug::NetworkValueType(g, in.name));
+      if (!v.ok()) return where + "reading " + input_files[k].filename().string() + ": " + v.status().ToString();
+      if (v->is_tensor()) v->tensor = AsBFloat16IfStoredAsUInt16(std::move(v->tensor), in.dtype);
+      inputs[in.name] = std::move(*v);
+    }
+    debug::NetworkRunOptions run;
+    run.backend = o.backend;
+    auto outputs = debug::RunNetworkValues(g, inputs, run);
+    if (!outputs.ok()) return where + "run: " + outputs.status().ToString();
+    const auto output_files = NumberedFiles(set, "output_");
+    if (output_files.size() > static_cast<size_t>(g.getNbOutputs()))
+      return where + std::to_string(output_files.size()) + " expected outputs but the graph has " +
+             std::to_string(g.getNbOutputs());
+    for (size_t k = 0; k < output_files.size(); ++k) {
+      const std::string oname = g.getOutputName(static_cast<int>(k));
+      auto want = debug::ReadOnnxValueFile(output_files[k].string(), debug::NetworkValueType(g, oname));
+      if (!want.ok())
+        return where + "reading " + output_files[k].filename().string() + ": " + want.status().ToString();
+      auto it = outputs->find(oname);
+      if (it == outputs->end()) return where + "output " + std::to_string(k) + " '" + oname + "' was not produced";
+      const std::string diff = CompareValues(it->second, *want, o);
+      if (!diff.empty()) return where + "output " + std::to_string(k) + " '" + oname + "': " + diff;
+    }
+  }
+  return "";
+}
+
 // Runs one test directory; returns "" on success, else the reason of the failure.
 std::string RunTest(const fs::path& dir, const Options& o) {
   NetworkDefinition g;
@@ -102,6 +161,11 @@ std::string RunTest(const fs::path& dir, const Options& o) {
   if (!imported.ok()) return "import: " + imported.ToString();
   std::vector<NetworkTensor> graph_inputs;
   for (int k = 0; k < g.getNbInputs(); ++k) graph_inputs.push_back(g.getInput(k));
+  bool values = false;  // a sequence or optional input or output
+  for (int k = 0; k < g.getNbInputs(); ++k)
+    values = values || debug::NetworkValueType(g, g.getInputName(k)) != debug::OnnxType::kTensor;
+  for (int k = 0; k < g.getNbOutputs(); ++k)
+    values = values || debug::NetworkValueType(g, g.getOutputName(k)) != debug::OnnxType::kTensor;
 
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir))
@@ -109,6 +173,7 @@ std::string RunTest(const fs::path& dir, const Options& o) {
       sets.push_back(e.path());
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return "no test_data_set_* directory";
+  if (values) return RunValueTest(g, sets, o);
 
   for (const fs::path& set : sets) {
     const std::string where = sets.size() > 1 ? set.filename().string() + ": " : "";

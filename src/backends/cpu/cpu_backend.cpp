@@ -96,6 +96,16 @@ class CpuBackendImpl final : public Backend {
     ro.observe_float = options.observe_float;
     return cpu::RunGraph(g, inputs, ro);
   }
+
+  Result<std::map<std::string, OnnxValue>> RunGraphValues(const Graph& g,
+                                                          const std::map<std::string, OnnxValue>& inputs,
+                                                          const GraphRunOptions& options) const override {
+    KILN_RETURN_IF_ERROR(CheckKernels(g));
+    RunOptions ro;
+    ro.keep_all = options.keep_all;
+    ro.observe_float = options.observe_float;
+    return cpu::RunGraphValues(g, inputs, ro);
+  }
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The CPU backend's engine executor: each context places activations in the memory plan's arena, runs the nodes
 // in order on the calling thread, reports per-layer times, and copies outputs to bound memory (keeping its own
-// copy for getOutputBuffer).
+// copy for getOutputBuffer). Sequences and optionals inside the graph (a Loop-carried sequence, SplitToSequence)
+// live beside the tensors outside the plan: what they keep is copied out of the arena.
 #include <chrono>
 #include <cstring>
 
@@ -14,7 +15,7 @@ namespace {
 
 class CpuContext final : public BackendContext {
  public:
-  explicit CpuContext(const EngineDesc& e) : e_(e) {
+  explicit CpuContext(const EngineDesc& e) : e_(e), has_values_(HasNonTensorValues(*e.graph)) {
     arena_storage_.resize(static_cast<size_t>(e.plan.arena_bytes) + 256);
     arena_ = arena_storage_.data() + (256 - reinterpret_cast<uintptr_t>(arena_storage_.data()) % 256) % 256;
   }
@@ -36,6 +37,7 @@ class CpuContext final : public BackendContext {
 
  private:
   const EngineDesc& e_;
+  const bool has_values_;  // the graph has sequences or optionals
   std::vector<uint8_t> arena_storage_;
   uint8_t* arena_ = nullptr;
   std::map<std::string, Tensor> last_outputs_;  // outputs of the last enqueue
@@ -46,6 +48,7 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
     return Err(StatusCode::kInvalidArgument, "this engine runs on the cpu backend, which takes no stream (pass nullptr)");
   const Graph& g = *e_.graph;
   std::unordered_map<const Value*, Tensor> env;
+  std::unordered_map<const Value*, OnnxValue> values;  // sequences and optionals
   for (const Value* in : g.inputs) {
     auto shape = args.input_shapes.find(in->name);
     if (shape == args.input_shapes.end())
@@ -66,10 +69,17 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
     for (const Value* in : nodes[k]->inputs)
       if (in) last_use[in] = k;
 
+  // A sequence or optional may outlive the arena slots of the tensors it was made from: it keeps copies.
+  auto own = [&](Tensor& t) {
+    if (in_arena(t.raw())) t = t.Clone();
+  };
+
   using Clock = std::chrono::steady_clock;
+  NodeValues nv;
   for (size_t k = 0; k < nodes.size(); ++k) {
     const Node& n = *nodes[k];
     std::vector<const Tensor*> ins(n.inputs.size(), nullptr);
+    if (has_values_) nv.inputs.assign(n.inputs.size(), nullptr);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const Value* v = n.inputs[i];
       if (!v) continue;
@@ -78,8 +88,14 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
         continue;
       }
       auto it = env.find(v);
-      if (it == env.end()) return Err(StatusCode::kInternal, "{}: input '{}' was not computed", n.Where(), v->name);
-      ins[i] = &it->second;
+      if (it != env.end()) {
+        ins[i] = &it->second;
+        continue;
+      }
+      auto iv = has_values_ ? values.find(v) : values.end();
+      if (iv == values.end()) return Err(StatusCode::kInternal, "{}: input '{}' was not computed", n.Where(), v->name);
+      nv.inputs[i] = &iv->second;
+      ins[i] = iv->second.is_tensor() ? &iv->second.tensor : nullptr;
     }
     OutputAllocator alloc = [&](const Node& node, size_t i, DataType dtype, const std::vector<int64_t>& shape) -> Tensor {
       const Value* v = node.outputs[i];
@@ -94,7 +110,7 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
       return Tensor::View(dtype, shape, slot);
     };
     const auto t0 = Clock::now();
-    auto outs = EvaluateNodeInto(n, ins, alloc, e_.max_tensor_elements);
+    auto outs = EvaluateNodeInto(n, ins, alloc, e_.max_tensor_elements, has_values_ ? &nv : nullptr);
     if (!outs.ok()) return outs.status();
     if (args.profiler)
       args.profiler->reportLayerTime(n.name.c_str(),
@@ -102,6 +118,13 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Value* v = n.outputs[i];
       if (!v) continue;
+      if (has_values_ && nv.output_kinds[i] != ValueKind::kTensor) {
+        OnnxValue& x = nv.outputs[i];
+        own(x.tensor);
+        for (Tensor& t : x.sequence) own(t);
+        values[v] = std::move(x);
+        continue;
+      }
       Tensor& t = (*outs)[i];
       // A kernel may hand back its input's buffer. That is safe only where the plan knows the output as a view
       // (the root then lives as long as the view); anything else that points into the arena is copied out.
@@ -115,7 +138,10 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
       env[v] = std::move(t);
     }
     for (const Value* in : n.inputs)
-      if (in && !in->is_graph_output && !in->is_graph_input && !in->is_const() && last_use[in] == k) env.erase(in);
+      if (in && !in->is_graph_output && !in->is_graph_input && !in->is_const() && last_use[in] == k) {
+        env.erase(in);
+        if (has_values_) values.erase(in);
+      }
   }
   last_outputs_.clear();
   KILN_ASSIGN_OR_RETURN(ShapedGraph shaped, args.shaped_graph());
@@ -123,6 +149,10 @@ Status CpuContext::Enqueue(const EnqueueArgs& args) {
     Tensor t;
     if (o->is_const()) t = *o->const_value;
     else if (auto it = env.find(o); it != env.end()) t = it->second;
+    else if (auto iv = values.find(o); iv != values.end() && iv->second.is_tensor()) t = iv->second.tensor;
+    else if (iv != values.end())
+      return Err(StatusCode::kInvalidModel, "output '{}' is {}: an engine's outputs are tensors", o->name,
+                 iv->second.Describe());
     else return Err(StatusCode::kInternal, "output '{}' was not computed", o->name);
     // Keep a copy the context owns: arena slots are reused by the next enqueue.
     t = t.Clone();

@@ -3,6 +3,9 @@
 // shape inference produced a static shape arrive allocated (zero-filled) with that shape and dtype; an
 // output whose shape depends on data (NonZero, NonMaxSuppression) arrives undefined and the kernel
 // assigns it.
+// Sequences and optionals (ops/sequence.h) travel beside the tensors as OnnxValues, for the nodes that read or make
+// them: value_input(i) is input i where it is one, and the kernel sets value_out(i) for each output whose
+// output_kind(i) is not kTensor (tensor-only nodes see neither).
 #pragma once
 
 #include <functional>
@@ -13,6 +16,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "kiln/onnx_value.h"
 #include "ops/op_def.h"
 
 namespace kiln::cpu {
@@ -24,12 +28,28 @@ struct KernelContext {
   // Where the outputs the node does not list go (a node from a file may list fewer than its kernel writes): one
   // tensor per index, each thrown away after the run.
   std::map<size_t, Tensor> discarded = {};
+  // Sequences and optionals, where the node reads or makes any (else null): per input, its value or nullptr (a
+  // tensor, or an omitted input; inputs[i] is the tensor an optional holds, else nullptr); per output, the kind shape
+  // inference gave it, and the values the kernel makes for the outputs that are not tensors.
+  const std::vector<const OnnxValue*>* value_inputs = nullptr;
+  const std::vector<ValueKind>* output_kinds = nullptr;
+  std::vector<OnnxValue>* value_outputs = nullptr;
+  std::map<size_t, OnnxValue> discarded_values = {};
 
   size_t num_inputs() const { return inputs.size(); }
   const Tensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
   const Tensor& in(size_t i) const { return *inputs[i]; }
   Tensor& out(size_t i) { return i < outputs.size() ? outputs[i] : discarded[i]; }
   size_t num_outputs() const { return outputs.size(); }
+  const OnnxValue* value_input(size_t i) const {
+    return value_inputs && i < value_inputs->size() ? (*value_inputs)[i] : nullptr;
+  }
+  ValueKind output_kind(size_t i) const {
+    return output_kinds && i < output_kinds->size() ? (*output_kinds)[i] : ValueKind::kTensor;
+  }
+  OnnxValue& value_out(size_t i) {
+    return value_outputs && i < value_outputs->size() ? (*value_outputs)[i] : discarded_values[i];
+  }
 };
 
 using KernelFn = std::function<Status(KernelContext&)>;

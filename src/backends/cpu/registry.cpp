@@ -19,6 +19,7 @@ const KernelRegistry& Kernels() {
     RegisterFusedKernels(r);
     RegisterQuantizedKernels(r);
     RegisterControlFlowKernels(r);
+    RegisterSequenceKernels(r);
     RegisterLlmKernels(r);
     RegisterSignalKernels(r);
     return r;

@@ -92,6 +92,17 @@ Status UnsqueezeKernel(KernelContext& c) {
 }
 
 Status IdentityKernel(KernelContext& c) {
+  // A sequence or an optional passes through as it is (opsets 14 and 16).
+  if (const OnnxValue* v = c.value_input(0)) {
+    if (c.output_kind(0) != ValueKind::kTensor) c.value_out(0) = *v;
+    else if (v->is_tensor()) c.out(0) = v->tensor;
+    else return Err(StatusCode::kInternal, "{}: its output is a tensor but its input is {}", c.node.Where(), v->Describe());
+    return Status::Ok();
+  }
+  if (c.output_kind(0) != ValueKind::kTensor) {
+    c.value_out(0) = c.input(0) ? OnnxValue::FromTensor(c.in(0)) : OnnxValue::None();
+    return Status::Ok();
+  }
   c.out(0) = c.in(0);
   return Status::Ok();
 }

@@ -58,6 +58,10 @@ Status CheckValueTypes(const Node& n) {
   auto check = [&n](const std::vector<Value*>& values, const char* what) -> Status {
     for (size_t i = 0; i < values.size(); ++i) {
       const Value* v = values[i];
+      if (v && v->kind != ValueKind::kTensor)
+        return Err(StatusCode::kUnsupported, "{}: {} {} ('{}') is a sequence or an optional ({}), which the CUDA backend "
+                   "does not hold; build this engine for the cpu backend (--backend=cpu)", n.Where(), what, i, v->name,
+                   v->TypeString());
       if (!v || v->dtype == DataType::kUndefined || CudaHoldsType(v->dtype)) continue;
       return Err(StatusCode::kUnsupported, "{}: {} {} ('{}') has element type {} (code {}), which the CUDA backend has "
                  "no kernels for; build this engine for the cpu backend (--backend=cpu)", n.Where(), what, i, v->name,

@@ -8,6 +8,11 @@
   captured weight, and scan outputs stacked on axis 1 and reversed.
 - branches: a top-level If on an input condition (both branches run across the test's feeds) next to an If whose
   condition is a constant (kiln inlines the branch it takes).
+- sequence_loop: sequences the way exported RNN and decoder code uses them: SplitToSequence cuts the input into
+  steps, a Loop (its trip count from SequenceLength, optionally ended early by its condition) reads one step with
+  SequenceAt, runs a recurrent cell and appends the new state to a loop-carried sequence (SequenceEmpty, then
+  SequenceInsert); ConcatFromSequence joins the states after the loop, and SplitToSequence -> SequenceAt (a negative
+  position too) and a stacking ConcatFromSequence (new_axis=1) read sequences outside it.
 """
 import numpy as np
 import onnx
@@ -151,3 +156,82 @@ def branches(seed=0, n=6, flag=True):
         initializer=[_init("const_flag", np.array(False))])
     feeds = {"x": rng.standard_normal(n).astype(f), "flag": np.array(flag)}
     return _model(graph), feeds
+
+
+def sequence_loop(seed=0, batch=2, steps=5, d=8, stop_after=None):
+    """stop_after: the Loop's condition ends it after that many steps (the states collected so far are concatenated);
+    None: it runs every step, with no condition input."""
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    w = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(f)
+    u = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(f)
+    body_nodes = [
+        helper.make_node("SequenceAt", ["xs", "i"], ["x_t"]),
+        helper.make_node("MatMul", ["x_t", "W"], ["xw"]),
+        helper.make_node("MatMul", ["h_in", "U"], ["hu"]),
+        helper.make_node("Add", ["xw", "hu"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["h_out"]),
+        helper.make_node("Unsqueeze", ["h_out", "axis1"], ["h_step"]),
+        helper.make_node("SequenceInsert", ["hs_in", "h_step"], ["hs_out"]),
+    ]
+    if stop_after is None:
+        body_nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    else:
+        body_nodes += [helper.make_node("Add", ["i", "one"], ["done"]),
+                       helper.make_node("Less", ["done", "stop_after"], ["cond_out"])]
+    body = helper.make_graph(body_nodes, "cell", [
+        helper.make_tensor_value_info("i", TensorProto.INT64, []),
+        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [batch, d]),
+        helper.make_tensor_sequence_value_info("hs_in", TensorProto.FLOAT, None),
+    ], [
+        helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [batch, d]),
+        helper.make_tensor_sequence_value_info("hs_out", TensorProto.FLOAT, None),
+    ], initializer=[_init("axis1", np.array([1], np.int64))] + ([] if stop_after is None else [
+        _init("one", np.array(1, np.int64))]))
+    loop_cond = "" if stop_after is None else "keep_going"
+    graph = helper.make_graph([
+        helper.make_node("SplitToSequence", ["x"], ["xs"], axis=1, keepdims=0),
+        helper.make_node("SequenceLength", ["xs"], ["n_steps"]),
+        helper.make_node("SequenceEmpty", [], ["hs0"], dtype=TensorProto.FLOAT),
+        helper.make_node("Loop", ["n_steps", loop_cond, "h0", "hs0"], ["h_final", "hs"], body=body),
+        helper.make_node("ConcatFromSequence", ["hs"], ["ys"], axis=1),
+        # Outside the loop: the first two states and the rest, the last input step, the steps stacked again.
+        helper.make_node("SplitToSequence", ["ys", "split"], ["parts"], axis=1),
+        helper.make_node("SequenceAt", ["parts", "one"], ["tail"]),
+        helper.make_node("SequenceAt", ["xs", "minus_one"], ["x_last"]),
+        helper.make_node("ConcatFromSequence", ["xs"], ["x_stacked"], axis=-1, new_axis=1),
+    ], "sequence_loop", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, steps, d]),
+        helper.make_tensor_value_info("h0", TensorProto.FLOAT, [batch, d]),
+    ] + ([] if stop_after is None else [helper.make_tensor_value_info("keep_going", TensorProto.BOOL, [])]), [
+        helper.make_tensor_value_info("h_final", TensorProto.FLOAT, [batch, d]),
+        helper.make_tensor_value_info("ys", TensorProto.FLOAT, [batch, None, d]),
+        helper.make_tensor_value_info("tail", TensorProto.FLOAT, [batch, None, d]),
+        helper.make_tensor_value_info("x_last", TensorProto.FLOAT, [batch, d]),
+        helper.make_tensor_value_info("x_stacked", TensorProto.FLOAT, [batch, d, steps]),
+    ], initializer=[_init("W", w), _init("U", u), _init("one", np.array(1, np.int64)),
+                    _init("minus_one", np.array(-1, np.int64)),
+                    _init("split", np.array([2, (stop_after or steps) - 2], np.int64))])
+    if stop_after is not None:
+        graph.initializer.append(_init("stop_after", np.array(stop_after, np.int64)))
+    feeds = {"x": rng.standard_normal((batch, steps, d)).astype(f), "h0": rng.standard_normal((batch, d)).astype(f)}
+    if stop_after is not None:
+        feeds["keep_going"] = np.array(True)
+    return _model(graph), feeds
+
+
+def sequence_loop_reference(model_feeds, seed=0, batch=2, steps=5, d=8, stop_after=None):
+    """The outputs of sequence_loop computed with numpy (the same weights: the builder's generator, replayed)."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
+    u = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
+    x, h = model_feeds["x"], model_feeds["h0"]
+    hs = []
+    for t in range(stop_after or steps):
+        h = np.tanh(x[:, t] @ w + h @ u)
+        hs.append(h[:, None])
+    ys = np.concatenate(hs, axis=1)
+    return {"h_final": h, "ys": ys, "tail": ys[:, 2:], "x_last": x[:, -1],
+            "x_stacked": np.stack([x[:, t] for t in range(steps)], axis=-1)}
