@@ -11,7 +11,7 @@ R=$OUT/r
 mkdir -p $R nt
 nvidia-smi -L > $R/gpu.txt
 tar xzf .bundle/node-tests.tgz -C nt
-( timeout 300 $B/kiln-conformance --backend cuda -j 8 --data nt/node --scope tests/conformance/out_of_scope.txt \
+( timeout 480 $B/kiln-conformance --backend cuda -j 16 --data nt/node --scope tests/conformance/out_of_scope.txt \
     --expected-failures tests/conformance/expected_failures --json $R/conformance_cuda.json > $R/conformance_cuda.log 2>&1
   echo "rc=$?" >> $R/conformance_cuda.log ) &
 timeout 420 $B/kiln_gpu_tests --gtest_brief=1 --gtest_output=xml:$R/gpu_tests.xml > $R/gpu_tests.log 2>&1
@@ -37,16 +37,20 @@ PYEOF
 ) > $R/fallback.log 2>&1
 for m in det scan_rnn; do
   if [ $m = det ]; then IN="x:fb/det_x.npy"; else IN="s0:fb/scan_s0.npy,x:fb/scan_x.npy,r:fb/scan_r.npy"; fi
-  for be in cpu cuda; do
-    echo "== $m $be" >> $R/fallback.log
-    timeout 120 $B/kiln run --onnx=fb/$m.onnx --backend=$be --loadInputs=$IN --exportOutput=fb/out_${m}_$be \
-      --json=$R/${m}_${be}.json >> $R/fallback.log 2>&1; echo "rc=$?" >> $R/fallback.log
-  done
-  echo "== $m cuda --noFallback" >> $R/fallback.log
-  timeout 120 $B/kiln build --onnx=fb/$m.onnx --backend=cuda --noFallback >> $R/fallback.log 2>&1; echo "rc=$?" >> $R/fallback.log
-  echo "== $m cuda --useCudaGraph" >> $R/fallback.log
-  timeout 120 $B/kiln run --onnx=fb/$m.onnx --backend=cuda --useCudaGraph --loadInputs=$IN --exportOutput=fb/out_${m}_graph \
+  echo "== $m: reference run (cpu)" >> $R/fallback.log
+  timeout 120 $B/kiln run --onnx=fb/$m.onnx --loadInputs=$IN --exportOutput=fb/out_${m}_cpu >> $R/fallback.log 2>&1
+  echo "rc=$?" >> $R/fallback.log
+  echo "== $m: cuda engine (CPU fallback)" >> $R/fallback.log
+  timeout 120 $B/kiln build --onnx=fb/$m.onnx --backend=cuda --saveEngine=fb/$m.engine --json=$R/${m}_build.json \
     >> $R/fallback.log 2>&1; echo "rc=$?" >> $R/fallback.log
+  for g in "" "--useCudaGraph"; do
+    tag=cuda; [ -n "$g" ] && tag=graph
+    echo "== $m: run the cuda engine $g" >> $R/fallback.log
+    timeout 120 $B/kiln run --loadEngine=fb/$m.engine $g --loadInputs=$IN --exportOutput=fb/out_${m}_$tag \
+      >> $R/fallback.log 2>&1; echo "rc=$?" >> $R/fallback.log
+  done
+  echo "== $m: cuda --noFallback" >> $R/fallback.log
+  timeout 120 $B/kiln build --onnx=fb/$m.onnx --backend=cuda --noFallback >> $R/fallback.log 2>&1; echo "rc=$?" >> $R/fallback.log
 done
 $PY - >> $R/fallback.log 2>&1 <<'PYEOF'
 import numpy as np, glob, os

@@ -43,13 +43,18 @@ Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const
     const Node& node = *g.nodes()[k];
     auto t = TacticsFor(SpecAt(node, *tuned.nodes()[k], allow_tf32));
     if (!t.ok()) {
-      if (fallbacks && t.status().code() == StatusCode::kUnsupported && CpuCanRun(node)) {
+      // Sequences and optionals live on the host only: a GPU engine cannot hand them from one layer to the next, so
+      // nodes that make or read them cannot fall back either.
+      bool tensors_only = true;
+      for (const auto* list : {&node.inputs, &node.outputs})
+        for (const Value* v : *list) tensors_only &= !v || v->kind == ValueKind::kTensor;
+      if (fallbacks && tensors_only && t.status().code() == StatusCode::kUnsupported && CpuCanRun(node)) {
         fallbacks->push_back({k, t.status().message()});
         candidates.push_back({kCpuFallbackTactic});
         continue;
       }
       errors += "\n  - " + t.status().message();
-      if (!fallbacks && CpuCanRun(node)) errors += " (it would run on the CPU without --noFallback)";
+      if (!fallbacks && tensors_only && CpuCanRun(node)) errors += " (it would run on the CPU without --noFallback)";
       ++n;
       continue;
     }
