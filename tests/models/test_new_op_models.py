@@ -12,11 +12,18 @@ from test_models import check_against_ort, ort_run
 CASES = {
     "lstm_classifier": (sequence_models.lstm_classifier, {}),
     "gru_classifier": (sequence_models.gru_classifier, {}),
+    "lstm_classifier_2_layers": (sequence_models.lstm_classifier, dict(num_layers=2)),
+    "gru_classifier_2_layers_full_lengths": (sequence_models.gru_classifier, dict(num_layers=2, lengths=(12, 12, 12))),
     "roi_head": (vision_heads.roi_head, {}),
+    "roi_head_output_half_pixel": (vision_heads.roi_head, dict(coordinate_transformation_mode="output_half_pixel")),
+    "roi_head_max": (vision_heads.roi_head, dict(mode="max")),
     "spatial_transformer": (vision_heads.spatial_transformer, {}),
     "spatial_transformer_align_corners": (vision_heads.spatial_transformer, dict(align_corners=1)),
     "llama_opset23": (llama.build_opset23, {}),
     "llama_opset18": (llama.build_opset18, {}),
+    "llama_opset23_mqa_batch1_seq5": (llama.build_opset23, dict(kv_heads=1, batch=1, seq=5)),
+    "llama_opset23_mha": (llama.build_opset23, dict(kv_heads=4)),
+    "llama_opset18_batch3_seq9": (llama.build_opset18, dict(batch=3, seq=9)),
 }
 
 

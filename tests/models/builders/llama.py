@@ -30,7 +30,8 @@ def _weights(seed, vocab, hidden, heads, kv_heads, ffn, layers):
     def n(shape, std):
         return (rng.standard_normal(shape) * std).astype(np.float32)
 
-    w = {"embed": n((vocab, hidden), 1.0), "norm": (1 + n((hidden,), 0.1)), "lm_head": n((hidden, vocab), hidden ** -0.5)}
+    w = {"embed": n((vocab, hidden), 1.0), "norm": 1 + n((hidden,), 0.1),
+         "lm_head": n((hidden, vocab), hidden ** -0.5)}
     for i in range(layers):
         w[f"{i}.in_norm"] = 1 + n((hidden,), 0.1)
         w[f"{i}.q"] = n((hidden, heads * d), hidden ** -0.5)
@@ -190,7 +191,8 @@ def build_opset18(seed=0, batch=2, seq=16, vocab=64, hidden=32, heads=4, kv_head
         x = g.op("Add", [x, _mlp(g, h, w, i, f"{s}/mlp")], scope=f"{s}/residual2")
     h = rms(x, "model.norm.weight", w["norm"], "/model/norm")
     g.op("MatMul", [h, g.init("lm_head.weight", w["lm_head"])], scope="/lm_head", outputs=["logits"])
-    model = g.model("llama_opset18", [("input_ids", INT64, ["batch", "seq"]), ("position_ids", INT64, ["batch", "seq"])],
+    model = g.model("llama_opset18",
+                    [("input_ids", INT64, ["batch", "seq"]), ("position_ids", INT64, ["batch", "seq"])],
                     [("logits", FLOAT, ["batch", "seq", vocab])], opset=18)
     return model, _feeds(seed, batch, seq, vocab, max_pos)
 

@@ -5,6 +5,7 @@
   [seq, batch, feat], LSTM with W/R/B in ONNX gate order (i, o, f, c), sequence_lens (int32) and zero initial_h /
   initial_c, then Gather(-2) / Gather(-1) of Y_h, Concat on axis 1 and Gemm(transB=1). Y (per-step outputs, zero
   past each sequence's length) is a second output so every step is compared, not only the final states.
+  num_layers=2 stacks two LSTM nodes joined by Transpose + Reshape of Y to [seq, batch, 2*hidden] (torch's layout).
 - gru_classifier: the same with nn.GRU: GRU with linear_before_reset=1 (PyTorch's GRU formula), gate order (z, r, h).
 """
 import numpy as np
@@ -14,26 +15,34 @@ from .common import FLOAT, INT64, GraphBuilder
 OPSET = 17
 
 
-def _recurrent_classifier(kind, seed, batch, seq, vocab, embed, hidden, classes, lengths):
+def _recurrent_classifier(kind, seed, batch, seq, vocab, embed, hidden, classes, lengths, num_layers):
     g = GraphBuilder(seed)
     gates = 4 if kind == "LSTM" else 3
     emb = g.normal("embedding.weight", (vocab, embed), 1.0)
     x = g.op("Gather", [emb, "input_ids"], scope="/embedding", axis=0)            # [B, S, E]
     xt = g.op("Transpose", [x], scope=f"/{kind.lower()}", perm=[1, 0, 2])        # [S, B, E]
     k = 1.0 / np.sqrt(hidden)  # PyTorch's U(-1/sqrt(H), 1/sqrt(H)) init
-    w = g.uniform(f"onnx::{kind}_W", (2, gates * hidden, embed), -k, k)
-    r = g.uniform(f"onnx::{kind}_R", (2, gates * hidden, hidden), -k, k)
-    b = g.uniform(f"onnx::{kind}_B", (2, 2 * gates * hidden), -k, k)
-    h0 = g.init("initial_h", np.zeros((2, batch, hidden), np.float32))
-    inputs = [xt, w, r, b, "seq_lens", h0]
-    attrs = dict(hidden_size=hidden, direction="bidirectional")
-    if kind == "LSTM":
-        inputs.append(g.init("initial_c", np.zeros((2, batch, hidden), np.float32)))
-    else:
-        attrs["linear_before_reset"] = 1
-    scope = f"/{kind.lower()}"
-    outs = ["Y", f"{scope}/{kind}_output_1"] + ([f"{scope}/{kind}_output_2"] if kind == "LSTM" else [])
-    g.op(kind, inputs, scope=f"/{kind.lower()}", outputs=outs, **attrs)
+    feat = embed
+    for layer in range(num_layers):
+        scope = f"/{kind.lower()}/l{layer}"
+        w = g.uniform(f"onnx::{kind}_W_l{layer}", (2, gates * hidden, feat), -k, k)
+        r = g.uniform(f"onnx::{kind}_R_l{layer}", (2, gates * hidden, hidden), -k, k)
+        b = g.uniform(f"onnx::{kind}_B_l{layer}", (2, 2 * gates * hidden), -k, k)
+        h0 = g.init("initial_h", np.zeros((2, batch, hidden), np.float32))
+        inputs = [xt, w, r, b, "seq_lens", h0]
+        attrs = dict(hidden_size=hidden, direction="bidirectional")
+        if kind == "LSTM":
+            inputs.append(g.init("initial_c", np.zeros((2, batch, hidden), np.float32)))
+        else:
+            attrs["linear_before_reset"] = 1
+        last = layer == num_layers - 1
+        outs = ["Y" if last else f"{scope}/{kind}_output_0", f"{scope}/{kind}_output_1"] + (
+            [f"{scope}/{kind}_output_2"] if kind == "LSTM" else [])
+        g.op(kind, inputs, scope=scope, outputs=outs, **attrs)
+        if not last:  # the next layer reads Y [S, 2, B, H] as [S, B, 2H]: Transpose + Reshape, as torch writes it
+            t = g.op("Transpose", [outs[0]], scope=scope, perm=[0, 2, 1, 3])
+            xt = g.op("Reshape", [t, g.const([0, 0, -1])], scope=scope)
+            feat = 2 * hidden
     y_h = outs[1]                                                                 # [2, B, H]
     fwd = g.op("Gather", [y_h, g.const(-2)], scope="/Gather", axis=0)
     bwd = g.op("Gather", [y_h, g.const(-1)], scope="/Gather", axis=0)
@@ -50,9 +59,11 @@ def _recurrent_classifier(kind, seed, batch, seq, vocab, embed, hidden, classes,
     return model, feeds
 
 
-def lstm_classifier(seed=0, batch=3, seq=12, vocab=50, embed=16, hidden=20, classes=5, lengths=(12, 7, 1)):
-    return _recurrent_classifier("LSTM", seed, batch, seq, vocab, embed, hidden, classes, lengths)
+def lstm_classifier(seed=0, batch=3, seq=12, vocab=50, embed=16, hidden=20, classes=5, lengths=(12, 7, 1),
+                    num_layers=1):
+    return _recurrent_classifier("LSTM", seed, batch, seq, vocab, embed, hidden, classes, lengths, num_layers)
 
 
-def gru_classifier(seed=0, batch=3, seq=12, vocab=50, embed=16, hidden=20, classes=5, lengths=(12, 9, 4)):
-    return _recurrent_classifier("GRU", seed, batch, seq, vocab, embed, hidden, classes, lengths)
+def gru_classifier(seed=0, batch=3, seq=12, vocab=50, embed=16, hidden=20, classes=5, lengths=(12, 9, 4),
+                   num_layers=1):
+    return _recurrent_classifier("GRU", seed, batch, seq, vocab, embed, hidden, classes, lengths, num_layers)

@@ -4,6 +4,7 @@
   torchvision.ops.roi_align (RoiAlign, avg, half_pixel i.e. aligned=True, spatial_scale 1/4, sampling_ratio 2) on
   boxes given as an input ([K, 4] x1,y1,x2,y2 in image pixels) with their batch indices -> Flatten -> Gemm + Relu ->
   Gemm -> Softmax over the classes (a Fast R-CNN box head). Outputs the class scores and the pooled features.
+  coordinate_transformation_mode="output_half_pixel" is torchvision's aligned=False; mode="max" the max pooling.
 - spatial_transformer (opset 20): the STN of the PyTorch tutorial, small: a localization net (Conv, MaxPool, Relu,
   Conv, MaxPool, Relu, Flatten, Gemm, Relu, Gemm to 6 values initialized near the identity) -> Reshape to theta
   [N, 2, 3] -> F.affine_grid (AffineGrid, align_corners=0) -> F.grid_sample (GridSample, linear, zeros padding) ->
@@ -22,13 +23,15 @@ def _conv(g, x, c_in, c_out, k, scope, stride=1, pad=None):
                 pads=[pad] * 4, dilations=[1, 1], group=1)
 
 
-def roi_head(seed=0, batch=2, image=32, channels=8, pooled=4, rois=6, classes=5, mode="avg"):
+def roi_head(seed=0, batch=2, image=32, channels=8, pooled=4, rois=6, classes=5, mode="avg",
+             coordinate_transformation_mode="half_pixel"):
     g = GraphBuilder(seed)
     x = g.op("Relu", [_conv(g, "images", 3, channels, 3, "/backbone/conv1", stride=2)], scope="/backbone/relu1")
     feat = g.op("Relu", [_conv(g, x, channels, channels, 3, "/backbone/conv2", stride=2)], scope="/backbone/relu2")
     pooled_feat = g.op("RoiAlign", [feat, "boxes", "box_batch_idx"], scope="/roi_align",
                        outputs=["pooled"], mode=mode, output_height=pooled, output_width=pooled,
-                       sampling_ratio=2, spatial_scale=0.25, coordinate_transformation_mode="half_pixel")
+                       sampling_ratio=2, spatial_scale=0.25,
+                       coordinate_transformation_mode=coordinate_transformation_mode)
     flat = g.op("Flatten", [pooled_feat], scope="/Flatten", axis=1)
     d = channels * pooled * pooled
     w6 = g.normal("fc6.weight", (32, d), np.sqrt(2.0 / d))
