@@ -1,8 +1,8 @@
 // Differential tests of the pointwise formulas (ops/pointwise_formulas.h) on the GPU against the CPU reference, for
 // every row of the formula lists, so that a new formula is covered by adding its input range below: the CUDA layer
-// of every ONNX unary formula op (float32/float16/bfloat16, odd shapes, default and other attribute values), and
-// every formula as a FusedPointwise step under both tactics ("nvrtc": the generated source, which starts with the
-// formula header's text; "interp": the interpreter kernel).
+// of every ONNX unary formula op (float32/float16/bfloat16/float64, odd shapes, default and other attribute
+// values), and every formula as a FusedPointwise step under both tactics ("nvrtc": the generated source, which
+// starts with the formula header's text; "interp": the interpreter kernel).
 #include <map>
 #include <optional>
 #include <string>
@@ -120,6 +120,35 @@ TEST(GpuPointwiseFormulas, UnaryOpLayers) {
                                         << (av ? " (attributes set)" : "");
         }
   }
+}
+
+// The same layers on float64, computed in double like the CPU reference: 1e-12 relative (and absolute, for
+// results near zero); Gelu with both approximations.
+TEST(GpuPointwiseFormulas, UnaryOpLayersFloat64) {
+  const DataType f64 = DataType::kFloat64;
+  uint32_t seed = 5000;
+  for (const PwOpInfo& p : kPwOps) {
+    if (!p.onnx_unary) continue;
+    const Case& c = Cases().at(p.name);
+    std::vector<std::optional<std::pair<float, float>>> attrs = {std::nullopt};
+    for (const auto& v : c.attr_values) attrs.push_back(v);
+    for (const auto& av : attrs)
+      for (const Shape& s : OddShapes()) {
+        OneNode n(p.name);
+        n.Input(Random(f64, s, seed++, c.lo, c.hi));
+        if (av && *p.attr_a) n.Attr(p.attr_a, Attribute::Float(av->first));
+        if (av && *p.attr_b) n.Attr(p.attr_b, Attribute::Float(av->second));
+        EXPECT_TRUE(n.MatchesCpu(1e-12, 1e-12)) << p.name << " float64 " << ShapeToString(s)
+                                                << (av ? " (attributes set)" : "");
+      }
+  }
+  for (const char* approximate : {"none", "tanh"})
+    for (const Shape& s : OddShapes())
+      EXPECT_TRUE(OneNode("Gelu")
+                      .Input(Random(f64, s, seed++, -4, 4))
+                      .Attr("approximate", Attribute::String(approximate))
+                      .MatchesCpu(1e-12, 1e-12))
+          << "Gelu " << approximate << " float64 " << ShapeToString(s);
 }
 
 // y = Add(f(in0[, in1]), in1) with in1 broadcast per channel or along the last axis, both tactics.

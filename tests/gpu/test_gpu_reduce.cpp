@@ -1,6 +1,7 @@
 // Differential tests of the CUDA reduce family (reduce_layers.cpp): Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax,
 // TopK and CumSum against the CPU reference, on odd shapes, ranks 0..5, every kernel path (rows/columns,
-// warp/block, shared/global sort, scan/sequential), float32/float16/bfloat16 and the integer types.
+// warp/block, shared/global sort, scan/sequential), float32/float16/bfloat16 and the integer types (float64:
+// test_gpu_reduce_f64.cpp).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -212,8 +213,8 @@ TEST(GpuReduce, UnsupportedConfigurationsAreClearErrors) {
   EXPECT_NE(r.status().message().find("sum_of_bools"), std::string::npos) << r.status().ToString();
   EXPECT_NE(r.status().message().find("bool"), std::string::npos) << r.status().ToString();
 
-  x->dtype = DataType::kFloat64;
-  n->op_type = "Softmax";
+  x->dtype = DataType::kFloat64;  // Softmax runs float64 (test_gpu_reduce_f64.cpp); Hardmax does not
+  n->op_type = "Hardmax";
   auto s = cuda::CreateLayer(spec, "default");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("float64"), std::string::npos) << s.status().ToString();

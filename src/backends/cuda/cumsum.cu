@@ -1,5 +1,6 @@
 // CumSum kernels over x seen as [outer, n, inner] (exclusive / reverse as in ONNX). Accumulation in float for
-// float32/float16/bfloat16, int64 (uint64) for signed (unsigned) integers, cast back to the storage type.
+// float32/float16/bfloat16, double for float64, int64 (uint64) for signed (unsigned) integers, cast back to the
+// storage type.
 //  - inner == 1 and n > kSequentialMaxN: one block per row scans chunks of blockDim elements (warp shuffles, then
 //    the warp totals) and carries the running sum from chunk to chunk.
 //  - otherwise: one thread per (outer, inner) column walks the axis sequentially (coalesced across threads).

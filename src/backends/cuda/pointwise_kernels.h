@@ -31,8 +31,9 @@ struct PwBroadcast {
   int64_t step[kPwMaxOperands] = {};
 };
 
-// ---- unary formulas (ops/pointwise_formulas.h), computed in float32 ----
-// y = op(x; a, b) elementwise for float32/float16/bfloat16 x and y (same dtype): one templated kernel per formula.
+// ---- unary formulas (ops/pointwise_formulas.h), computed in float32 (float64: in double) ----
+// y = op(x; a, b) elementwise for float32/float16/bfloat16/float64 x and y (same dtype): one templated kernel per
+// formula and compute type.
 cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, void* y, int64_t n,
                           cudaStream_t stream);
 

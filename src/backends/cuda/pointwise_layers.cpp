@@ -97,7 +97,8 @@ std::string TypeName(DataType t) { return DataTypeName(t); }
 
 // ---- unary formulas ----
 // The layer of a unary formula (ops/pointwise_formulas.h): float32/float16/bfloat16 inputs run the formula's
-// kernel with the attributes its row names; integer inputs run `int_op` (a PwIntUnaryOp, -1: none).
+// kernel (in float32; float64 inputs in double) with the attributes its row names; integer inputs run `int_op`
+// (a PwIntUnaryOp, -1: none).
 struct UnaryOp {
   PwOp op;
   int int_op = -1;
@@ -119,7 +120,7 @@ LayerFactory UnaryFactory(UnaryOp u) {
     const float alpha = *info.attr_a ? n.getf(info.attr_a, info.default_a) : 0.f;
     const float beta = *info.attr_b ? n.getf(info.attr_b, info.default_b) : 0.f;
     const std::string where = n.Where();
-    if (IsLowFloat(t)) {
+    if (IsLowFloat(t) || t == DataType::kFloat64) {
       return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                            std::vector<DeviceTensor>& out) -> Status {
         return InNode(where, KILN_CUDA_STATUS(LaunchPwUnary(op, alpha, beta, Code(in[0].dtype), in[0].data,
@@ -135,8 +136,9 @@ LayerFactory UnaryFactory(UnaryOp u) {
       });
     }
     return NotSupported(n, "input dtype " + TypeName(t),
-                        u.int_op >= 0 ? "it runs float32/float16/bfloat16 and integer inputs; cast the input first"
-                                      : "it runs float32/float16/bfloat16; cast the input first");
+                        u.int_op >= 0
+                            ? "it runs float32/float16/bfloat16/float64 and integer inputs; cast the input first"
+                            : "it runs float32/float16/bfloat16/float64; cast the input first");
   });
 }
 
@@ -410,8 +412,8 @@ LayerFactory VariadicFactory(int op, bool mean, bool float_only) {
 }  // namespace
 
 void RegisterPointwiseLayers(LayerRegistry& r) {
-  // unary formulas: one layer per row of KILN_POINTWISE_UNARY_OPS (float32/float16/bfloat16; the ops whose types
-  // include integers also integers), and Gelu
+  // unary formulas: one layer per row of KILN_POINTWISE_UNARY_OPS (float32/float16/bfloat16/float64; the ops whose
+  // types include integers also integers), and Gelu
   for (const PwOpInfo& p : kPwOps)
     if (p.onnx_unary) r.Add(p.name, UnaryFactory(WithIntegerPath(p.op)));
   r.Add("Gelu", UnaryFactory({PwOp::kGelu}));

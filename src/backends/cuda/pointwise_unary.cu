@@ -1,6 +1,6 @@
 // Unary pointwise kernels: the unary formulas (one templated kernel per functor of ops/pointwise_formulas.h,
-// computed in float32), integer Abs/Neg/Sign/Relu/Erf/BitwiseNot/Shrink, Clip, IsNaN, IsInf, Not. Contiguous inputs and outputs of
-// the same shape; grid-stride loops with 64-bit indices.
+// computed in float32; float64 in double), integer Abs/Neg/Sign/Relu/Erf/BitwiseNot/Shrink, Clip, IsNaN, IsInf,
+// Not. Contiguous inputs and outputs of the same shape; grid-stride loops with 64-bit indices.
 #include <cmath>
 #include <limits>
 
@@ -40,6 +40,15 @@ __global__ void FormulaVec4Kernel(F f, float a, float b, const T* __restrict__ x
     for (int k = 0; k < 4; ++k) p.v[k] = FromF32<T>(f(ToF32(p.v[k]), a, b));
     yp[i] = p;
   }
+}
+
+// A unary formula F on float64, computed in double (the attributes widened from float, as the CPU reference does).
+template <typename F>
+__global__ void FormulaF64Kernel(F f, double a, double b, const double* __restrict__ x, double* __restrict__ y,
+                                 int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = f(x[i], a, b);
 }
 
 // Shrink of an integer (the CPU reference's ShrinkInteger): the formula in double, truncated toward zero and
@@ -127,6 +136,14 @@ cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, v
                           cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   bool known = false;
+  if (dtype == kF64) {
+    known = VisitUnary(op, [&](auto f) {
+      FormulaF64Kernel<decltype(f)><<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(
+          f, static_cast<double>(a), static_cast<double>(b), static_cast<const double*>(x), static_cast<double*>(y),
+          n);
+    });
+    return pw::LaunchResult(known);
+  }
   const bool ok = DispatchLowFloat(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xt = static_cast<const T*>(x);

@@ -5,7 +5,7 @@
 // block, coalesced, with threadIdx.y splitting the reduction); float columns whose innermost kept dim holds whole
 // 16-byte packs, with the reduced dims merged into one, read a pack (V outputs) per thread instead. Partial
 // results merge through shared memory, so every accumulator (plain, log-sum-exp pair, arg pair) goes through the
-// same code.
+// same code. float32/float16/bfloat16 compute in float, float64 in double (as the CPU reference).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -367,9 +367,9 @@ cudaError_t RunTyped(ReduceOpCode op, int dtype, const void* xv, void* yv, const
   const T* x = static_cast<const T*>(xv);
   T* y = static_cast<T*>(yv);
   V lowest, highest;
-  if constexpr (kIsFloatStorage<T>) {
-    lowest = -std::numeric_limits<float>::infinity();
-    highest = std::numeric_limits<float>::infinity();
+  if constexpr (kIsFloatStorage<T> || std::is_same_v<T, double>) {  // float32/16, bfloat16 in float; float64
+    lowest = -std::numeric_limits<V>::infinity();
+    highest = std::numeric_limits<V>::infinity();
   } else {
     lowest = static_cast<V>(std::numeric_limits<T>::lowest());
     highest = dtype == kBool ? V(1) : static_cast<V>(std::numeric_limits<T>::max());
@@ -395,7 +395,7 @@ cudaError_t RunTyped(ReduceOpCode op, int dtype, const void* xv, void* yv, const
 
 bool ReduceDTypeSupported(int dtype) {
   switch (dtype) {
-    case kF32: case kF16: case kBF16: case kI32: case kI64: case kI8: case kU8: case kBool: return true;
+    case kF32: case kF16: case kBF16: case kF64: case kI32: case kI64: case kI8: case kU8: case kBool: return true;
     default: return false;
   }
 }

@@ -14,10 +14,13 @@ template <typename T>
 constexpr bool kIsFloatStorage =
     std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
-// float for float32/float16/bfloat16 storage, int64 for signed integers, uint64 for unsigned ones.
+// float for float32/float16/bfloat16 storage, double for float64, int64 for signed integers, uint64 for unsigned
+// ones.
 template <typename T>
-using ValueT = std::conditional_t<kIsFloatStorage<T>, float,
-                                  std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+using ValueT = std::conditional_t<
+    kIsFloatStorage<T>, float,
+    std::conditional_t<std::is_same_v<T, double>, double,
+                       std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>>;
 
 template <typename T>
 __device__ __forceinline__ ValueT<T> LoadValue(const T* p, int64_t i) {
@@ -33,14 +36,15 @@ __device__ __forceinline__ void StoreValue(T* p, int64_t i, V v) {
 
 }  // namespace kiln::cuda::reduce_detail
 
-// Calls BODY with `T` bound to the storage type of `code` among float32, float16, bfloat16, int32, int64, int8,
-// uint8 and bool (as uint8_t); returns false for other codes.
+// Calls BODY with `T` bound to the storage type of `code` among float32, float16, bfloat16, float64, int32, int64,
+// int8, uint8 and bool (as uint8_t); returns false for other codes.
 #define KILN_REDUCE_DISPATCH(code, T, ...)                                               \
   [&]() -> bool {                                                                        \
     switch (code) {                                                                      \
       case ::kiln::cuda::kF32: { using T = float; __VA_ARGS__; return true; }            \
       case ::kiln::cuda::kF16: { using T = __half; __VA_ARGS__; return true; }           \
       case ::kiln::cuda::kBF16: { using T = __nv_bfloat16; __VA_ARGS__; return true; }   \
+      case ::kiln::cuda::kF64: { using T = double; __VA_ARGS__; return true; }           \
       case ::kiln::cuda::kI32: { using T = int32_t; __VA_ARGS__; return true; }          \
       case ::kiln::cuda::kI64: { using T = int64_t; __VA_ARGS__; return true; }          \
       case ::kiln::cuda::kI8: { using T = int8_t; __VA_ARGS__; return true; }            \

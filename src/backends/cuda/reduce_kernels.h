@@ -1,6 +1,7 @@
 // Launchers of the reduce family's kernels (reduce.cu, softmax.cu, topk.cu, cumsum.cu). Plain C++: pointers,
 // int64 sizes and DTypeCode ints (the ONNX TensorProto numbers, as kiln::DataType). Storage types accepted:
-// float32, float16, bfloat16 (computed in float32), int32, int64, int8, uint8 and bool where the op allows it.
+// float32, float16, bfloat16 (computed in float32), float64 (computed in double), int32, int64, int8, uint8 and bool
+// where the op allows it.
 // Every launcher returns cudaErrorInvalidValue for a dtype it does not handle (callers check dtypes first) and
 // launches nothing for 0-element outputs.
 #pragma once
@@ -27,8 +28,9 @@ bool ReduceDTypeSupported(int dtype);
 cudaError_t LaunchReduce(ReduceOpCode op, int dtype, const void* x, void* y, const int64_t* shape, int rank,
                          uint32_t reduced_mask, bool select_last, cudaStream_t stream);
 
-// Softmax (or LogSoftmax) of x seen as [outer, n, inner] along n; float32/float16/bfloat16 only.
-// `force_block_rows` uses the block-per-row kernel for inner == 1 even where a warp per row would do.
+// Softmax (or LogSoftmax) of x seen as [outer, n, inner] along n; float32/float16/bfloat16, and float64 (in
+// double). `force_block_rows` uses the block-per-row kernel for inner == 1 even where a warp per row would do
+// (float64 always runs its own block-per-row or per-column kernel).
 cudaError_t LaunchSoftmax(int dtype, bool log, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
                           bool force_block_rows, cudaStream_t stream);
 

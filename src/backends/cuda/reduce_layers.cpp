@@ -23,7 +23,7 @@ DataType InputType(const Node& n, size_t i) {
 }
 
 // What storage types a layer accepts.
-enum class Accepts { kFloat, kNumeric, kNumericAndBool };
+enum class Accepts { kFloat, kFloatOr64, kNumeric, kNumericAndBool };
 
 Status CheckInput(const Node& n, Accepts accepts) {
   const DataType t = InputType(n, 0);
@@ -35,13 +35,17 @@ Status CheckInput(const Node& n, Accepts accepts) {
       ok = is_float;
       list = "float32, float16, bfloat16";
       break;
+    case Accepts::kFloatOr64:
+      ok = is_float || t == DataType::kFloat64;
+      list = "float32, float16, bfloat16, float64";
+      break;
     case Accepts::kNumeric:
       ok = ReduceDTypeSupported(Code(t)) && t != DataType::kBool;
-      list = "float32, float16, bfloat16, int32, int64, int8, uint8";
+      list = "float32, float16, bfloat16, float64, int32, int64, int8, uint8";
       break;
     case Accepts::kNumericAndBool:
       ok = ReduceDTypeSupported(Code(t));
-      list = "float32, float16, bfloat16, int32, int64, int8, uint8, bool";
+      list = "float32, float16, bfloat16, float64, int32, int64, int8, uint8, bool";
       break;
   }
   if (!ok)
@@ -185,7 +189,10 @@ void AddArg(LayerRegistry& r, const char* op_type, ReduceOpCode op) {
 enum class RowOp { kSoftmax, kLogSoftmax, kHardmax };
 
 void AddSoftmax(LayerRegistry& r, const char* op_type, RowOp op) {
-  auto validate = [](const Node& n) { return CheckInput(n, Accepts::kFloat); };
+  // Softmax/LogSoftmax run float64 too (in double); Hardmax's kernel is float32/float16/bfloat16.
+  auto validate = [op](const Node& n) {
+    return CheckInput(n, op == RowOp::kHardmax ? Accepts::kFloat : Accepts::kFloatOr64);
+  };
   auto make = [op](const Node& n, const std::string& tactic) -> std::unique_ptr<Layer> {
     const std::string where = n.Where();
     const int64_t axis = n.geti("axis", -1);

@@ -3,9 +3,12 @@
 //  - inner == 1, n <= 1024: one warp per row, the row held in registers (kPerLane values per lane).
 //  - inner == 1, any n: one block per row, three passes over the row (max, sum, write).
 //  - inner > 1: one thread per (outer, inner) column, three strided passes (coalesced across threads).
+// float64 computes in double (as the CPU reference does), with kernels of its own: a block per row (inner == 1), a
+// thread per column otherwise.
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cuda/f64_util.cuh"
 #include "backends/cuda/reduce_common.cuh"
 #include "backends/cuda/reduce_kernels.h"
 
@@ -154,6 +157,76 @@ void LaunchTyped(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool
   }
 }
 
+// ---- float64, computed in double ----
+// Block-wide max of doubles returned to every thread (a NaN is skipped, as fmaxf does in the float kernels);
+// `red` holds 32 doubles. blockDim.x a multiple of 32, at most 1024.
+__device__ __forceinline__ double WarpMaxF64(double v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+__device__ __forceinline__ double BlockMaxF64(double v, double* red) {
+  v = WarpMaxF64(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  return WarpMaxF64(lane < nw ? red[lane] : -INFINITY);
+}
+
+// One block per contiguous row (inner == 1).
+template <bool kLog>
+__global__ void SoftmaxRowsF64Kernel(const double* __restrict__ x, double* __restrict__ y, int64_t rows, int64_t n) {
+  __shared__ double red[32];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const double* xr = x + row * n;
+    double* yr = y + row * n;
+    double m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = fmax(m, xr[j]);
+    m = BlockMaxF64(m, red);
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += exp(xr[j] - m);
+    sum = BlockSumF64(sum, red);
+    const double lse = log(sum), inv = 1.0 / sum;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const double d = xr[j] - m;
+      yr[j] = kLog ? d - lse : exp(d) * inv;
+    }
+  }
+}
+
+// One thread per column (o, i) of [outer, n, inner].
+template <bool kLog>
+__global__ void SoftmaxStridedF64Kernel(const double* __restrict__ x, double* __restrict__ y, int64_t outer,
+                                        int64_t n, int64_t inner) {
+  const int64_t columns = outer * inner;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < columns;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = c / inner, i = c - o * inner;
+    const double* xc = x + o * n * inner + i;
+    double* yc = y + o * n * inner + i;
+    double m = -INFINITY;
+    for (int64_t r = 0; r < n; ++r) m = fmax(m, xc[r * inner]);
+    double sum = 0.0;
+    for (int64_t r = 0; r < n; ++r) sum += exp(xc[r * inner] - m);
+    const double shift = m + log(sum), inv = 1.0 / sum;
+    for (int64_t r = 0; r < n; ++r) {
+      const double v = xc[r * inner];
+      yc[r * inner] = kLog ? v - shift : exp(v - m) * inv;
+    }
+  }
+}
+
+template <bool kLog>
+void LaunchF64(const double* x, double* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t stream) {
+  if (inner == 1) {
+    const int threads = static_cast<int>(std::min<int64_t>(256, (n + 31) / 32 * 32));
+    SoftmaxRowsF64Kernel<kLog><<<static_cast<unsigned>(std::min(outer, kMaxBlocks)), threads, 0, stream>>>(x, y,
+                                                                                                           outer, n);
+  } else {
+    SoftmaxStridedF64Kernel<kLog><<<GridFor(outer * inner), 256, 0, stream>>>(x, y, outer, n, inner);
+  }
+}
+
 // ---- Hardmax: one warp per row of [outer, n, inner] (row r = (o, i), element k at o*n*inner + k*inner + i) ----
 // (value, index) pairs ordered as the CPU reference picks: a NaN loses to any number, a larger value wins, equal
 // values (or two NaNs) go to the lower index.
@@ -207,6 +280,13 @@ cudaError_t LaunchHardmax(int dtype, const void* x, void* y, int64_t outer, int6
 cudaError_t LaunchSoftmax(int dtype, bool log, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
                           bool force_block_rows, cudaStream_t stream) {
   if (outer * n * inner == 0) return cudaSuccess;
+  if (dtype == kF64) {
+    const double* xd = static_cast<const double*>(x);
+    double* yd = static_cast<double*>(y);
+    if (log) LaunchF64<true>(xd, yd, outer, n, inner, stream);
+    else LaunchF64<false>(xd, yd, outer, n, inner, stream);
+    return cudaGetLastError();
+  }
   const bool ok = KILN_DISPATCH_FLOAT(dtype, T, {
     if (log)
       LaunchTyped<T, true>(static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, force_block_rows, stream);
