@@ -110,6 +110,21 @@ Result<std::unique_ptr<Graph>> BuildGraph(const std::string& op, const std::stri
     return ::testing::AssertionFailure() << name << ": GPU shape " << ShapeToString(gpu.shape()) << " vs CPU "
                                          << ShapeToString(cpu.shape());
   const bool exact = !IsFloatType(cpu.dtype());
+  if (cpu.dtype() == DataType::kFloat4E2M1 || cpu.dtype() == DataType::kFloat8E8M0) {
+    // float4e2m1 / float8e8m0 (one value per byte): the codes must be equal (float4's signed zeros, e8m0's NaN).
+    int bad_code = 0;
+    std::string first_code;
+    for (int64_t i = 0; i < cpu.numel(); ++i) {
+      const int c = cpu.data<uint8_t>()[i], g = gpu.data<uint8_t>()[i];
+      if (c != g && bad_code++ == 0)
+        first_code = "index " + std::to_string(i) + ": gpu code " + std::to_string(g) + " cpu code " + std::to_string(c);
+    }
+    if (bad_code)
+      return ::testing::AssertionFailure() << name << ": " << bad_code << " of " << cpu.numel() << " "
+                                           << DataTypeName(cpu.dtype()) << " codes differ (first at " << first_code
+                                           << ")";
+    return ::testing::AssertionSuccess();
+  }
   if (cpu.dtype() == DataType::kFloat8E4M3FN) {
     // Float8 codes: equal, or (for up to `one_off_fraction`) the next code of the same sign; NaN is any NaN code.
     int bad8 = 0;

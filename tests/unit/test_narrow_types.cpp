@@ -346,6 +346,14 @@ TEST(NarrowTypes, CpuCastToAndFromEachType) {
   auto f4_i2 = RunCast(*f4, DataType::kInt2);  // float values: truncated, then wrapped
   ASSERT_TRUE(f4_i2.ok()) << f4_i2.status().ToString();
   EXPECT_EQ(f4_i2->ToInt64Vector(), (std::vector<int64_t>{1, -2, -1, 0, 1, -2, -1, 0}));
+  // To int4/uint4 as well: truncated, then wrapped (ml_dtypes: float4 -3 -> uint4 13, 1.5 -> 1), and int2 values
+  // wrap (-2 -> uint4 14).
+  auto f4_u4 = RunCast(*f4, DataType::kUInt4);
+  ASSERT_TRUE(f4_u4.ok()) << f4_u4.status().ToString();
+  EXPECT_EQ(f4_u4->ToInt64Vector(), (std::vector<int64_t>{13, 14, 15, 0, 1, 2, 3, 0}));
+  auto i2_u4 = RunCast(*i2, DataType::kUInt4);
+  ASSERT_TRUE(i2_u4.ok()) << i2_u4.status().ToString();
+  EXPECT_EQ(i2_u4->ToInt64Vector(), (std::vector<int64_t>{1, 14, 15, 0, 1, 14, 15, 0}));
   // float8e8m0 by round_mode: |x| as a power of two.
   const Tensor pos = Floats({0.3f, 1.5f, 3.f, 6.f});
   const std::vector<std::pair<std::string, std::vector<float>>> modes = {

@@ -3,8 +3,8 @@
 // check:
 //   to float4e2m1: round half to even, saturating to +-6 (float4 has no Inf or NaN; NaN: core/dtype.cpp);
 //   to float8e8m0: |x| rounded to a power of two by `round_mode` (up, down, nearest), `saturate` as Cast-24's table;
-//   to int2/uint2: integers wrap (the two low bits), floats truncate toward zero and then wrap;
-//   from them: their exact values, then the target's usual conversion (to int4/uint4 and float8: as from float).
+//   to int2/uint2 (int4/uint4): integers wrap (the two (four) low bits), floats truncate toward zero and then wrap;
+//   from them: their exact values, then the target's usual conversion (to float8: as from float).
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -45,13 +45,12 @@ Status CastNarrow(const Node& n, const Tensor& x, Tensor& y, bool saturate, cons
     for (int64_t i = 0; i < count; ++i) q[i] = DoubleToFloat8E8M0(v[i], round_mode, saturate);
     return Status::Ok();
   }
-  if (Is4BitType(to)) {  // as every cast to int4/uint4 (elementwise_cast.cpp): half to even, saturated, NaN -> 0
-    const auto [lo, hi] = IntegerRange(to);
+  if (Is4BitType(to)) {  // as every cast to int4/uint4 (elementwise_cast.cpp): integers (int2/uint2 values) wrap,
+                         // floats truncate toward zero and then wrap (ml_dtypes: float4e2m1 -6 -> uint4 10)
+    const bool is_signed = to == DataType::kInt4;
     int8_t* q = y.data<int8_t>();
-    for (int64_t i = 0; i < count; ++i) {
-      const double r = std::isnan(v[i]) ? 0.0 : std::nearbyint(v[i]);
-      q[i] = static_cast<int8_t>(r < static_cast<double>(lo) ? lo : (r > static_cast<double>(hi) ? hi : r));
-    }
+    for (int64_t i = 0; i < count; ++i)
+      q[i] = Wrap4Bit(int_source ? static_cast<int64_t>(v[i]) : TruncatedForWrap(v[i]), is_signed);
     return Status::Ok();
   }
   if (IsFloat8Type(to)) {

@@ -16,6 +16,9 @@ enum DTypeCode : int {
   kF32 = 1, kU8 = 2, kI8 = 3, kU16 = 4, kI16 = 5, kI32 = 6, kI64 = 7, kBool = 9, kF16 = 10, kF64 = 11,
   kU32 = 12, kU64 = 13, kBF16 = 16, kF8E4M3 = 17,
   kU4 = 21, kI4 = 22,  // one value per byte (uint8 / sign-extended int8 storage)
+  // ONNX 1.18+'s narrow types, one value per byte: float4e2m1 (code in the low 4 bits), float8e8m0, uint2 (uint8
+  // storage), int2 (sign-extended int8 storage). Only Cast/CastLike/QuantizeLinear/DequantizeLinear take them.
+  kF4E2M1 = 23, kF8E8M0 = 24, kU2 = 25, kI2 = 26,
 };
 
 template <typename T>

@@ -105,6 +105,9 @@ struct LayerFactory {
   // Where optimizer_may_create is false: the nodes the optimizer may still create (shapes and types the layer runs
   // fast). Unset: none.
   std::function<bool(const Node&)> preferred_for;
+  // Whether the layer takes values of ONNX 1.18+'s narrow types (float4e2m1, float8e8m0, int2, uint2; one value per
+  // byte). layer_registry.cpp refuses a node with such a value for every layer that does not say so.
+  bool holds_narrow_types = false;
 };
 
 class LayerRegistry {

@@ -1,7 +1,8 @@
 // Cast / CastLike, QuantizeLinear, DequantizeLinear, and the float8 conversions they need. Conversions follow
-// the CPU reference (src/backends/cpu/elementwise_cast.cpp) value for value: float -> int truncates and clamps to
-// the target range (NaN -> 0), integer -> integer wraps, -> bool is "!= 0", float8 rounds to nearest even with
-// the ONNX saturate rules. Casts among float32/float16/bfloat16 have their own typed kernel; every other pair
+// the CPU reference (src/backends/cpu/elementwise_cast.cpp, elementwise_cast_narrow.cpp) value for value: float ->
+// int truncates and clamps to the target range (NaN -> 0), integer -> integer wraps, -> bool is "!= 0", float8
+// rounds to nearest even with the ONNX saturate rules, -> int4/uint4/int2/uint2 wraps (floats truncated first),
+// float4e2m1 and float8e8m0 as narrow_types.cuh. Casts among float32/float16/bfloat16 have their own typed kernel; every other pair
 // goes through one kernel that switches on the dtype codes per element (uniform branches).
 #include <cuda_fp8.h>
 
@@ -74,18 +75,22 @@ __device__ __forceinline__ U ToInt(const Scalar& s) {
   return static_cast<U>(v);
 }
 
-// A cast to int4/uint4 rounds half to even and saturates to [lo, hi] (integers too), as the CPU reference does.
-__device__ __forceinline__ int8_t ToInt4(const Scalar& s, int lo, int hi) {
-  double v = s.kind == 0 ? static_cast<double>(s.i)
-             : s.kind == 1 ? static_cast<double>(static_cast<uint64_t>(s.i)) : rint(s.d);
-  if (isnan(v)) v = 0;
-  return static_cast<int8_t>(v < lo ? lo : (v > hi ? hi : v));
+// A cast to int4/uint4 (int2/uint2) keeps the integer's low 4 (2) bits; a float is truncated toward zero first (NaN,
+// infinities and |x| >= 2^31 give 0), as the CPU reference does (core/narrow_types.h).
+__device__ __forceinline__ int8_t ToWrapped(const Scalar& s, int bits, bool is_signed) {
+  return pw::WrapLowBits(s.kind <= 1 ? s.i : pw::TruncatedForWrap(s.d), bits, is_signed);
 }
 
-__device__ __forceinline__ void StoreScalar(int code, void* p, int64_t k, const Scalar& s, bool saturate) {
+// `mode`: float8e8m0's round_mode (narrow_types.cuh's kE8M0*).
+__device__ __forceinline__ void StoreScalar(int code, void* p, int64_t k, const Scalar& s, bool saturate, int mode) {
   switch (code) {
-    case kI4: static_cast<int8_t*>(p)[k] = ToInt4(s, -8, 7); return;
-    case kU4: static_cast<uint8_t*>(p)[k] = static_cast<uint8_t>(ToInt4(s, 0, 15)); return;
+    case kI4: static_cast<int8_t*>(p)[k] = ToWrapped(s, 4, true); return;
+    case kU4: static_cast<uint8_t*>(p)[k] = static_cast<uint8_t>(ToWrapped(s, 4, false)); return;
+    case kI2: static_cast<int8_t*>(p)[k] = ToWrapped(s, 2, true); return;
+    case kU2: static_cast<uint8_t*>(p)[k] = static_cast<uint8_t>(ToWrapped(s, 2, false)); return;
+    // Through double, as the CPU: exact for every float source and for integers up to 2^53.
+    case kF4E2M1: static_cast<uint8_t*>(p)[k] = pw::DoubleToFloat4E2M1(ScalarAsDouble(s)); return;
+    case kF8E8M0: static_cast<uint8_t*>(p)[k] = pw::DoubleToFloat8E8M0(ScalarAsDouble(s), mode, saturate); return;
     case kBool:
       static_cast<uint8_t*>(p)[k] = (s.kind <= 1 ? s.i != 0 : s.d != 0.0) ? 1 : 0;
       return;
@@ -111,9 +116,9 @@ __device__ __forceinline__ void StoreScalar(int code, void* p, int64_t k, const 
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-__global__ void CastAnyKernel(int from, int to, bool saturate, const void* __restrict__ x, void* __restrict__ y,
-                              int64_t n) {
-  KILN_PW_GRID_LOOP(i, n) StoreScalar(to, y, i, LoadScalar(from, x, i), saturate);
+__global__ void CastAnyKernel(int from, int to, bool saturate, int mode, const void* __restrict__ x,
+                              void* __restrict__ y, int64_t n) {
+  KILN_PW_GRID_LOOP(i, n) StoreScalar(to, y, i, LoadScalar(from, x, i), saturate, mode);
 }
 
 template <typename From, typename To>
@@ -162,6 +167,12 @@ __global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool satura
       static_cast<uint8_t*>(y)[i] = FloatToFloat8(out_code, v + zv, saturate);
       continue;
     }
+    if (out_code == kF4E2M1) {  // half to even, saturated to +-6 (saturate has no say); the zero point added only
+                                // when given, as the CPU reference (-0 / s stays -0 without one)
+      const float q = zp ? v + pw::Float4E2M1ToFloat(static_cast<const uint8_t*>(zp)[ParamIndex(zl, i)]) : v;
+      static_cast<uint8_t*>(y)[i] = pw::FloatToFloat4E2M1(q);
+      continue;
+    }
     double r = rint(static_cast<double>(v));
     if (zp) r += ScalarAsDouble(LoadScalar(out_code, zp, ParamIndex(zl, i)));
     switch (out_code) {
@@ -169,6 +180,8 @@ __global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool satura
       case kI8: static_cast<int8_t*>(y)[i] = SaturateRound<int8_t>(r); break;
       case kU4: static_cast<uint8_t*>(y)[i] = SaturateRound<uint8_t>(r, 0, 15); break;
       case kI4: static_cast<int8_t*>(y)[i] = SaturateRound<int8_t>(r, -8, 7); break;
+      case kU2: static_cast<uint8_t*>(y)[i] = SaturateRound<uint8_t>(r, 0, 3); break;
+      case kI2: static_cast<int8_t*>(y)[i] = SaturateRound<int8_t>(r, -2, 1); break;
       case kU16: static_cast<uint16_t*>(y)[i] = SaturateRound<uint16_t>(r); break;
       case kI16: static_cast<int16_t*>(y)[i] = SaturateRound<int16_t>(r); break;
       default: static_cast<int32_t*>(y)[i] = SaturateRound<int32_t>(r); break;
@@ -243,6 +256,7 @@ __global__ void DequantizeKernel(int x_code, int s_code, int out_code, const voi
                                  void* __restrict__ y, int64_t n) {
   const bool f8 = IsFloat8(x_code);
   KILN_PW_GRID_LOOP(i, n) {
+    // float4e2m1: its zero point's value subtracted as the formula says (the CPU reference; LoadScalar decodes it)
     const double xv = ScalarAsDouble(LoadScalar(x_code, x, i));
     const double zv = zp && !f8 ? ScalarAsDouble(LoadScalar(x_code, zp, ParamIndex(zl, i))) : 0.0;
     const float d = static_cast<float>(xv - zv);
@@ -253,7 +267,7 @@ __global__ void DequantizeKernel(int x_code, int s_code, int out_code, const voi
 bool IsCastCode(int c) {
   switch (c) {
     case kF32: case kU8: case kI8: case kU16: case kI16: case kI32: case kI64: case kBool: case kF16: case kF64:
-    case kU32: case kU64: case kBF16: case kU4: case kI4:
+    case kU32: case kU64: case kBF16: case kU4: case kI4: case kF4E2M1: case kF8E8M0: case kU2: case kI2:
       return true;
     default: return IsFloat8(c);
   }
@@ -261,7 +275,8 @@ bool IsCastCode(int c) {
 
 }  // namespace
 
-cudaError_t LaunchCast(int from, int to, bool saturate, const void* x, void* y, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchCast(int from, int to, bool saturate, int round_mode, const void* x, void* y, int64_t n,
+                       cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (!IsCastCode(from) || !IsCastCode(to)) return cudaErrorInvalidValue;
   bool typed = false;
@@ -274,7 +289,7 @@ cudaError_t LaunchCast(int from, int to, bool saturate, const void* x, void* y, 
     });
   });
   if (!typed)
-    CastAnyKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(from, to, saturate, x, y, n);
+    CastAnyKernel<<<GridFor(n, pw::kBlock), pw::kBlock, 0, stream>>>(from, to, saturate, round_mode, x, y, n);
   return cudaGetLastError();
 }
 
@@ -285,7 +300,8 @@ cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool sat
   const bool x_ok = x_dtype == kF32 || x_dtype == kF16 || x_dtype == kBF16 || x_dtype == kF64 || x_dtype == kI32;
   const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;
   const bool o_ok = out_dtype == kU8 || out_dtype == kI8 || out_dtype == kU16 || out_dtype == kI16 ||
-                    out_dtype == kI32 || out_dtype == kU4 || out_dtype == kI4 || IsFloat8(out_dtype);
+                    out_dtype == kI32 || out_dtype == kU4 || out_dtype == kI4 || out_dtype == kU2 ||
+                    out_dtype == kI2 || out_dtype == kF4E2M1 || IsFloat8(out_dtype);
   if (!x_ok || !s_ok || !o_ok) return cudaErrorInvalidValue;
   const auto per_tensor = [](const QuantLayout& l) { return l.outer_step == 0 && l.axis_step == 0 && l.inner_step == 0; };
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 4 == 0;
@@ -331,6 +347,7 @@ cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, int out_dtype, const 
                              void* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   const bool x_ok = IsFloat8(x_dtype) || x_dtype == kU8 || x_dtype == kI8 || x_dtype == kU4 || x_dtype == kI4 ||
+                    x_dtype == kU2 || x_dtype == kI2 || x_dtype == kF4E2M1 ||
                     x_dtype == kU16 || x_dtype == kI16 ||
                     x_dtype == kI32 || x_dtype == kU32 || x_dtype == kI64 || x_dtype == kU64;
   const bool s_ok = scale_dtype == kF32 || scale_dtype == kF16 || scale_dtype == kBF16 || scale_dtype == kF64;

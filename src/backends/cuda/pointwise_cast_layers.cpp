@@ -23,10 +23,26 @@ bool IsFloat8(DataType t) {
 bool IsScaleType(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat64;
 }
-// Every dtype Cast handles: numeric, bool, float8 (not int2/uint2, float4e2m1, float8e8m0: layer_registry.cpp refuses
-// them for every layer).
+// ONNX 1.18+'s narrow types, one value per byte, which only these layers take (holds_narrow_types below;
+// layer_registry.cpp refuses them for every other layer).
+bool IsNarrowType(DataType t) {
+  return t == DataType::kFloat4E2M1 || t == DataType::kFloat8E8M0 || Is2BitType(t);
+}
+// Every dtype Cast handles: numeric (int2/uint2 and int4/uint4 included), bool, float8, float4e2m1, float8e8m0.
 bool IsCastType(DataType t) {
-  return (IsIntegerType(t) && !Is2BitType(t)) || IsScaleType(t) || t == DataType::kBool || IsFloat8(t);
+  return IsIntegerType(t) || IsScaleType(t) || t == DataType::kBool || IsFloat8(t) || IsNarrowType(t);
+}
+// Cast-24's round_mode (float8e8m0 only): "up" (the default; the CPU reads any other string as "up" too), "down",
+// "nearest".
+int CastRoundMode(const std::string& mode) {
+  if (mode == "down") return kCastRoundDown;
+  if (mode == "nearest") return kCastRoundNearest;
+  return kCastRoundUp;
+}
+// A factory of these layers, marked as taking the narrow types.
+LayerFactory NarrowFactory(LayerFactory f) {
+  f.holds_narrow_types = true;
+  return f;
 }
 std::string TypeName(DataType t) { return DataTypeName(t); }
 
@@ -39,6 +55,7 @@ LayerFactory CastFactory(bool like) {
     if (!IsCastType(from)) return NotSupported(n, "casting from " + TypeName(from), "use a numeric, bool or float8 type");
     if (!IsCastType(to)) return NotSupported(n, "casting to " + TypeName(to), "use a numeric, bool or float8 type");
     const bool saturate = n.geti("saturate", 1) != 0;
+    const int round_mode = CastRoundMode(n.gets("round_mode", "up"));
     const std::string where = n.Where();
     return MakeLayer([=](const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
                          std::vector<DeviceTensor>& out) -> Status {
@@ -47,8 +64,8 @@ LayerFactory CastFactory(bool like) {
         return InNode(where, KILN_CUDA_STATUS(cudaMemcpyAsync(out[0].data, in[0].data, out[0].nbytes(),
                                                               cudaMemcpyDeviceToDevice, ctx.stream)));
       }
-      return InNode(where, KILN_CUDA_STATUS(LaunchCast(Code(in[0].dtype), Code(out[0].dtype), saturate, in[0].data,
-                                                       out[0].data, out[0].numel(), ctx.stream)));
+      return InNode(where, KILN_CUDA_STATUS(LaunchCast(Code(in[0].dtype), Code(out[0].dtype), saturate, round_mode,
+                                                       in[0].data, out[0].data, out[0].numel(), ctx.stream)));
     });
   });
 }
@@ -121,8 +138,11 @@ LayerFactory QuantizeFactory() {
       return NotSupported(n, "input dtype " + TypeName(x), "quantize float32/float16/bfloat16/float64/int32");
     if (!IsScaleType(s)) return NotSupported(n, "scale dtype " + TypeName(s), "give a float32/float16/bfloat16 scale");
     const bool y_ok = y == DataType::kUInt8 || y == DataType::kInt8 || y == DataType::kUInt16 ||
-                      y == DataType::kInt16 || y == DataType::kInt32 || Is4BitType(y) || IsFloat8(y);
-    if (!y_ok) return NotSupported(n, "quantizing to " + TypeName(y), "use uint8/int8/uint16/int16/int4/uint4 or float8");
+                      y == DataType::kInt16 || y == DataType::kInt32 || Is4BitType(y) || Is2BitType(y) ||
+                      y == DataType::kFloat4E2M1 || IsFloat8(y);
+    if (!y_ok)
+      return NotSupported(n, "quantizing to " + TypeName(y),
+                          "use uint8/int8/uint16/int16/int32/int4/uint4/int2/uint2, float8 or float4e2m1");
     if (z != DataType::kUndefined && z != y)
       return NotSupported(n, "a " + TypeName(z) + " zero point with a " + TypeName(y) + " output",
                           "give the zero point the output's dtype");
@@ -145,9 +165,9 @@ LayerFactory DequantizeFactory() {
   return Factory([](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
     const Node& n = spec.node;
     const DataType x = InputType(n, 0), s = InputType(n, 1), z = InputType(n, 2);
-    if (!((IsIntegerType(x) && !Is2BitType(x)) || IsFloat8(x)))
+    if (!(IsIntegerType(x) || IsFloat8(x) || x == DataType::kFloat4E2M1))
       return NotSupported(n, "input dtype " + TypeName(x),
-                          "dequantize an 8- to 64-bit or 4-bit integer or float8 type");
+                          "dequantize an integer type (2 to 64 bits), float8 or float4e2m1");
     if (!IsScaleType(s)) return NotSupported(n, "scale dtype " + TypeName(s), "give a float32/float16/bfloat16 scale");
     if (z != DataType::kUndefined && !IsFloat8(x) && z != x)
       return NotSupported(n, "a " + TypeName(z) + " zero point with a " + TypeName(x) + " input",
@@ -271,10 +291,10 @@ LayerFactory DynamicQuantizeFactory() {
 }  // namespace
 
 void RegisterCastQuantLayers(LayerRegistry& r) {
-  r.Add("Cast", CastFactory(false));
-  r.Add("CastLike", CastFactory(true));
-  r.Add("QuantizeLinear", QuantizeFactory());
-  r.Add("DequantizeLinear", DequantizeFactory());
+  r.Add("Cast", NarrowFactory(CastFactory(false)));
+  r.Add("CastLike", NarrowFactory(CastFactory(true)));
+  r.Add("QuantizeLinear", NarrowFactory(QuantizeFactory()));
+  r.Add("DequantizeLinear", NarrowFactory(DequantizeFactory()));
   r.Add("DynamicQuantizeLinear", DynamicQuantizeFactory());
 }
 

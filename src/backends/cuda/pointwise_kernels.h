@@ -92,8 +92,12 @@ cudaError_t LaunchVariadic(int op, int dtype, const void* const* inputs, void* y
 
 // ---- casts and quantization (pointwise_cast.cu) ----
 // y = Cast(x) with the CPU reference's rules (float -> int truncates and clamps, NaN -> 0; -> bool is != 0;
-// float8 E4M3FN/E4M3FNUZ/E5M2/E5M2FNUZ (codes 17..20) round to nearest even, `saturate` as ONNX).
-cudaError_t LaunchCast(int from, int to, bool saturate, const void* x, void* y, int64_t n, cudaStream_t stream);
+// float8 E4M3FN/E4M3FNUZ/E5M2/E5M2FNUZ (codes 17..20) round to nearest even, `saturate` as ONNX; to int4/uint4 and
+// int2/uint2 (codes 21, 22, 25, 26) integers wrap and floats truncate toward zero, then wrap; float4e2m1 (23) rounds
+// half to even and saturates; float8e8m0 (24) rounds by round_mode: kCastRoundUp, kCastRoundDown, kCastRoundNearest).
+enum CastRoundMode : int { kCastRoundUp = 0, kCastRoundDown = 1, kCastRoundNearest = 2 };
+cudaError_t LaunchCast(int from, int to, bool saturate, int round_mode, const void* x, void* y, int64_t n,
+                       cudaStream_t stream);
 
 // Where a scale / zero point element sits for element i of x, seen as [outer, dim, inner] around the axis:
 // r = i / inner, j = i % inner, o = r / dim, a = r % dim, index = o*outer_step + (a/block)*axis_step + j*inner_step.
@@ -102,12 +106,13 @@ struct QuantLayout {
   int64_t outer_step = 0, axis_step = 0, inner_step = 0;
 };
 // QuantizeLinear: x float32/16, bfloat16, float64 or int32; scale float32/16 or bfloat16; zero point (may be
-// nullptr) of the output dtype; output uint8/int8/uint16/int16/int32 or a float8 code. div_dtype: the type x / scale
+// nullptr) of the output dtype; output uint8/int8/uint16/int16/int32, uint4/int4, uint2/int2, float4e2m1 or a float8
+// code. div_dtype: the type x / scale
 // is rounded to first (float32: none; float16, bfloat16; ops/quantize_linear.h: QuantizeDivisionType).
 cudaError_t LaunchQuantize(int x_dtype, int scale_dtype, int out_dtype, bool saturate, const void* x,
                            const void* scale, const QuantLayout& scale_layout, const void* zero_point,
                            const QuantLayout& zp_layout, void* y, int64_t n, cudaStream_t stream, int div_dtype);
-// DequantizeLinear: x any integer dtype or a float8 code (zero point ignored for float8); the product in float32,
+// DequantizeLinear: x any integer dtype (int2/uint2 and int4/uint4 included), float4e2m1 or a float8 code (zero point ignored for float8); the product in float32,
 // written as out_dtype (float32/16, bfloat16; ops/quantize_linear.h: DequantizeOutputType).
 cudaError_t LaunchDequantize(int x_dtype, int scale_dtype, int out_dtype, const void* x, const void* scale,
                              const QuantLayout& scale_layout, const void* zero_point, const QuantLayout& zp_layout,

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backends/cuda/kernel_util.cuh"
+#include "backends/cuda/narrow_types.cuh"
 
 namespace kiln::cuda::pw {
 
@@ -55,7 +56,7 @@ __device__ inline float Float8ToFloat(int code, uint8_t v) {
 
 // ---- any dtype as a value ----
 // kind 0: signed integer (in i); 1: unsigned integer or bool (bits in i); 2: a float32-precision value
-// (float32/16, bfloat16, float8; in d); 3: float64 (in d).
+// (float32/16, bfloat16, float8, float4e2m1, float8e8m0; in d); 3: float64 (in d).
 struct Scalar {
   int kind;
   int64_t i;
@@ -64,12 +65,12 @@ struct Scalar {
 
 __device__ __forceinline__ Scalar LoadScalar(int code, const void* p, int64_t k) {
   switch (code) {
-    case kI8: case kI4: return {0, static_cast<const int8_t*>(p)[k], 0.0};
+    case kI8: case kI4: case kI2: return {0, static_cast<const int8_t*>(p)[k], 0.0};
     case kI16: return {0, static_cast<const int16_t*>(p)[k], 0.0};
     case kI32: return {0, static_cast<const int32_t*>(p)[k], 0.0};
     case kI64: return {0, static_cast<const int64_t*>(p)[k], 0.0};
     case kBool:
-    case kU8: case kU4: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
+    case kU8: case kU4: case kU2: return {1, static_cast<const uint8_t*>(p)[k], 0.0};
     case kU16: return {1, static_cast<const uint16_t*>(p)[k], 0.0};
     case kU32: return {1, static_cast<const uint32_t*>(p)[k], 0.0};
     case kU64: return {1, static_cast<int64_t>(static_cast<const uint64_t*>(p)[k]), 0.0};
@@ -77,6 +78,8 @@ __device__ __forceinline__ Scalar LoadScalar(int code, const void* p, int64_t k)
     case kF16: return {2, 0, __half2float(static_cast<const __half*>(p)[k])};
     case kBF16: return {2, 0, __bfloat162float(static_cast<const __nv_bfloat16*>(p)[k])};
     case kF64: return {3, 0, static_cast<const double*>(p)[k]};
+    case kF4E2M1: return {2, 0, Float4E2M1ToFloat(static_cast<const uint8_t*>(p)[k])};
+    case kF8E8M0: return {2, 0, Float8E8M0ToDouble(static_cast<const uint8_t*>(p)[k])};
     default: return {2, 0, Float8ToFloat(code, static_cast<const uint8_t*>(p)[k])};
   }
 }
