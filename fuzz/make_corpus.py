@@ -79,8 +79,22 @@ def hand_models():
                                   [_vi("y", [4, 32])], [ext])
 
 
+def node_test_root():
+    """The node tests scripts/setup wrote (KILN_NODE_TESTS, else build/onnx-node-tests), else an onnx <= 1.16
+    package's own data."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for root in (os.environ.get("KILN_NODE_TESTS", ""), os.path.join(here, "..", "build", "onnx-node-tests"),
+                 os.path.join(here, "..", "build-san", "onnx-node-tests"),
+                 os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")):
+        if root and os.path.isdir(root):
+            return root
+    return None
+
+
 def node_test_models(limit):
-    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    root = node_test_root()
+    if root is None:
+        return
     names = sorted(os.listdir(root))
     step = max(1, len(names) // limit)
     for name in names[::step]:
