@@ -160,8 +160,15 @@ __global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool satura
       if (div_code == kBF16) return __bfloat162float(__float2bfloat16_rn(f));
       return f;
     };
-    float v = in_div(in_div(ScalarAsFloat(LoadScalar(x_code, x, i))) /
-                     in_div(ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i)))));
+    const float xv = in_div(ScalarAsFloat(LoadScalar(x_code, x, i)));
+    const float sv = in_div(ScalarAsFloat(LoadScalar(s_code, scale, ParamIndex(sl, i))));
+    float v = in_div(xv / sv);
+    // The GPU's division makes every NaN the positive canonical one; the CPU reference (x86) keeps a NaN operand's
+    // sign and makes 0/0 or inf/inf negative. float4e2m1 writes a NaN's sign (as the zero code's flipped sign).
+    if (v != v) {
+      const bool negative = xv != xv ? signbit(xv) : sv != sv ? signbit(sv) : true;
+      v = __int_as_float(negative ? (__float_as_int(v) | 0x80000000) : (__float_as_int(v) & 0x7fffffff));
+    }
     if (IsFloat8(out_code)) {
       const float zv = zp ? Float8ToFloat(out_code, static_cast<const uint8_t*>(zp)[ParamIndex(zl, i)]) : 0.0f;
       static_cast<uint8_t*>(y)[i] = FloatToFloat8(out_code, v + zv, saturate);

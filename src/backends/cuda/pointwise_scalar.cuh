@@ -75,7 +75,11 @@ __device__ __forceinline__ Scalar LoadScalar(int code, const void* p, int64_t k)
     case kU32: return {1, static_cast<const uint32_t*>(p)[k], 0.0};
     case kU64: return {1, static_cast<int64_t>(static_cast<const uint64_t*>(p)[k]), 0.0};
     case kF32: return {2, 0, static_cast<const float*>(p)[k]};
-    case kF16: return {2, 0, __half2float(static_cast<const __half*>(p)[k])};
+    case kF16: {  // cvt.f32.f16 makes every NaN the positive canonical one: keep the half's sign, as the CPU does
+      const __half h = static_cast<const __half*>(p)[k];
+      const float f = __half2float(h);
+      return {2, 0, f != f && (__half_as_ushort(h) & 0x8000u) ? __int_as_float(__float_as_int(f) | 0x80000000) : f};
+    }
     case kBF16: return {2, 0, __bfloat162float(static_cast<const __nv_bfloat16*>(p)[k])};
     case kF64: return {3, 0, static_cast<const double*>(p)[k]};
     case kF4E2M1: return {2, 0, Float4E2M1ToFloat(static_cast<const uint8_t*>(p)[k])};
