@@ -53,6 +53,12 @@ def main():
         for prec in ["fp32", "fp16"]:
             r = {"model": name, "precision": prec}
             flags = ["--noTF32"] if prec == "fp32" else ["--fp16"]
+            # Inputs with symbolic dims get a profile fixed at the feeds' shapes (the opset-18 LLaMA's batch, seq).
+            dyn = [i.name for i in model.graph.input
+                   if any(d.dim_param or not d.HasField("dim_value") for d in i.type.tensor_type.shape.dim)]
+            if dyn:
+                spec = ",".join(f"{n}:" + "x".join(str(x) for x in feeds[n].shape) for n in dyn)
+                flags += [f"--minShapes={spec}", f"--optShapes={spec}", f"--maxShapes={spec}"]
             eng = d / f"{prec}.engine"
             p = subprocess.run([a.kiln, "build", f"--onnx={path}", "--backend=cuda", f"--saveEngine={eng}",
                                 f"--json={d / (prec + '_build.json')}", *flags], capture_output=True, text=True,
