@@ -20,6 +20,7 @@ std::string ReferenceBackendName();
 struct NetworkRunOptions {
   std::string backend;    // by name; empty: the reference backend
   bool keep_all = false;  // return every intermediate tensor too, by name
+  bool allow_tf32 = true;  // float32 matmul/conv may use TF32 tensor cores (false: strict float32, as ONNX specifies)
 };
 
 // Runs the network as defined (no optimizer, no engine) node by node on a backend. `inputs` are host tensors named

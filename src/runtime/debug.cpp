@@ -21,6 +21,7 @@ Result<std::map<std::string, Tensor>> RunNetwork(const NetworkDefinition& networ
   }
   GraphRunOptions ro;
   ro.keep_all = options.keep_all;
+  ro.allow_tf32 = options.allow_tf32;
   return backend->RunGraph(GraphOf(network), inputs, ro);
 }
 
@@ -70,6 +71,7 @@ Result<std::map<std::string, OnnxValue>> RunNetworkValues(const NetworkDefinitio
   }
   GraphRunOptions ro;
   ro.keep_all = options.keep_all;
+  ro.allow_tf32 = options.allow_tf32;
   return backend->RunGraphValues(GraphOf(network), inputs, ro);
 }
 
