@@ -12,17 +12,25 @@ namespace kiln::debug {
 
 std::string ReferenceBackendName() { return std::string(ReferenceBackend().Name()); }
 
-Result<std::map<std::string, Tensor>> RunNetwork(const NetworkDefinition& network,
-                                                 const std::map<std::string, Tensor>& inputs,
-                                                 const NetworkRunOptions& options) {
-  const Backend* backend = &ReferenceBackend();
-  if (!options.backend.empty()) {
-    KILN_ASSIGN_OR_RETURN(backend, FindBackend(options.backend));
-  }
+namespace {
+// The backend a node-by-node run uses (the reference one unless named) and its options.
+Result<const Backend*> RunBackend(const NetworkRunOptions& options) {
+  if (options.backend.empty()) return &ReferenceBackend();
+  return FindBackend(options.backend);
+}
+GraphRunOptions RunOptions(const NetworkRunOptions& options) {
   GraphRunOptions ro;
   ro.keep_all = options.keep_all;
   ro.allow_tf32 = options.allow_tf32;
-  return backend->RunGraph(GraphOf(network), inputs, ro);
+  return ro;
+}
+}  // namespace
+
+Result<std::map<std::string, Tensor>> RunNetwork(const NetworkDefinition& network,
+                                                 const std::map<std::string, Tensor>& inputs,
+                                                 const NetworkRunOptions& options) {
+  KILN_ASSIGN_OR_RETURN(const Backend* backend, RunBackend(options));
+  return backend->RunGraph(GraphOf(network), inputs, RunOptions(options));
 }
 
 Result<std::map<std::string, Tensor>> RunEngineLayers(const Engine& engine,
@@ -65,14 +73,8 @@ OnnxType NetworkValueType(const NetworkDefinition& network, const std::string& n
 Result<std::map<std::string, OnnxValue>> RunNetworkValues(const NetworkDefinition& network,
                                                           const std::map<std::string, OnnxValue>& inputs,
                                                           const NetworkRunOptions& options) {
-  const Backend* backend = &ReferenceBackend();
-  if (!options.backend.empty()) {
-    KILN_ASSIGN_OR_RETURN(backend, FindBackend(options.backend));
-  }
-  GraphRunOptions ro;
-  ro.keep_all = options.keep_all;
-  ro.allow_tf32 = options.allow_tf32;
-  return backend->RunGraphValues(GraphOf(network), inputs, ro);
+  KILN_ASSIGN_OR_RETURN(const Backend* backend, RunBackend(options));
+  return backend->RunGraphValues(GraphOf(network), inputs, RunOptions(options));
 }
 
 Result<OnnxValue> ReadOnnxValueFile(const std::string& path, OnnxType type, std::string* name) {

@@ -50,12 +50,12 @@ def test_sequence_loop_builder_matches_numpy(tmp_path, kwargs):
         np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_saved_engine_with_sequences_runs(kiln, tmp_path):
-    """A Loop-carried sequence, SplitToSequence and ConcatFromSequence in an engine file, loaded and run again."""
-    model, feeds = control_flow.sequence_loop(seed=2, stop_after=4)
+def check_saved_engine(kiln, tmp_path, model, feeds, engine_name):
+    """Builds `model` into an engine file, loads and runs it with `kiln run --loadEngine`, and compares every output
+    with onnxruntime (rtol = atol = 1e-4)."""
     path = tmp_path / "model.onnx"
     onnx.save(model, str(path))
-    engine = tmp_path / "seq.engine"
+    engine = tmp_path / engine_name
     p = subprocess.run([kiln, "build", f"--onnx={path}", f"--saveEngine={engine}"], capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr + p.stdout
@@ -75,6 +75,12 @@ def test_saved_engine_with_sequences_runs(kiln, tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
+def test_saved_engine_with_sequences_runs(kiln, tmp_path):
+    """A Loop-carried sequence, SplitToSequence and ConcatFromSequence in an engine file, loaded and run again."""
+    model, feeds = control_flow.sequence_loop(seed=2, stop_after=4)
+    check_saved_engine(kiln, tmp_path, model, feeds, "seq.engine")
+
+
 def test_sequence_output_is_refused_by_engines(kiln, tmp_path):
     """An engine's outputs are tensors: a model whose output is a sequence fails the build with a sentence."""
     model, _ = control_flow.sequence_loop(seed=0)
@@ -88,26 +94,7 @@ def test_sequence_output_is_refused_by_engines(kiln, tmp_path):
 
 def test_saved_engine_with_bodies_runs(kiln, tmp_path):
     model, feeds = control_flow.greedy_decode(seed=2)
-    path = tmp_path / "model.onnx"
-    onnx.save(model, str(path))
-    engine = tmp_path / "decode.engine"
-    p = subprocess.run([kiln, "build", f"--onnx={path}", f"--saveEngine={engine}"], capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
-    ref = ort_run(path, feeds)
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    specs = []
-    for name, value in feeds.items():
-        np.save(run_dir / f"input_{name}.npy", value)
-        specs.append(f"{name}:{run_dir / f'input_{name}.npy'}")
-    proc = subprocess.run([kiln, "run", f"--loadEngine={engine}", "--loadInputs=" + ",".join(specs),
-                           f"--exportOutput={run_dir / 'out'}"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    for name, want in ref.items():
-        got = np.load(tmp_path / "run" / "out" / f"{safe_name(name)}.npy")
-        assert got.shape == want.shape and got.dtype == want.dtype, name
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=name)
+    check_saved_engine(kiln, tmp_path, model, feeds, "decode.engine")
 
 
 def test_loop_without_end_is_refused(kiln, tmp_path):
