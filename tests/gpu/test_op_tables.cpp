@@ -37,9 +37,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"QLinearMatMul", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
       {"Det", "no CUDA kernel written yet"},
       {"Unique", "no CUDA kernel written yet (its output size depends on the data)"},
-      {"If", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
-      {"Loop", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
-      {"Scan", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
       {"DFT", "no CUDA kernel written yet (cuFFT could run it; kiln does not link cuFFT so far)"},
       {"STFT", "no CUDA kernel written yet (cuFFT could run it; kiln does not link cuFFT so far)"},
       // Sequences and optionals are host-side lists of tensors (OnnxValue) the CUDA backend does not hold: it refuses

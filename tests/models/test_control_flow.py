@@ -17,6 +17,10 @@ CASES = {
     "branches_else": (control_flow.branches, dict(flag=False)),
     "sequence_loop": (control_flow.sequence_loop, {}),
     "sequence_loop_stops_early": (control_flow.sequence_loop, dict(stop_after=3)),
+    "counted_loop": (control_flow.counted_loop, {}),
+    "while_loop": (control_flow.while_loop, {}),
+    "gated_branches_then": (control_flow.gated_branches, dict(sign=1.0)),
+    "gated_branches_else": (control_flow.gated_branches, dict(sign=-1.0)),
 }
 
 

@@ -9,6 +9,12 @@
 // already holds one of the others.
 #pragma once
 
+#include <string>
+
+#include "kiln/status.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
 namespace kiln::cuda {
 
 // Held around cudaStreamBeginCapture .. cudaStreamEndCapture.
@@ -34,5 +40,14 @@ class NoCaptureScope {
  private:
   bool locked_ = false;
 };
+
+// Layers that must wait for the device on the host while they run (an If reads its condition, a Loop its trip count
+// or its condition each iteration) cannot be captured in a CUDA graph. Such a layer asks IsCapturing(stream) first
+// and, when it is, returns RefuseCapture(why): the engine then ends the capture and runs that launch plan without a
+// CUDA graph (TakeCaptureRefusal tells it why).
+Result<bool> IsCapturing(cudaStream_t stream);
+Status RefuseCapture(const std::string& why);
+// Whether a layer refused the capture that just ended on this thread (and why); clears the refusal.
+bool TakeCaptureRefusal(std::string* why);
 
 }  // namespace kiln::cuda

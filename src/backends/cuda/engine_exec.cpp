@@ -259,7 +259,7 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
     handles_stream_ = stream;
   }
   // Profiled runs time each layer with events; the legacy default stream cannot be captured.
-  if (!use_graph_ || profiler || stream == nullptr) return Launches(stream, profiler);
+  if (!use_graph_ || profiler || stream == nullptr || !current_->eager_reason.empty()) return Launches(stream, profiler);
 
   Plan& plan = *current_;
   const std::string gkey = fmt::format("stream={}", static_cast<void*>(stream));
@@ -273,9 +273,17 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
     cudaError_t end = cudaSuccess;
     {
       CaptureScope capturing;  // no other thread frees memory or creates handles meanwhile (capture_guard.h)
+      TakeCaptureRefusal(nullptr);
       KILN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       st = Launches(stream, nullptr);
       end = cudaStreamEndCapture(stream, &graph);
+    }
+    std::string why;
+    if (!st.ok() && TakeCaptureRefusal(&why)) {
+      // A layer needs the host mid-run (an If's condition, a Loop's): this plan runs without a graph from now on.
+      if (graph) cudaGraphDestroy(graph);
+      plan.eager_reason = why;
+      return Launches(stream, nullptr);
     }
     if (!st.ok()) {
       if (graph) cudaGraphDestroy(graph);

@@ -55,6 +55,8 @@ class GpuContext {
                  const std::map<std::string, void*>& addresses, IProfiler* profiler);
   void set_use_cuda_graph(bool on) { use_graph_ = on; }
   bool graph_captured() const { return current_ && current_->graph_exec; }
+  // Why the current launch plan runs without a CUDA graph although graphs are on (empty: it does not).
+  std::string graph_refusal() const { return current_ ? current_->eager_reason : std::string(); }
   int captures() const { return captures_; }
   // Launch plans (and their CUDA graphs) kept per context: alternating between this many sets of shapes or
   // addresses neither rebuilds nor captures again.
@@ -74,6 +76,7 @@ class GpuContext {
     size_t workspace = 0;
     size_t host_workspace = 0;   // page-locked host scratch (CPU fallback layers)
     void* graph_exec = nullptr;  // cudaGraphExec_t captured from these launches
+    std::string eager_reason;    // non-empty: a layer needs the host mid-run, so this plan runs without a graph
     std::string graph_key;       // the stream it was captured on
     ~Plan();
   };

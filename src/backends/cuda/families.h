@@ -30,4 +30,6 @@ void RegisterVisionLayers(LayerRegistry& r);     // vision_layers.cpp: RoiAlign 
                                                  // (deform_conv.cu)
 void RegisterCumProdLpNormBitCastLayers(LayerRegistry& r);  // cumprod_lpnorm_bitcast_layers.cpp: CumProd,
                                                             // LpNormalization, BitCast
+void RegisterControlFlowLayers(LayerRegistry& r);  // control_flow_layers.cpp: If, Loop, Scan (bodies on the CUDA
+                                                   // layers, body_exec.cpp)
 }  // namespace kiln::cuda

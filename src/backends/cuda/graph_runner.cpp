@@ -42,8 +42,11 @@ Result<std::unique_ptr<Slot>> Upload(const Tensor& t, const std::string& name) {
   return s;
 }
 
+// Small integer tensors (shape arithmetic) and scalars of any type (a Range's limit, an If's condition) are read back,
+// so that shape inference of later nodes sees their values, as an engine's folding does for constants.
 bool MirrorOnHost(const DeviceTensor& t) {
-  return (t.dtype == DataType::kInt64 || t.dtype == DataType::kInt32) && t.numel() <= 4096;
+  if ((t.dtype == DataType::kInt64 || t.dtype == DataType::kInt32) && t.numel() <= 4096) return true;
+  return t.numel() == 1;
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ const LayerRegistry& Layers() {
     RegisterRnnLayers(r);
     RegisterVisionLayers(r);
     RegisterCumProdLpNormBitCastLayers(r);
+    RegisterControlFlowLayers(r);
     return r;
   }();
   return reg;

@@ -13,6 +13,12 @@
   SequenceAt, runs a recurrent cell and appends the new state to a loop-carried sequence (SequenceEmpty, then
   SequenceInsert); ConcatFromSequence joins the states after the loop, and SplitToSequence -> SequenceAt (a negative
   position too) and a stacking ConcatFromSequence (new_axis=1) read sequences outside it.
+- counted_loop: a for loop (a constant trip count, no condition) whose body reads the iteration number, a captured
+  weight and a graph input, with a scan output: the form a CUDA engine runs without the host (graphs capture it).
+- while_loop: a loop ended by its body's condition (states only, one of them an int64 counter): the host reads the
+  condition every iteration.
+- gated_branches: an If whose condition is computed from the input (both branches give the same shape), holding a
+  nested If in one branch; `sign` picks which branch the feeds take.
 """
 import numpy as np
 import onnx
@@ -235,3 +241,104 @@ def sequence_loop_reference(model_feeds, seed=0, batch=2, steps=5, d=8, stop_aft
     ys = np.concatenate(hs, axis=1)
     return {"h_final": h, "ys": ys, "tail": ys[:, 2:], "x_last": x[:, -1],
             "x_stacked": np.stack([x[:, t] for t in range(steps)], axis=-1)}
+
+
+def counted_loop(seed=0, batch=2, d=8, trips=5):
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    w = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(f)
+    body = helper.make_graph([
+        helper.make_node("Cast", ["iter"], ["it_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "it_f"], ["xi"]),
+        helper.make_node("MatMul", ["h_in", "W"], ["hw"]),
+        helper.make_node("Add", ["hw", "xi"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["h_out"]),
+        helper.make_node("ReduceMean", ["h_out"], ["m_t"], axes=[1], keepdims=0),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+    ], "step", [
+        helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [batch, d]),
+    ], [
+        helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [batch, d]),
+        helper.make_tensor_value_info("m_t", TensorProto.FLOAT, [batch]),
+    ])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips", "", "h0"], ["h_final", "means"], body=body)],
+        "counted_loop",
+        [helper.make_tensor_value_info("h0", TensorProto.FLOAT, [batch, d]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, d])],
+        [helper.make_tensor_value_info("h_final", TensorProto.FLOAT, [batch, d]),
+         helper.make_tensor_value_info("means", TensorProto.FLOAT, [trips, batch])],
+        initializer=[_init("W", w), _init("trips", np.array(trips, np.int64))])
+    feeds = {"h0": rng.standard_normal((batch, d)).astype(f), "x": (rng.standard_normal((batch, d)) * 0.3).astype(f)}
+    return _model(graph), feeds
+
+
+def while_loop(seed=0, batch=2, d=8, limit=20.0):
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    body = helper.make_graph([
+        helper.make_node("Mul", ["h_in", "growth"], ["hg"]),
+        helper.make_node("Add", ["hg", "step"], ["h_out"]),
+        helper.make_node("Add", ["count_in", "one"], ["count_out"]),
+        helper.make_node("Abs", ["h_out"], ["habs"]),
+        helper.make_node("ReduceMax", ["habs"], ["hmax"], keepdims=0),
+        helper.make_node("Less", ["hmax", "limit"], ["cond_out"]),
+    ], "step", [
+        helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [batch, d]),
+        helper.make_tensor_value_info("count_in", TensorProto.INT64, []),
+    ], [
+        helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [batch, d]),
+        helper.make_tensor_value_info("count_out", TensorProto.INT64, []),
+    ], initializer=[_init("growth", np.array(1.5, f)), _init("one", np.array(1, np.int64)),
+                    _init("limit", np.array(limit, f))])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["max_trips", "go", "h0", "zero"], ["h_final", "count"], body=body)],
+        "while_loop",
+        [helper.make_tensor_value_info("h0", TensorProto.FLOAT, [batch, d]),
+         helper.make_tensor_value_info("step", TensorProto.FLOAT, [batch, d]),
+         helper.make_tensor_value_info("go", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("h_final", TensorProto.FLOAT, [batch, d]),
+         helper.make_tensor_value_info("count", TensorProto.INT64, [])],
+        initializer=[_init("max_trips", np.array(50, np.int64)), _init("zero", np.array(0, np.int64))])
+    feeds = {"h0": rng.standard_normal((batch, d)).astype(f), "step": (rng.random((batch, d)) * 0.5).astype(f),
+             "go": np.array(True)}
+    return _model(graph), feeds
+
+
+def gated_branches(seed=0, batch=2, n=6, sign=1.0):
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    w = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(f)
+    inner_then = helper.make_graph([helper.make_node("Mul", ["r", "two"], ["it_out"])], "inner_then", [],
+                                   [helper.make_tensor_value_info("it_out", TensorProto.FLOAT, [batch, n])],
+                                   initializer=[_init("two", np.array(2, f))])
+    inner_else = helper.make_graph([helper.make_node("Identity", ["r"], ["ie_out"])], "inner_else", [],
+                                   [helper.make_tensor_value_info("ie_out", TensorProto.FLOAT, [batch, n])])
+    then_g = helper.make_graph([
+        helper.make_node("MatMul", ["x", "W"], ["xw"]),
+        helper.make_node("Relu", ["xw"], ["r"]),
+        helper.make_node("ReduceMax", ["r"], ["rmax"], keepdims=0),
+        helper.make_node("Greater", ["rmax", "one"], ["big"]),
+        helper.make_node("If", ["big"], ["t_out"], then_branch=inner_then, else_branch=inner_else),
+    ], "then", [], [helper.make_tensor_value_info("t_out", TensorProto.FLOAT, [batch, n])],
+        initializer=[_init("one", np.array(1, f))])
+    else_g = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["sg"]),
+                                helper.make_node("Add", ["sg", "x"], ["e_out"])], "else", [],
+                               [helper.make_tensor_value_info("e_out", TensorProto.FLOAT, [batch, n])])
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+         helper.make_node("Greater", ["total", "zero"], ["positive"]),
+         helper.make_node("If", ["positive"], ["y"], then_branch=then_g, else_branch=else_g)],
+        "gated_branches",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, n])],
+        initializer=[_init("W", w), _init("zero", np.array(0, f))])
+    x = rng.standard_normal((batch, n)).astype(f)
+    x = (np.abs(x) * sign).astype(f)
+    return _model(graph), {"x": x}
