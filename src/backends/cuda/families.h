@@ -30,4 +30,6 @@ void RegisterVisionLayers(LayerRegistry& r);     // vision_layers.cpp: RoiAlign 
                                                  // (deform_conv.cu)
 void RegisterCumProdLpNormBitCastLayers(LayerRegistry& r);  // cumprod_lpnorm_bitcast_layers.cpp: CumProd,
                                                             // LpNormalization, BitCast
+void RegisterIntegerOpLayers(LayerRegistry& r);  // integer_ops_layers.cpp: MatMulInteger, QLinearMatMul,
+                                                 // ConvInteger, QLinearConv, Det (integer_ops.cu)
 }  // namespace kiln::cuda

@@ -21,6 +21,7 @@ const LayerRegistry& Layers() {
     RegisterRnnLayers(r);
     RegisterVisionLayers(r);
     RegisterCumProdLpNormBitCastLayers(r);
+    RegisterIntegerOpLayers(r);
     return r;
   }();
   return reg;
