@@ -33,9 +33,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
   // Ops that run on the CPU only, and why.
   static const std::map<std::string, std::string> kCpuOnly = {
       {"Compress", "no CUDA kernel written yet (its output size depends on the data)"},
-      {"MatMulInteger", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
-      {"QLinearMatMul", "no CUDA kernel written yet (QMatMul's INT8 GEMM could run it)"},
-      {"Det", "no CUDA kernel written yet"},
       {"Unique", "no CUDA kernel written yet (its output size depends on the data)"},
       {"DFT", "no CUDA kernel written yet (cuFFT could run it; kiln does not link cuFFT so far)"},
       {"STFT", "no CUDA kernel written yet (cuFFT could run it; kiln does not link cuFFT so far)"},
@@ -54,8 +51,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"OptionalHasElement", "an optional op: optionals are host-side values the CUDA backend does not hold"},
       {"OptionalGetElement", "an optional op: optionals are host-side values the CUDA backend does not hold"},
       {"MelWeightMatrix", "no CUDA kernel written yet (a constant the optimizer folds when its inputs are)"},
-      {"ConvInteger", "no CUDA kernel written yet (QConv's INT8 convolution could run it)"},
-      {"QLinearConv", "no CUDA kernel written yet (QConv's INT8 convolution could run it)"},
   };
   std::vector<std::string> missing;
   for (const OpDef* d : BuiltinOps().All()) {

@@ -32,4 +32,6 @@ void RegisterCumProdLpNormBitCastLayers(LayerRegistry& r);  // cumprod_lpnorm_bi
                                                             // LpNormalization, BitCast
 void RegisterControlFlowLayers(LayerRegistry& r);  // control_flow_layers.cpp: If, Loop, Scan (bodies on the CUDA
                                                    // layers, body_exec.cpp)
+void RegisterIntegerOpLayers(LayerRegistry& r);  // integer_ops_layers.cpp: MatMulInteger, QLinearMatMul,
+                                                 // ConvInteger, QLinearConv, Det (integer_ops.cu)
 }  // namespace kiln::cuda

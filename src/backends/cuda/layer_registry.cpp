@@ -22,6 +22,7 @@ const LayerRegistry& Layers() {
     RegisterVisionLayers(r);
     RegisterCumProdLpNormBitCastLayers(r);
     RegisterControlFlowLayers(r);
+    RegisterIntegerOpLayers(r);
     return r;
   }();
   return reg;
