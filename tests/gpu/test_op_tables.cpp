@@ -40,8 +40,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"If", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
       {"Loop", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
       {"Scan", "control flow runs on the CPU backend so far (device subgraph engines to come)"},
-      {"DFT", "no CUDA kernel written yet (cuFFT could run it; kiln does not link cuFFT so far)"},
-      {"STFT", "no CUDA kernel written yet (cuFFT could run it; kiln does not link cuFFT so far)"},
       // Sequences and optionals are host-side lists of tensors (OnnxValue) the CUDA backend does not hold: it refuses
       // them (layer_registry.cpp CheckValueTypes); the CPU backend runs them, inside CPU fallback too.
       {"SequenceEmpty", "a sequence op: sequences are host-side values the CUDA backend does not hold"},
@@ -56,7 +54,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"Optional", "an optional op: optionals are host-side values the CUDA backend does not hold"},
       {"OptionalHasElement", "an optional op: optionals are host-side values the CUDA backend does not hold"},
       {"OptionalGetElement", "an optional op: optionals are host-side values the CUDA backend does not hold"},
-      {"MelWeightMatrix", "no CUDA kernel written yet (a constant the optimizer folds when its inputs are)"},
       {"ConvInteger", "no CUDA kernel written yet (QConv's INT8 convolution could run it)"},
       {"QLinearConv", "no CUDA kernel written yet (QConv's INT8 convolution could run it)"},
   };

@@ -30,4 +30,5 @@ void RegisterVisionLayers(LayerRegistry& r);     // vision_layers.cpp: RoiAlign 
                                                  // (deform_conv.cu)
 void RegisterCumProdLpNormBitCastLayers(LayerRegistry& r);  // cumprod_lpnorm_bitcast_layers.cpp: CumProd,
                                                             // LpNormalization, BitCast
+void RegisterSpectralLayers(LayerRegistry& r);   // spectral_layers.cpp: DFT, STFT (cuFFT), MelWeightMatrix
 }  // namespace kiln::cuda

@@ -21,6 +21,7 @@ const LayerRegistry& Layers() {
     RegisterRnnLayers(r);
     RegisterVisionLayers(r);
     RegisterCumProdLpNormBitCastLayers(r);
+    RegisterSpectralLayers(r);
     return r;
   }();
   return reg;
