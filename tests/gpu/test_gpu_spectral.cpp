@@ -125,6 +125,16 @@ TEST(GpuDft, AxisAttributeHostInputsAndEmptyTensors) {
                         .Attr("inverse", Attribute::Int(1)), f, 13));
   // Without an axis: opset 20's default, -2.
   EXPECT_TRUE(Check(OneNode("DFT").Input(Random(f, {4, 15, 2}, 4)), f, 15));
+  // Repeated runs on a workspace refilled with garbage before each (the buffer and cuFFT's work area hold nothing
+  // from one run to the next): a power of two, a prime (Bluestein's algorithm), an STFT.
+  for (int64_t len : {256, 997}) {
+    EXPECT_TRUE(OneNode("DFT").Input(Random(f, {3, len, 2}, 7)).Omitted().Const(I64(1)).Repeat(3)
+                    .Tactic(kF64).MatchesCpu(1e-8, 1e-6)) << len;
+    EXPECT_TRUE(OneNode("DFT").Input(Random(f, {3, len, 2}, 8)).Omitted().Const(I64(1)).Repeat(3)
+                    .Tactic(kF32).MatchesCpu(1e-6 * static_cast<double>(len), 1e-4)) << len;
+  }
+  EXPECT_TRUE(OneNode("STFT").Input(Random(f, {2, 300, 1}, 9)).Const(I64(30)).Omitted().Const(I64(61)).Repeat(3)
+                  .MatchesCpu(1e-8, 1e-6));
   // No elements; a signal of no samples zero-padded to dft_length.
   EXPECT_TRUE(Check(OneNode("DFT").Input(Random(f, {0, 5, 2}, 5)).Omitted().Const(I64(1)), f, 5));
   EXPECT_TRUE(Check(OneNode("DFT").Input(Random(f, {2, 0, 1}, 6)).Const(I64(4)).Const(I64(1)), f, 4));
