@@ -260,33 +260,43 @@ struct Outputs {
 int64_t YSize(int64_t batch) { return batch * 41 * 3 * 2; }
 int64_t ZSize(int64_t batch) { return batch * 7 * 9 * 2; }
 
-Status RunEngine(ExecutionContext& ctx, bool on_device, const std::vector<float>& x, const std::vector<float>& s,
+// Device buffers of one context's inputs and outputs, for the largest batch.
+struct Io {
+  cuda::DeviceBuffer x, s, y, z;
+};
+
+Result<Io> MakeIo() {
+  Io io;
+  KILN_ASSIGN_OR_RETURN(io.x, cuda::DeviceBuffer::Allocate(kMaxBatch * 37 * 3 * 2 * 4));
+  KILN_ASSIGN_OR_RETURN(io.s, cuda::DeviceBuffer::Allocate(kMaxBatch * 60 * 4));
+  KILN_ASSIGN_OR_RETURN(io.y, cuda::DeviceBuffer::Allocate(YSize(kMaxBatch) * 4));
+  KILN_ASSIGN_OR_RETURN(io.z, cuda::DeviceBuffer::Allocate(ZSize(kMaxBatch) * 4));
+  return io;
+}
+
+// Runs a cpu engine on host memory (io null) or a cuda engine on io's buffers.
+Status RunEngine(ExecutionContext& ctx, Io* io, const std::vector<float>& x, const std::vector<float>& s,
                  int64_t batch, cudaStream_t stream, Outputs* out) {
   out->y.assign(YSize(batch), 0.f);
   out->z.assign(ZSize(batch), 0.f);
   KILN_RETURN_IF_ERROR(ctx.setInputShape("x", {batch, 37, 3, 2}));
   KILN_RETURN_IF_ERROR(ctx.setInputShape("s", {batch, 60, 1}));
-  if (!on_device) {
+  if (!io) {
     KILN_RETURN_IF_ERROR(ctx.setTensorAddress("x", const_cast<float*>(x.data())));
     KILN_RETURN_IF_ERROR(ctx.setTensorAddress("s", const_cast<float*>(s.data())));
     KILN_RETURN_IF_ERROR(ctx.setTensorAddress("y", out->y.data()));
     KILN_RETURN_IF_ERROR(ctx.setTensorAddress("z", out->z.data()));
     return ctx.enqueue(nullptr);
   }
-  std::vector<cuda::DeviceBuffer> bufs;
-  for (size_t bytes : {x.size() * 4, s.size() * 4, out->y.size() * 4, out->z.size() * 4}) {
-    KILN_ASSIGN_OR_RETURN(cuda::DeviceBuffer d, cuda::DeviceBuffer::Allocate(bytes));
-    bufs.push_back(std::move(d));
-  }
-  KILN_RETURN_IF_ERROR(cuda::CopyToDevice(bufs[0].get(), x.data(), x.size() * 4, stream));
-  KILN_RETURN_IF_ERROR(cuda::CopyToDevice(bufs[1].get(), s.data(), s.size() * 4, stream));
-  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("x", bufs[0].get()));
-  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("s", bufs[1].get()));
-  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("y", bufs[2].get()));
-  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("z", bufs[3].get()));
+  KILN_RETURN_IF_ERROR(cuda::CopyToDevice(io->x.get(), x.data(), x.size() * 4, stream));
+  KILN_RETURN_IF_ERROR(cuda::CopyToDevice(io->s.get(), s.data(), s.size() * 4, stream));
+  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("x", io->x.get()));
+  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("s", io->s.get()));
+  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("y", io->y.get()));
+  KILN_RETURN_IF_ERROR(ctx.setTensorAddress("z", io->z.get()));
   KILN_RETURN_IF_ERROR(ctx.enqueue(stream));
-  KILN_RETURN_IF_ERROR(cuda::CopyToHost(out->y.data(), bufs[2].get(), out->y.size() * 4, stream));
-  KILN_RETURN_IF_ERROR(cuda::CopyToHost(out->z.data(), bufs[3].get(), out->z.size() * 4, stream));
+  KILN_RETURN_IF_ERROR(cuda::CopyToHost(out->y.data(), io->y.get(), out->y.size() * 4, stream));
+  KILN_RETURN_IF_ERROR(cuda::CopyToHost(out->z.data(), io->z.get(), out->z.size() * 4, stream));
   return KILN_CUDA_STATUS(cudaStreamSynchronize(stream));
 }
 
@@ -309,15 +319,17 @@ TEST(GpuSpectralEngine, BatchesCudaGraphsAndTwoThreadsMatchTheCpuEngine) {
   (*graph)->setUseCudaGraph(true);
   auto stream = cuda::Stream::Create();
   ASSERT_TRUE(stream.ok());
+  auto io_plain = MakeIo(), io_graph = MakeIo();
+  ASSERT_TRUE(io_plain.ok() && io_graph.ok());
   // New batch sizes make new cuFFT plans; repeated ones reuse the plans and the captured graphs.
   for (int64_t batch : {2, 2, 5, 1, 5, 6, 2, 3}) {
     const auto x = RandomVec(static_cast<size_t>(batch * 37 * 3 * 2), static_cast<uint32_t>(10 + batch));
     const auto s = RandomVec(static_cast<size_t>(batch * 60), static_cast<uint32_t>(20 + batch));
     Outputs want, got_plain, got_graph;
-    ASSERT_TRUE(RunEngine(**cpu_ctx, false, x, s, batch, nullptr, &want).ok());
-    Status st = RunEngine(**plain, true, x, s, batch, stream->get(), &got_plain);
+    ASSERT_TRUE(RunEngine(**cpu_ctx, nullptr, x, s, batch, nullptr, &want).ok());
+    Status st = RunEngine(**plain, &*io_plain, x, s, batch, stream->get(), &got_plain);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    st = RunEngine(**graph, true, x, s, batch, stream->get(), &got_graph);
+    st = RunEngine(**graph, &*io_graph, x, s, batch, stream->get(), &got_graph);
     ASSERT_TRUE(st.ok()) << st.ToString();
     ExpectNear(got_plain.y, want.y, "DFT", batch);
     ExpectNear(got_plain.z, want.z, "STFT", batch);
@@ -327,7 +339,7 @@ TEST(GpuSpectralEngine, BatchesCudaGraphsAndTwoThreadsMatchTheCpuEngine) {
   // Two contexts on two threads share the layers (and their plans); one replays CUDA graphs.
   const auto x = RandomVec(4 * 37 * 3 * 2, 5), s = RandomVec(4 * 60, 6);
   Outputs want;
-  ASSERT_TRUE(RunEngine(**cpu_ctx, false, x, s, 4, nullptr, &want).ok());
+  ASSERT_TRUE(RunEngine(**cpu_ctx, nullptr, x, s, 4, nullptr, &want).ok());
   std::vector<Outputs> outs(2);
   std::vector<Status> sts(2);
   std::vector<std::thread> threads;
@@ -340,11 +352,12 @@ TEST(GpuSpectralEngine, BatchesCudaGraphsAndTwoThreadsMatchTheCpuEngine) {
       }
       (*ctx)->setUseCudaGraph(t == 1);
       auto ts = cuda::Stream::Create();
-      if (!ts.ok()) {
-        sts[t] = ts.status();
+      auto io = MakeIo();
+      if (!ts.ok() || !io.ok()) {
+        sts[t] = ts.ok() ? io.status() : ts.status();
         return;
       }
-      for (int i = 0; i < 10 && sts[t].ok(); ++i) sts[t] = RunEngine(**ctx, true, x, s, 4, ts->get(), &outs[t]);
+      for (int i = 0; i < 10 && sts[t].ok(); ++i) sts[t] = RunEngine(**ctx, &*io, x, s, 4, ts->get(), &outs[t]);
     });
   for (auto& th : threads) th.join();
   for (int t = 0; t < 2; ++t) {
