@@ -196,8 +196,8 @@ constexpr VersionChange kVersionChanges[] = {
 // QuantizeLinear-25: the int2 types only (the CPU kernels).
 // AveragePool-22, MaxPool-22: a ceil_mode window starting in the end padding is dropped (kiln did so already), and
 // AveragePool's count_include_pad no longer counts a window's overhang past the end pads (backends' pool kernels).
-// Mod-28: floored float remainders (fmod = 0). Range-27: float16/bfloat16 with stash_type (the CPU; the cuda layer
-// refuses them with the reason). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
+// Mod-28: floored float remainders (fmod = 0). Range-27: float16/bfloat16 with stash_type (the CPU and cuda
+// layers). RMSNormalization-23, Swish-24: new operators. SpaceToDepth-28: its
 // CRD mode. CausalConvWithState-27, LinearAttention-27: new operators (ops/llm_ops.cpp; CPU kernels only).
 // Attention-23 (new), -24 (nonpad_kv_seqlen), -25 (left/right_window_size), RotaryEmbedding-23 and
 // SwiGLU-28 (new): ops/transformer.cpp (the CPU kernels; SwiGLU becomes Swish and Mul). BitCast-26, CumProd-26,

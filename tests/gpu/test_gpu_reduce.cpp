@@ -355,7 +355,7 @@ TEST(GpuTopK, ShapesKAndOrder) {
 TEST(GpuTopK, TypesAndNaN) {
   uint32_t seed = 800;
   for (DataType t : {DataType::kFloat16, DataType::kBFloat16, DataType::kInt32, DataType::kInt64, DataType::kInt8,
-                     DataType::kUInt8}) {
+                     DataType::kUInt8, DataType::kInt16, DataType::kUInt16, DataType::kUInt32, DataType::kUInt64}) {
     for (int largest : {1, 0}) {
       SCOPED_TRACE(std::string(DataTypeName(t)) + " largest " + std::to_string(largest));
       const bool low = t == DataType::kFloat16 || t == DataType::kBFloat16;
@@ -364,6 +364,12 @@ TEST(GpuTopK, TypesAndNaN) {
       if (low) EXPECT_TRUE(TopKMatches(Random(t, {5, 300}, seed++), 50, 1, largest, 0, true));
     }
   }
+  // uint64 values at and above 2^63 order as unsigned numbers (test_top_k_uint64's type).
+  const Tensor big = FromValues(DataType::kUInt64, {2, 5},
+                                {0, 9223372036854775808.0, 1, 18446744073709549568.0, 9223372036854774784.0, 7,
+                                 18446744073709549568.0, 3, 9223372036854775808.0, 0});
+  for (int largest : {1, 0})
+    for (int64_t k : {1, 3, 5}) EXPECT_TRUE(TopKMatches(big, k, 1, largest));
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   const Tensor x = FromValues(DataType::kFloat32, {2, 6}, {1, nan, 3, -inf, nan, 3, inf, 0, nan, 0, -1, inf});
   for (int largest : {1, 0})

@@ -306,6 +306,22 @@ TEST(GpuTensor, Range) {
   // Empty.
   EXPECT_TRUE(OneNode("Range").Input(Tensor::Scalar(DataType::kInt64, 5)).Input(Tensor::Scalar(DataType::kInt64, 1))
                   .Input(Tensor::Scalar(DataType::kInt64, 1)).MatchesCpu(0, 0));
+  // float16 / bfloat16 (opset 27): start + i * delta in float32 (stash_type 1, the default) or double (11), each
+  // element rounded to the type as the CPU rounds it; run-time inputs (the runtime keeps them on the host).
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    for (int64_t stash : {1, 11}) {
+      SCOPED_TRACE(std::string(DataTypeName(t)) + " stash_type " + std::to_string(stash));
+      for (const auto& [start, limit, delta] : std::vector<std::tuple<double, double, double>>{
+               {1, 5, 2}, {-3.5, 100, 0.37}, {0, 300, 0.7}, {10, -20, -0.3}, {0.1, 60, 0.3}}) {
+        EXPECT_TRUE(OneNode("Range").Opset(27).Input(Tensor::Scalar(t, start)).Input(Tensor::Scalar(t, limit))
+                        .Input(Tensor::Scalar(t, delta)).Attr("stash_type", Attribute::Int(stash)).MatchesCpu(0, 0))
+            << start << " " << limit << " " << delta;
+      }
+    }
+  }
+  EXPECT_TRUE(OneNode("Range").Opset(27).Const(Tensor::Scalar(DataType::kFloat16, 2))
+                  .Const(Tensor::Scalar(DataType::kFloat16, 9)).Const(Tensor::Scalar(DataType::kFloat16, 0.5))
+                  .MatchesCpu(0, 0));
 }
 
 TEST(GpuTensor, ConstantOfShape) {

@@ -34,8 +34,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
   static const std::map<std::string, std::string> kCpuOnly = {
       {"Compress", "no CUDA kernel written yet (its output size depends on the data)"},
       {"Unique", "no CUDA kernel written yet (its output size depends on the data)"},
-      {"DFT", "no CUDA kernel written yet (cuFFT could run it; kiln does not link cuFFT so far)"},
-      {"STFT", "no CUDA kernel written yet (cuFFT could run it; kiln does not link cuFFT so far)"},
       // Sequences and optionals are host-side lists of tensors (OnnxValue) the CUDA backend does not hold: it refuses
       // them (layer_registry.cpp CheckValueTypes); the CPU backend runs them, inside CPU fallback too.
       {"SequenceEmpty", "a sequence op: sequences are host-side values the CUDA backend does not hold"},
@@ -50,7 +48,6 @@ TEST(OpTables, EveryOpDefHasACudaLayer) {
       {"Optional", "an optional op: optionals are host-side values the CUDA backend does not hold"},
       {"OptionalHasElement", "an optional op: optionals are host-side values the CUDA backend does not hold"},
       {"OptionalGetElement", "an optional op: optionals are host-side values the CUDA backend does not hold"},
-      {"MelWeightMatrix", "no CUDA kernel written yet (a constant the optimizer folds when its inputs are)"},
   };
   std::vector<std::string> missing;
   for (const OpDef* d : BuiltinOps().All()) {

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/common.h"
 #include "backends/cpu/families.h"
+#include "backends/cpu/signal.h"
 #include "backends/cpu/tensor_util.h"
 
 namespace kiln::cpu {
@@ -202,10 +203,8 @@ Status StftKernel(KernelContext& c) {
   });
 }
 
-// Triangular filters, evenly spaced on the mel scale mel(f) = 2595 log10(1 + f / 700): num_mel_bins + 2 edges from
-// lower_edge_hertz to upper_edge_hertz (spaced by the range / (num_mel_bins + 2), as the ONNX reference does), each
-// mapped to the spectrogram bin floor((dft_length + 1) * f / sample_rate); filter i rises from edge i to edge i + 1
-// (peak 1) and falls to edge i + 2.
+// Filter i of MelEdges rises from edge i to edge i + 1 (peak 1) and falls to edge i + 2; bins outside the spectrum
+// have no row.
 Status MelWeightMatrixKernel(KernelContext& c) {
   const Node& n = c.node;
   KILN_ASSIGN_OR_RETURN(const int64_t mels, ScalarIntInput(c, 0, "num_mel_bins"));
@@ -221,18 +220,8 @@ Status MelWeightMatrixKernel(KernelContext& c) {
   const double lower = c.in(3).GetAsDouble(0), upper = c.in(4).GetAsDouble(0);
   KILN_ASSIGN_OR_RETURN(const int64_t code, n.attr_int("output_datatype", 1));
   const int64_t spectrum = length / 2 + 1;
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> edge, MelEdges(n.Where(), mels, length, rate, lower, upper));
   Tensor& y = AllocOutput(c, 0, static_cast<DataType>(code), {spectrum, mels});
-  auto to_mel = [](double hz) { return 2595.0 * std::log1p(hz / 700.0) / std::log(10.0); };
-  const double low_mel = to_mel(lower), mel_step = (to_mel(upper) - low_mel) / static_cast<double>(mels + 2);
-  std::vector<int64_t> edge(static_cast<size_t>(mels + 2));
-  for (int64_t i = 0; i < mels + 2; ++i) {
-    const double hz = 700.0 * std::expm1((static_cast<double>(i) * mel_step + low_mel) / 2595.0 * std::log(10.0));
-    const double bin = std::floor(static_cast<double>(length + 1) * hz / static_cast<double>(rate));
-    if (!std::isfinite(bin) || std::fabs(bin) > 1e15)
-      return Err(StatusCode::kInvalidArgument, "{}: the mel edge {} falls at no spectrogram bin (lower_edge_hertz {}, "
-                 "upper_edge_hertz {})", n.Where(), i, lower, upper);
-    edge[static_cast<size_t>(i)] = static_cast<int64_t>(bin);
-  }
   std::vector<double> w(static_cast<size_t>(spectrum * mels), 0.0);
   // Bins outside [0, spectrum) (edges beyond the Nyquist frequency or below 0 Hz) have no row: they are skipped.
   auto first = [](int64_t b) { return std::max<int64_t>(b, 0); };
@@ -252,6 +241,22 @@ Status MelWeightMatrixKernel(KernelContext& c) {
 }
 
 }  // namespace
+
+Result<std::vector<int64_t>> MelEdges(const std::string& where, int64_t mels, int64_t dft_length, int64_t sample_rate,
+                                      double lower_hz, double upper_hz) {
+  auto to_mel = [](double hz) { return 2595.0 * std::log1p(hz / 700.0) / std::log(10.0); };
+  const double low_mel = to_mel(lower_hz), mel_step = (to_mel(upper_hz) - low_mel) / static_cast<double>(mels + 2);
+  std::vector<int64_t> edge(static_cast<size_t>(mels + 2));
+  for (int64_t i = 0; i < mels + 2; ++i) {
+    const double hz = 700.0 * std::expm1((static_cast<double>(i) * mel_step + low_mel) / 2595.0 * std::log(10.0));
+    const double bin = std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(sample_rate));
+    if (!std::isfinite(bin) || std::fabs(bin) > 1e15)
+      return Err(StatusCode::kInvalidArgument, "{}: the mel edge {} falls at no spectrogram bin (lower_edge_hertz {}, "
+                 "upper_edge_hertz {})", where, i, lower_hz, upper_hz);
+    edge[static_cast<size_t>(i)] = static_cast<int64_t>(bin);
+  }
+  return edge;
+}
 
 void RegisterSignalKernels(KernelRegistry& r) {
   r.Add("DFT", DftKernel);

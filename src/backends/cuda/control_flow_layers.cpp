@@ -194,8 +194,11 @@ class LoopLayer final : public Layer {
     k_ = CapturedInputCount(n);
     carried_ = n.inputs.size() - 2 - k_;
     scans_ = g.outputs.size() - 1 - carried_;
-    cond_passes_ = g.outputs[0] == g.inputs[1];
-    // Trip count exact at inference: M known and no condition input (LoopShape's rule).
+    // The body passes its condition through (directly or by Identity nodes, as exporters write a for loop).
+    const Value* c = g.outputs[0];
+    while (c && c->producer && c->producer->op_type == "Identity" && c->producer->inputs.size() == 1)
+      c = c->producer->inputs[0];
+    cond_passes_ = c == g.inputs[1];
     for (size_t i = 0; i <= carried_; ++i) {
       const Value* out = g.outputs[i];
       out_is_input_.push_back(std::find(g.inputs.begin(), g.inputs.end(), out) != g.inputs.end());

@@ -34,4 +34,5 @@ void RegisterControlFlowLayers(LayerRegistry& r);  // control_flow_layers.cpp: I
                                                    // layers, body_exec.cpp)
 void RegisterIntegerOpLayers(LayerRegistry& r);  // integer_ops_layers.cpp: MatMulInteger, QLinearMatMul,
                                                  // ConvInteger, QLinearConv, Det (integer_ops.cu)
+void RegisterSpectralLayers(LayerRegistry& r);   // spectral_layers.cpp: DFT, STFT (cuFFT), MelWeightMatrix
 }  // namespace kiln::cuda

@@ -23,6 +23,7 @@ const LayerRegistry& Layers() {
     RegisterCumProdLpNormBitCastLayers(r);
     RegisterControlFlowLayers(r);
     RegisterIntegerOpLayers(r);
+    RegisterSpectralLayers(r);
     return r;
   }();
   return reg;

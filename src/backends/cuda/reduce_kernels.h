@@ -40,7 +40,9 @@ cudaError_t LaunchHardmax(int dtype, const void* x, void* y, int64_t outer, int6
                           cudaStream_t stream);
 
 // TopK along n of x seen as [outer, n, inner]: values [outer, k, inner] (x's dtype) and int64 indices (may be
-// null), ordered like the CPU reference (NaN largest, equal values by lower index). Not bool. n <= 2^30.
+// null), ordered like the CPU reference (NaN largest, equal values by lower index). The reduce family's types but
+// bool, and int16, uint16, uint32, uint64 (TopKDTypeSupported). n <= 2^30.
+bool TopKDTypeSupported(int dtype);
 // Rows of more than TopKSharedSortMax() elements sort in `workspace` (TopKWorkspaceBytes).
 int64_t TopKSharedSortMax();
 size_t TopKWorkspaceBytes(int64_t outer, int64_t n, int64_t inner);

@@ -274,7 +274,14 @@ class TopKLayer : public Layer {
 };
 
 void AddTopK(LayerRegistry& r) {
-  auto validate = [](const Node& n) { return CheckInput(n, Accepts::kNumeric); };
+  auto validate = [](const Node& n) -> Status {
+    const DataType t = InputType(n, 0);
+    if (TopKDTypeSupported(Code(t))) return Status::Ok();
+    return Err(StatusCode::kUnsupported,
+               "{}: the CUDA TopK layer does not support {} input (it supports float32, float16, bfloat16, float64 "
+               "and the 8- to 64-bit integers); cast the input or run this node on the CPU",
+               n.Where(), DataTypeName(t));
+  };
   auto make = [](const Node& n, const std::string&) -> std::unique_ptr<Layer> {
     return std::make_unique<TopKLayer>(n.Where(), n.geti("axis", -1), n.geti("largest", 1) != 0);
   };

@@ -250,13 +250,20 @@ LayerFactory RangeFactory() {
     NodeInfo ni = Capture(spec.node);
     const Value* v = spec.node.input(0);
     const DataType t = v ? v->dtype : DataType::kUndefined;
+    const bool low = t == DataType::kFloat16 || t == DataType::kBFloat16;  // opset 27, with stash_type
     if (t != DataType::kFloat32 && t != DataType::kFloat64 && t != DataType::kInt16 && t != DataType::kInt32 &&
-        t != DataType::kInt64)
+        t != DataType::kInt64 && !low)
       return Err(StatusCode::kUnsupported,
-                 "{}: the CUDA Range layer takes float32, float64, int16, int32 or int64, not {}", spec.node.Where(),
-                 DataTypeName(t));
+                 "{}: the CUDA Range layer takes float32, float64, float16, bfloat16, int16, int32 or int64, not {}",
+                 spec.node.Where(), DataTypeName(t));
+    KILN_ASSIGN_OR_RETURN(const int64_t stash, spec.node.attr_int("stash_type", 1));
+    if (low && stash != 1 && stash != 11)
+      return Err(StatusCode::kUnsupported, "{}: stash_type {} is not float (1) or double (11)", spec.node.Where(),
+                 stash);
+    const bool stash_double = low && stash == 11;
     return std::unique_ptr<Layer>(std::make_unique<FnLayer>(
-        [ni](const LaunchContext& ctx, const std::vector<DeviceTensor>& ins, std::vector<DeviceTensor>& outs) {
+        [ni, stash_double](const LaunchContext& ctx, const std::vector<DeviceTensor>& ins,
+                           std::vector<DeviceTensor>& outs) {
           if (!Has(ins, 0) || !Has(ins, 1) || !Has(ins, 2) || ins[0].numel() != 1 || ins[2].numel() != 1)
             return Err(StatusCode::kInvalidArgument, "{}: start, limit and delta must be scalars", ni.node().Where());
           DeviceTensor& o = outs.at(0);
@@ -264,7 +271,9 @@ LayerFactory RangeFactory() {
             return Err(StatusCode::kInvalidArgument, "{}: start, delta and the output must have one type",
                        ni.node().Where());
           return LaunchStatus(
-              ni, LaunchRange(static_cast<int>(o.dtype), ins[0].data, ins[2].data, o.data, o.numel(), ctx.stream),
+              ni,
+              LaunchRange(static_cast<int>(o.dtype), ins[0].data, ins[2].data, o.data, o.numel(), ctx.stream,
+                          stash_double),
               "LaunchRange");
         }));
   });

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cuda/f64_util.cuh"
 #include "backends/cuda/kernel_util.cuh"
 #include "backends/cuda/tensor_misc_kernels.h"
 
@@ -134,6 +135,31 @@ __global__ void RangeFloatKernel(const T* __restrict__ start, const T* __restric
     out[i] = static_cast<T>(__dadd_rn(s, __dmul_rn(static_cast<double>(i), d)));  // no FMA: match the CPU
 }
 
+// float16 / bfloat16 (opset 27): start + i * delta in float32 (stash_type 1) or double (11), no FMA, rounded to T
+// as the CPU does (double through float32).
+template <typename T>
+__global__ void RangeLowFloatKernel(const T* __restrict__ start, const T* __restrict__ delta, T* __restrict__ out,
+                                    int64_t n, bool stash_double) {
+  const float s = ToF32(*start), d = ToF32(*delta);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if (stash_double) {
+      const double v = __dadd_rn(static_cast<double>(s), __dmul_rn(static_cast<double>(i), static_cast<double>(d)));
+      out[i] = FromF64<T>(v);
+    } else {
+      out[i] = FromF32<T>(__fadd_rn(s, __fmul_rn(static_cast<float>(i), d)));
+    }
+  }
+}
+
+template <typename T>
+cudaError_t LaunchRangeLow(const void* start, const void* delta, void* out, int64_t n, bool stash_double,
+                           cudaStream_t stream) {
+  RangeLowFloatKernel<T><<<GridFor(n, kBlock), kBlock, 0, stream>>>(
+      static_cast<const T*>(start), static_cast<const T*>(delta), static_cast<T*>(out), n, stash_double);
+  return cudaGetLastError();
+}
+
 template <typename T, bool kFloat>
 cudaError_t LaunchRangeTyped(const void* start, const void* delta, void* out, int64_t n, cudaStream_t stream) {
   const auto* s = static_cast<const T*>(start);
@@ -228,9 +254,12 @@ cudaError_t LaunchTrilu(const void* src, void* dst, int64_t total, int64_t rows,
   });
 }
 
-cudaError_t LaunchRange(int dtype, const void* start, const void* delta, void* out, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchRange(int dtype, const void* start, const void* delta, void* out, int64_t n, cudaStream_t stream,
+                        bool stash_double) {
   if (n <= 0) return cudaSuccess;
   switch (dtype) {
+    case kF16: return LaunchRangeLow<__half>(start, delta, out, n, stash_double, stream);
+    case kBF16: return LaunchRangeLow<__nv_bfloat16>(start, delta, out, n, stash_double, stream);
     case kF32: return LaunchRangeTyped<float, true>(start, delta, out, n, stream);
     case kF64: return LaunchRangeTyped<double, true>(start, delta, out, n, stream);
     case kI16: return LaunchRangeTyped<int16_t, false>(start, delta, out, n, stream);

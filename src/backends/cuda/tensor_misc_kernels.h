@@ -29,8 +29,10 @@ cudaError_t LaunchTrilu(const void* src, void* dst, int64_t total, int64_t rows,
                         const int64_t* k_ptr, int elem_size, cudaStream_t stream);
 
 // Range: out[i] = start + i * delta for i < n, start and delta read from device scalars of `dtype`
-// (DTypeCode: F32, F64, I16, I32, I64; integers in int64 arithmetic, floats in double). Returns
-// cudaErrorNotSupported for other dtypes.
-cudaError_t LaunchRange(int dtype, const void* start, const void* delta, void* out, int64_t n, cudaStream_t stream);
+// (DTypeCode: F32, F64, I16, I32, I64, F16, BF16; integers in int64 arithmetic, float32/float64 in double; float16
+// and bfloat16 in float32, or in double with stash_double (opset 27's stash_type 11), each rounded to the type as
+// the CPU reference rounds it). Returns cudaErrorNotSupported for other dtypes.
+cudaError_t LaunchRange(int dtype, const void* start, const void* delta, void* out, int64_t n, cudaStream_t stream,
+                        bool stash_double = false);
 
 }  // namespace kiln::cuda

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/reduce_common.cuh"
 #include "backends/cuda/reduce_kernels.h"
+#include "backends/cuda/type_dispatch.cuh"
 
 namespace kiln::cuda {
 
@@ -169,10 +170,28 @@ cudaError_t LaunchTopK(int dtype, const void* x, void* values, int64_t* indices,
   if (dtype == kBool || n > (int64_t{1} << 30) || k < 0 || k > n) return cudaErrorInvalidValue;
   if (outer * inner * k == 0) return cudaSuccess;
   cudaError_t err = cudaErrorInvalidValue;
-  KILN_REDUCE_DISPATCH(dtype, T,
-                       err = LaunchTyped<T>(static_cast<const T*>(x), static_cast<T*>(values), indices, outer, n,
-                                            inner, k, largest, workspace, workspace_bytes, stream));
+  auto launch = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    err = LaunchTyped<T>(static_cast<const T*>(x), static_cast<T*>(values), indices, outer, n, inner, k, largest,
+                         workspace, workspace_bytes, stream);
+  };
+  switch (dtype) {  // the integer types the reduce family's dispatch leaves out
+    case kI16: launch(TypeTag<int16_t>{}); return err;
+    case kU16: launch(TypeTag<uint16_t>{}); return err;
+    case kU32: launch(TypeTag<uint32_t>{}); return err;
+    case kU64: launch(TypeTag<uint64_t>{}); return err;
+    default: break;
+  }
+  KILN_REDUCE_DISPATCH(dtype, T, launch(TypeTag<T>{}));
   return err;
+}
+
+bool TopKDTypeSupported(int dtype) {
+  switch (dtype) {
+    case kI16: case kU16: case kU32: case kU64: return true;
+    case kBool: return false;
+    default: return ReduceDTypeSupported(dtype);
+  }
 }
 
 }  // namespace kiln::cuda
