@@ -1,11 +1,14 @@
 // Control-flow bodies on the CUDA layers (see body_exec.h).
 #include "backends/cuda/body_exec.h"
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <functional>
 #include <string_view>
 
 #include "backends/cpu/executor.h"
+#include "backends/cuda/cuda_check.h"
 #include "core/error.h"
 #include "ops/infer.h"
 #include "ops/sequence.h"
@@ -169,6 +172,9 @@ Result<std::unique_ptr<BodyExec::Plan>> BodyExec::MakePlan(const std::vector<Bod
     p->layers.push_back(std::move(layer));
   }
   p->workspace_bytes = AlignUp(p->workspace_bytes);
+  // The constants' uploads (and the layers' own) from pageable memory ran on the legacy stream: they land before any
+  // stream runs the body.
+  KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStreamLegacy));
   return p;
 }
 

@@ -118,6 +118,19 @@ Status CheckShape(const Node& n, const DeviceTensor& got, const std::vector<int6
              fmt::join(got.shape, ","), fmt::join(want, ","));
 }
 
+// Output `o` takes `shape`: as planned, or (where the runner knew only a bound, the node-by-node runner whose shape
+// inference does not re-type bodies) within the room the layer asked for.
+Status FitOutput(const Node& n, DeviceTensor& o, const std::vector<int64_t>& shape, int64_t room, const char* what,
+                 size_t i) {
+  if (o.shape == shape) return Status::Ok();
+  if (room >= 0 && NumElements(shape) <= room) {
+    o.shape = shape;
+    return Status::Ok();
+  }
+  return Err(StatusCode::kInvalidArgument, "{}: the body makes {} {} as [{}], but [{}] was planned", n.Where(), what, i,
+             fmt::join(shape, ","), fmt::join(o.shape, ","));
+}
+
 // ---- If ----
 class IfLayer final : public Layer {
  public:
@@ -133,20 +146,16 @@ class IfLayer final : public Layer {
     return bytes;
   }
 
+  // The most elements output i has in either branch (engines call this only for outputs whose shape inference
+  // leaves open: branches that differ in shape).
   int64_t MaxOutputElements(size_t i, const std::vector<DeviceTensor>& inputs) const override {
-    if (inputs[0].host) return -1;  // the branch is known: inference gave its shapes
     int64_t most = -1;
-    std::vector<int64_t> first;
-    bool differ = false;
     for (int b = 0; b < 2; ++b) {
       auto p = Branch(b).PlanFor(Bindings(inputs));
       if (!p.ok() || i >= (*p)->shaped->outputs.size()) continue;
-      const std::vector<int64_t> shape = ToStatic((*p)->shaped->outputs[i]->shape);
-      if (most >= 0 && shape != first) differ = true;
-      if (most < 0) first = shape;
-      most = std::max(most, NumElements(shape));
+      most = std::max(most, NumElements(ToStatic((*p)->shaped->outputs[i]->shape)));
     }
-    return differ ? most : -1;
+    return most;
   }
 
   Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& inputs,
@@ -165,10 +174,8 @@ class IfLayer final : public Layer {
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!outputs[i].present()) continue;
       const DeviceTensor src = body.Output(*p, i, ctx.workspace, ptrs);
-      if (outputs[i].shape != src.shape) {
-        if (MaxOutputElements(i, inputs) < src.numel()) KILN_RETURN_IF_ERROR(CheckShape(n_, src, outputs[i].shape, "output", i));
-        outputs[i].shape = src.shape;  // a data-dependent output (the branches' shapes differ)
-      }
+      if (outputs[i].shape != src.shape)
+        KILN_RETURN_IF_ERROR(FitOutput(n_, outputs[i], src.shape, MaxOutputElements(i, inputs), "output", i));
       KILN_RETURN_IF_ERROR(Copy(outputs[i].data, src.data, src.nbytes(), ctx.stream));
     }
     return Status::Ok();
@@ -210,8 +217,9 @@ class LoopLayer final : public Layer {
     return p.ok() ? Layout(inputs).bytes + (*p)->bytes() : 0;
   }
 
+  // Loop-carried outputs: their entry size. Scan outputs: M iterations' worth where the host knows M.
   int64_t MaxOutputElements(size_t i, const std::vector<DeviceTensor>& inputs) const override {
-    if (i < carried_ || ExactTrips(inputs)) return -1;
+    if (i < carried_) return inputs[2 + i].numel();
     if (!inputs[0].present() || !inputs[0].host || inputs[0].host->numel() != 1) return -1;
     auto p = body_.PlanFor(Bindings(inputs));
     if (!p.ok()) return -1;
@@ -277,14 +285,12 @@ class LoopLayer final : public Layer {
     for (size_t i = 0; i < carried_; ++i)
       KILN_RETURN_IF_ERROR(CheckShape(n_, sources[1 + i], inputs[2 + i].shape, "loop-carried value", i));
     // Scan outputs: room for as many elements as inference gave (an exact trip count) or the bound given.
-    const bool inferred_exact = ExactTrips(inputs);
     std::vector<DeviceTensor> scanned;
     std::vector<int64_t> capacity;
     for (size_t j = 0; j < scans_; ++j) {
       scanned.push_back(body_.Output(*p, 1 + carried_ + j, scratch, ptrs));
       const DeviceTensor* o = carried_ + j < outputs.size() ? &outputs[carried_ + j] : nullptr;
-      capacity.push_back(!o || !o->present() ? -1 : inferred_exact ? o->numel()
-                                                                   : MaxOutputElements(carried_ + j, inputs));
+      capacity.push_back(!o || !o->present() ? -1 : std::max(o->numel(), MaxOutputElements(carried_ + j, inputs)));
     }
 
     const bool exact = has_m && !cond_decides;
@@ -317,21 +323,22 @@ class LoopLayer final : public Layer {
       KILN_RETURN_IF_ERROR(CarryOver(moving, from, from_input, s));
       KILN_CUDA_RETURN_IF_ERROR(LaunchIncrementInt64(iter, s));
     }
-    for (size_t i = 0; i < carried_ && i < outputs.size(); ++i)
-      if (outputs[i].present()) KILN_RETURN_IF_ERROR(Copy(outputs[i].data, carries[1 + i].dst, carries[1 + i].bytes, s));
+    for (size_t i = 0; i < carried_ && i < outputs.size(); ++i) {
+      if (!outputs[i].present()) continue;
+      KILN_RETURN_IF_ERROR(FitOutput(n_, outputs[i], inputs[2 + i].shape, inputs[2 + i].numel(), "loop-carried value", i));
+      KILN_RETURN_IF_ERROR(Copy(outputs[i].data, carries[1 + i].dst, carries[1 + i].bytes, s));
+    }
     for (size_t j = 0; j < scans_ && carried_ + j < outputs.size(); ++j) {
       DeviceTensor& o = outputs[carried_ + j];
-      if (!o.present() || inferred_exact) continue;
-      o.shape = scanned[j].shape;  // data-dependent: [iterations, ...]
-      o.shape.insert(o.shape.begin(), it);
+      if (!o.present()) continue;
+      std::vector<int64_t> shape = scanned[j].shape;  // [iterations, ...]
+      shape.insert(shape.begin(), it);
+      KILN_RETURN_IF_ERROR(FitOutput(n_, o, shape, capacity[j], "scan output", j));
     }
     return Status::Ok();
   }
 
  private:
-  bool ExactTrips(const std::vector<DeviceTensor>& inputs) const {
-    return inputs[0].present() && inputs[0].host && !inputs[1].present();
-  }
   std::vector<BodyInput> Bindings(const std::vector<DeviceTensor>& inputs) const {
     std::vector<BodyInput> r = {BodyInput{DataType::kInt64, {}, nullptr}, BodyInput{DataType::kBool, {}, nullptr}};
     for (size_t i = 0; i < carried_; ++i) r.push_back(Binding(inputs[2 + i], false));
@@ -375,6 +382,23 @@ class ScanLayer final : public Layer {
     if (!b.ok()) return 0;
     auto p = body_.PlanFor(*b);
     return p.ok() ? Layout(*b) + (*p)->bytes() : 0;
+  }
+
+  // The exact element count of output i, from the body planned at these inputs (engines call this only where shape
+  // inference leaves an output open).
+  int64_t MaxOutputElements(size_t i, const std::vector<DeviceTensor>& inputs) const override {
+    auto b = Bindings(inputs);
+    if (!b.ok()) return -1;
+    auto p = body_.PlanFor(*b);
+    if (!p.ok() || i >= (*p)->shaped->outputs.size()) return -1;
+    const int64_t elems = NumElements(ToStatic((*p)->shaped->outputs[i]->shape));
+    const DeviceTensor& x = inputs[first_ + states_];  // the first scan input
+    if (first_) return (x.shape.size() < 2 ? 0 : i < states_ ? x.shape[0] : x.shape[0] * x.shape[1]) * elems;
+    if (i < states_) return elems;
+    const std::vector<int64_t> axes = Ints("scan_input_axes", m_);
+    const auto rank = static_cast<int64_t>(x.shape.size());
+    const int64_t a = axes[0] < 0 ? axes[0] + rank : axes[0];
+    return a < 0 || a >= rank ? -1 : x.shape[static_cast<size_t>(a)] * elems;
   }
 
   Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& inputs,
@@ -457,11 +481,15 @@ class ScanLayer final : public Layer {
       if (states_ + j < outputs.size() && outputs[states_ + j].present()) {
         std::vector<int64_t> want = y.shape;
         want.insert(want.begin() + a, steps);
-        KILN_RETURN_IF_ERROR(CheckShape(n_, DeviceTensor{nullptr, y.dtype, want, nullptr}, outputs[states_ + j].shape,
-                                        "scan output", j));
+        KILN_RETURN_IF_ERROR(FitOutput(n_, outputs[states_ + j], want, MaxOutputElements(states_ + j, inputs),
+                                       "scan output", j));
       }
     }
-    for (size_t i = 0; i < states_; ++i) KILN_RETURN_IF_ERROR(Copy(carries[i].dst, inputs[i].data, carries[i].bytes, s));
+    for (size_t i = 0; i < states_; ++i) {
+      KILN_RETURN_IF_ERROR(Copy(carries[i].dst, inputs[i].data, carries[i].bytes, s));
+      if (i < outputs.size() && outputs[i].present())
+        KILN_RETURN_IF_ERROR(FitOutput(n_, outputs[i], inputs[i].shape, inputs[i].numel(), "state", i));
+    }
     for (int64_t t = 0; t < steps; ++t) {
       for (size_t j = 0; j < m_; ++j)
         KILN_RETURN_IF_ERROR(TakeSlice(slices[j], inputs[states_ + j].data, xs[j].outer, steps, xs[j].inner,
@@ -487,6 +515,13 @@ class ScanLayer final : public Layer {
     const std::vector<int64_t> dirs = Ints("directions", m_);
     const DeviceTensor& x0 = inputs[1 + states_];
     const int64_t batch = x0.shape[0], max_steps = x0.shape[1];
+    for (size_t i = 0; i < states_ + scans_ && i < outputs.size(); ++i) {
+      if (!outputs[i].present()) continue;
+      std::vector<int64_t> want = i < states_ ? inputs[1 + i].shape : scanned[i - states_].shape;
+      if (i >= states_) want.insert(want.begin(), {batch, max_steps});
+      KILN_RETURN_IF_ERROR(FitOutput(n_, outputs[i], want, MaxOutputElements(i, inputs), i < states_ ? "state" : "scan output",
+                                     i < states_ ? i : i - states_));
+    }
     std::vector<int64_t> lens(static_cast<size_t>(batch), max_steps);
     if (inputs[0].present()) {
       KILN_ASSIGN_OR_RETURN(Tensor l, ReadOnHost(n_, inputs[0], s, "sequence_lens"));

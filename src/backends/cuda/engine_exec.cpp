@@ -156,18 +156,19 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
       if (!t.ok()) return t.status().WithContext(n.Where());
       l.inputs.push_back(*t);
     }
-    for (const Value* v : n.outputs) {
-      auto t = tensor(v);
-      if (!t.ok()) return t.status().WithContext(n.Where());
-      l.outputs.push_back(*t);
-    }
     const Layer* layer = engine_.layer(k);
-    for (size_t i = 0; i < l.outputs.size(); ++i)
-      if (layer->MaxOutputElements(i, l.inputs) >= 0)
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      const Value* v = n.outputs[i];
+      // An output that shape inference leaves open at these input shapes: its size depends on the data.
+      if (v && !(v->has_shape && IsStatic(v->shape)) && layer->MaxOutputElements(i, l.inputs) >= 0)
         return Err(StatusCode::kUnsupported,
                    "{}: its output size depends on the data; such layers do not run inside CUDA engines yet (use kiln "
                    "run or the cpu backend)",
                    n.Where());
+      auto t = tensor(v);
+      if (!t.ok()) return t.status().WithContext(n.Where());
+      l.outputs.push_back(*t);
+    }
     p->workspace = std::max(p->workspace, layer->WorkspaceBytes(l.inputs, l.outputs));
     p->host_workspace = std::max(p->host_workspace, layer->HostWorkspaceBytes(l.inputs, l.outputs));
     p->launches.push_back(std::move(l));

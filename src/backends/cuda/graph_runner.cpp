@@ -138,6 +138,9 @@ Result<std::map<std::string, Tensor>> RunGraph(const Graph& g, const std::map<st
     if (ws > 0) {
       KILN_ASSIGN_OR_RETURN(workspace, DeviceBuffer::Allocate(ws));
     }
+    // A layer's creation (and a control-flow layer's planning in WorkspaceBytes) may upload weights from pageable
+    // memory on the legacy stream, which this (non-blocking) stream does not wait for.
+    KILN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cudaStreamLegacy));
     LaunchContext lc{stream.get(), workspace.get(), ws, handles.cublaslt(), handles.cudnn()};
     for (int r = 0; r < std::max(1, opts.repeat); ++r) {
       if (opts.poison_workspace && ws > 0)

@@ -176,7 +176,8 @@ __global__ void QuantizeKernel(int x_code, int s_code, int out_code, bool satura
     }
     if (out_code == kF4E2M1) {  // half to even, saturated to +-6 (saturate has no say); the zero point added only
                                 // when given, as the CPU reference (-0 / s stays -0 without one)
-      const float q = zp ? v + pw::Float4E2M1ToFloat(static_cast<const uint8_t*>(zp)[ParamIndex(zl, i)]) : v;
+      float q = zp ? v + pw::Float4E2M1ToFloat(static_cast<const uint8_t*>(zp)[ParamIndex(zl, i)]) : v;
+      if (q != q) q = v != v ? v : q;  // the addition makes a NaN positive again: keep v's sign, as x86 does
       static_cast<uint8_t*>(y)[i] = pw::FloatToFloat4E2M1(q);
       continue;
     }
