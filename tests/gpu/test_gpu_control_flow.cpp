@@ -1,7 +1,7 @@
 // If, Loop and Scan on the CUDA backend: their bodies run on the CUDA layers. Each model (written with the protobuf
 // API, imported like a user's file) runs node by node on the CUDA layers and as a CUDA engine (with and without CUDA
-// graphs), and must match the CPU reference. A Loop whose body shapes depend on the iteration number is refused by
-// the GPU layer and falls back to the CPU whole inside the engine (the build report names it).
+// graphs), and must match the CPU reference. A Loop whose body shapes follow the iteration number is planned once per
+// iteration; past the layer's limit it falls back to the CPU whole inside the engine (the build report names it).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -93,18 +93,18 @@ std::string ScanModel() {
   return m.SerializeAsString();
 }
 
-// h0[B,D], x[B,D] -> Loop (trip count 4, no condition; body: h*0.9 + x*iter, scan output ReduceSum over D) ->
-// h_final[B,D], sums[4,B]. With slice_by_iter, the body also adds ReduceSum(Slice(v, iter, iter+1)) of a captured
-// [6] vector, a value whose shape depends on the iteration number.
-std::string CountedLoopModel(bool slice_by_iter) {
+// h0[B,D], x[B,D] -> Loop (a constant trip count, no condition; body: h*0.9 + x*iter, scan output ReduceSum over D)
+// -> h_final[B,D], sums[trips,B]. With slice_by_iter, the body also adds ReduceSum(Slice(v, iter, iter+1)) of a
+// captured [100] vector, a value whose shape inference knows only once the iteration number is known.
+std::string CountedLoopModel(bool slice_by_iter, int64_t trips = 4) {
   onnx::ModelProto m;
   auto* g = testing::StartModel(m, "loop");
   SetValueInfo(g->add_input(), "h0", {"3", "7"});
   SetValueInfo(g->add_input(), "x", {"3", "7"});
   SetValueInfo(g->add_output(), "h_final", {"3", "7"});
-  SetValueInfo(g->add_output(), "sums", {"4", "3"});
-  Int64Init(g, "trips", {}, {4});
-  FloatInit(g, "v", {6}, {0.5f, -1.f, 2.f, 0.25f, 3.f, -0.5f});
+  SetValueInfo(g->add_output(), "sums", {std::to_string(trips), "3"});
+  Int64Init(g, "trips", {}, {trips});
+  FloatInit(g, "v", {100}, gputest::RandomVec(100, 7, 2.f));
   onnx::GraphProto body;
   body.set_name("step");
   TypedInfo(body.add_input(), "iter", onnx::TensorProto::INT64, {});
@@ -327,11 +327,19 @@ TEST(GpuControlFlow, IfTakesEachBranchOnTheDevice) {
   }
 }
 
-TEST(GpuControlFlow, ALoopWhoseShapesFollowTheIterationFallsBackToTheCpu) {
+TEST(GpuControlFlow, ALoopWhoseShapesFollowTheIterationIsPlannedPerIteration) {
   if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  const std::string model = CountedLoopModel(true);
   const std::map<std::string, Tensor> feeds = {{"h0", Random(DataType::kFloat32, {kB, kD}, 51)},
                                                {"x", Random(DataType::kFloat32, {kB, kD}, 52)}};
+  ExpectNodeByNodeMatches(CountedLoopModel(true, 5), feeds);
+  ExpectEngineMatches(CountedLoopModel(true, 5), feeds);
+}
+
+TEST(GpuControlFlow, ALoopTooLongToPlanPerIterationFallsBackToTheCpu) {
+  if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string model = CountedLoopModel(true, 80);  // more iterations than the layer plans one by one
+  const std::map<std::string, Tensor> feeds = {{"h0", Random(DataType::kFloat32, {kB, kD}, 53)},
+                                               {"x", Random(DataType::kFloat32, {kB, kD}, 54, -0.01, 0.01)}};
   Built cpu = BuildEngine(model, "cpu");
   Built gpu = BuildEngine(model, "cuda");
   ASSERT_TRUE(cpu.engine && gpu.engine);

@@ -15,7 +15,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -193,6 +195,18 @@ class IfLayer final : public Layer {
   BodyExec then_, else_;
 };
 
+// Whether a Loop body passes its condition through unchanged (directly or by Identity nodes, as exporters write a
+// for loop): then only the trip count ends the loop.
+bool BodyPassesCondition(const Graph& g) {
+  if (g.outputs.empty() || g.inputs.size() < 2) return false;
+  const Value* c = g.outputs[0];
+  while (c && c->producer && c->producer->op_type == "Identity" && c->producer->inputs.size() == 1)
+    c = c->producer->inputs[0];
+  return c == g.inputs[1];
+}
+// A Loop whose body's shapes follow the iteration number is planned once per iteration up to this many iterations.
+constexpr int64_t kMaxUnrolledIterations = 64;
+
 // ---- Loop ----
 class LoopLayer final : public Layer {
  public:
@@ -201,11 +215,7 @@ class LoopLayer final : public Layer {
     k_ = CapturedInputCount(n);
     carried_ = n.inputs.size() - 2 - k_;
     scans_ = g.outputs.size() - 1 - carried_;
-    // The body passes its condition through (directly or by Identity nodes, as exporters write a for loop).
-    const Value* c = g.outputs[0];
-    while (c && c->producer && c->producer->op_type == "Identity" && c->producer->inputs.size() == 1)
-      c = c->producer->inputs[0];
-    cond_passes_ = c == g.inputs[1];
+    cond_passes_ = BodyPassesCondition(g);
     for (size_t i = 0; i <= carried_; ++i) {
       const Value* out = g.outputs[i];
       out_is_input_.push_back(std::find(g.inputs.begin(), g.inputs.end(), out) != g.inputs.end());
@@ -213,18 +223,21 @@ class LoopLayer final : public Layer {
   }
 
   size_t WorkspaceBytes(const std::vector<DeviceTensor>& inputs, const std::vector<DeviceTensor>&) const override {
-    auto p = body_.PlanFor(Bindings(inputs));
-    return p.ok() ? Layout(inputs).bytes + (*p)->bytes() : 0;
+    auto plans = Plans(inputs);
+    if (!plans.ok()) return 0;
+    size_t most = 0;
+    for (const BodyExec::Plan* p : *plans) most = std::max(most, p->bytes());
+    return Layout(inputs).bytes + most;
   }
 
   // Loop-carried outputs: their entry size. Scan outputs: M iterations' worth where the host knows M.
   int64_t MaxOutputElements(size_t i, const std::vector<DeviceTensor>& inputs) const override {
     if (i < carried_) return inputs[2 + i].numel();
     if (!inputs[0].present() || !inputs[0].host || inputs[0].host->numel() != 1) return -1;
-    auto p = body_.PlanFor(Bindings(inputs));
-    if (!p.ok()) return -1;
+    auto plans = Plans(inputs);
+    if (!plans.ok()) return -1;
     const int64_t m = std::max<int64_t>(0, inputs[0].host->GetAsInt(0));
-    const int64_t elems = NumElements(ToStatic((*p)->shaped->outputs[1 + i]->shape));
+    const int64_t elems = NumElements(ToStatic(plans->front()->shaped->outputs[1 + i]->shape));
     if (elems > 0 && m > (int64_t{1} << 40) / elems) return -1;
     return m * elems;
   }
@@ -232,11 +245,11 @@ class LoopLayer final : public Layer {
   Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& inputs,
                  std::vector<DeviceTensor>& outputs) const override {
     const cudaStream_t s = ctx.stream;
-    KILN_ASSIGN_OR_RETURN(const BodyExec::Plan* p, body_.PlanFor(Bindings(inputs)));
+    KILN_ASSIGN_OR_RETURN(const std::vector<const BodyExec::Plan*> plans, Plans(inputs));
     const Slots own = Layout(inputs);
-    if (ctx.workspace_bytes < own.bytes + p->bytes())
-      return Err(StatusCode::kInternal, "{}: needs {} bytes of scratch, {} given", n_.Where(), own.bytes + p->bytes(),
-                 ctx.workspace_bytes);
+    if (ctx.workspace_bytes < WorkspaceBytes(inputs, outputs))
+      return Err(StatusCode::kInternal, "{}: needs {} bytes of scratch, {} given", n_.Where(),
+                 WorkspaceBytes(inputs, outputs), ctx.workspace_bytes);
     const bool has_m = inputs[0].present(), has_cond = inputs[1].present();
     int64_t m = 0;
     if (has_m) {
@@ -279,19 +292,34 @@ class LoopLayer final : public Layer {
     std::vector<void*> ptrs = {iter};
     for (const Carry& c : carries) ptrs.push_back(c.dst);
     for (size_t i = inputs.size() - k_; i < inputs.size(); ++i) ptrs.push_back(inputs[i].data);
-    KILN_ASSIGN_OR_RETURN(BodyExec::Bound bound, body_.Bind(*p, scratch, ptrs));
-    std::vector<DeviceTensor> sources;
-    for (size_t c = 0; c <= carried_; ++c) sources.push_back(body_.Output(*p, c, scratch, ptrs));
-    for (size_t i = 0; i < carried_; ++i)
-      KILN_RETURN_IF_ERROR(CheckShape(n_, sources[1 + i], inputs[2 + i].shape, "loop-carried value", i));
+    // One binding per plan (a single plan, or one per iteration where the body's shapes follow the iteration).
+    struct Step {
+      BodyExec::Bound bound;
+      std::vector<DeviceTensor> sources, scanned;  // the carried values' and scan outputs' sources
+    };
+    std::vector<Step> steps;
+    for (const BodyExec::Plan* p : plans) {
+      Step st;
+      KILN_ASSIGN_OR_RETURN(st.bound, body_.Bind(*p, scratch, ptrs));
+      for (size_t c = 0; c <= carried_; ++c) st.sources.push_back(body_.Output(*p, c, scratch, ptrs));
+      for (size_t i = 0; i < carried_; ++i)
+        KILN_RETURN_IF_ERROR(CheckShape(n_, st.sources[1 + i], inputs[2 + i].shape, "loop-carried value", i));
+      for (size_t j = 0; j < scans_; ++j) {
+        st.scanned.push_back(body_.Output(*p, 1 + carried_ + j, scratch, ptrs));
+        if (!steps.empty() && st.scanned[j].shape != steps[0].scanned[j].shape)
+          return Err(StatusCode::kInvalidArgument, "{}: scan output {} is [{}] at one iteration and [{}] at another; "
+                     "they must agree to be stacked", n_.Where(), j, fmt::join(steps[0].scanned[j].shape, ","),
+                     fmt::join(st.scanned[j].shape, ","));
+      }
+      steps.push_back(std::move(st));
+    }
     // Scan outputs: room for as many elements as inference gave (an exact trip count) or the bound given.
-    std::vector<DeviceTensor> scanned;
     std::vector<int64_t> capacity;
     for (size_t j = 0; j < scans_; ++j) {
-      scanned.push_back(body_.Output(*p, 1 + carried_ + j, scratch, ptrs));
       const DeviceTensor* o = carried_ + j < outputs.size() ? &outputs[carried_ + j] : nullptr;
       capacity.push_back(!o || !o->present() ? -1 : std::max(o->numel(), MaxOutputElements(carried_ + j, inputs)));
     }
+    const std::vector<DeviceTensor>& scanned = steps[0].scanned;
 
     const bool exact = has_m && !cond_decides;
     const int64_t trips = exact ? (keep ? m : 0) : -1;
@@ -307,7 +335,10 @@ class LoopLayer final : public Layer {
         }
         if (!keep) break;
       }
-      KILN_RETURN_IF_ERROR(body_.Run(bound, ctx));
+      if (plans.size() > 1 && static_cast<size_t>(it) >= plans.size())
+        return Err(StatusCode::kInternal, "{}: planned {} iterations, running more", n_.Where(), plans.size());
+      Step& step = steps[plans.size() > 1 ? static_cast<size_t>(it) : 0];
+      KILN_RETURN_IF_ERROR(body_.Run(step.bound, ctx));
       for (size_t j = 0; j < scans_; ++j) {
         DeviceTensor* o = carried_ + j < outputs.size() ? &outputs[carried_ + j] : nullptr;
         if (!o || !o->present()) continue;
@@ -315,10 +346,10 @@ class LoopLayer final : public Layer {
         if (!fits)
           return Err(StatusCode::kInternal, "{}: scan output {} has room for fewer iterations than run", n_.Where(), j);
         KILN_RETURN_IF_ERROR(Copy(static_cast<uint8_t*>(o->data) + static_cast<size_t>(it) * scanned[j].nbytes(),
-                                  scanned[j].data, scanned[j].nbytes(), s));
+                                  step.scanned[j].data, scanned[j].nbytes(), s));
       }
       std::vector<Carry> moving(carries.begin() + (cond_decides ? 0 : 1), carries.end());
-      std::vector<DeviceTensor> from(sources.begin() + (cond_decides ? 0 : 1), sources.end());
+      std::vector<DeviceTensor> from(step.sources.begin() + (cond_decides ? 0 : 1), step.sources.end());
       std::vector<bool> from_input(out_is_input_.begin() + (cond_decides ? 0 : 1), out_is_input_.end());
       KILN_RETURN_IF_ERROR(CarryOver(moving, from, from_input, s));
       KILN_CUDA_RETURN_IF_ERROR(LaunchIncrementInt64(iter, s));
@@ -339,8 +370,37 @@ class LoopLayer final : public Layer {
   }
 
  private:
-  std::vector<BodyInput> Bindings(const std::vector<DeviceTensor>& inputs) const {
-    std::vector<BodyInput> r = {BodyInput{DataType::kInt64, {}, nullptr}, BodyInput{DataType::kBool, {}, nullptr}};
+  // The body's plans at these inputs: one for every iteration; or, where the body's shapes follow the iteration
+  // number (a Slice by it), the host knows the trip count (at most kMaxUnrolledIterations) and no condition can end
+  // the loop early, one per iteration with the iteration number folded in. Planned outside captures, so a CUDA graph
+  // captures such a loop too.
+  Result<std::vector<const BodyExec::Plan*>> Plans(const std::vector<DeviceTensor>& inputs) const {
+    auto one = body_.PlanFor(Bindings(inputs));
+    if (one.ok()) return std::vector<const BodyExec::Plan*>{*one};
+    const bool cond_decides = inputs[1].present() && !cond_passes_;
+    if (one.status().code() != StatusCode::kUnsupported || cond_decides || !inputs[0].present() || !inputs[0].host ||
+        inputs[0].host->numel() != 1)
+      return one.status();
+    const int64_t m = std::max<int64_t>(0, inputs[0].host->GetAsInt(0));
+    if (m > kMaxUnrolledIterations)
+      return one.status().WithContext(fmt::format("(its {} iterations are more than the {} kiln plans one by one)", m,
+                                                  kMaxUnrolledIterations));
+    std::vector<const BodyExec::Plan*> r;
+    for (int64_t it = 0; it < std::max<int64_t>(m, 1); ++it) {
+      KILN_ASSIGN_OR_RETURN(const BodyExec::Plan* p, body_.PlanFor(Bindings(inputs, IterationValue(it))));
+      r.push_back(p);
+    }
+    return r;
+  }
+  // A stable host tensor holding iteration number `it`.
+  const Tensor* IterationValue(int64_t it) const {
+    std::lock_guard<std::mutex> lock(iter_mu_);
+    auto [pos, fresh] = iterations_.try_emplace(it);
+    if (fresh) pos->second = Tensor::Scalar(DataType::kInt64, static_cast<double>(it));
+    return &pos->second;
+  }
+  std::vector<BodyInput> Bindings(const std::vector<DeviceTensor>& inputs, const Tensor* iteration = nullptr) const {
+    std::vector<BodyInput> r = {BodyInput{DataType::kInt64, {}, iteration}, BodyInput{DataType::kBool, {}, nullptr}};
     for (size_t i = 0; i < carried_; ++i) r.push_back(Binding(inputs[2 + i], false));
     for (size_t i = inputs.size() - k_; i < inputs.size(); ++i) r.push_back(Binding(inputs[i], true));
     return r;
@@ -361,6 +421,8 @@ class LoopLayer final : public Layer {
   size_t k_ = 0, carried_ = 0, scans_ = 0;
   bool cond_passes_ = false;
   std::vector<bool> out_is_input_;  // per carried value (condition first): the body output is a body input
+  mutable std::mutex iter_mu_;
+  mutable std::map<int64_t, Tensor> iterations_;
 };
 
 // ---- Scan ----
@@ -685,23 +747,44 @@ Result<std::vector<std::string>> ControlFlowTactics(const LayerSpec& spec) {
     b.insert(b.end(), captured.begin(), captured.end());
     bindings = {b};
   }
+  // A body planned at these bindings: fixed shapes, layers for its nodes, and (Loop, Scan) carried values that keep
+  // their shapes from one iteration to the next.
+  auto check = [&](const char* attr, const std::vector<BodyInput>& b) -> Status {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, ShapeBody(n, attr, *BodyOf(n, attr), b, /*require_static=*/true));
+    KILN_RETURN_IF_ERROR(CheckBodyLayers(n, attr, *g, spec.allow_tf32));
+    if (n.op_type == "If") return Status::Ok();
+    const size_t first_in = n.op_type == "Loop" ? 2 : 0, first_out = n.op_type == "Loop" ? 1 : 0;
+    const size_t count = n.op_type == "Loop" ? n.inputs.size() - 2 - k
+                                             : n.inputs.size() - k - static_cast<size_t>(n.geti("num_scan_inputs", 0)) -
+                                                   (n.opset > 0 && n.opset < 9 ? 1 : 0);
+    for (size_t i = 0; i < count; ++i) {
+      const Value* out = g->outputs[first_out + i];
+      if (ToStatic(out->shape) != b[first_in + i].shape)
+        return Err(StatusCode::kUnsupported, "{}: loop-carried value {} enters as [{}] and leaves the body as {}; "
+                   "values that change shape between iterations run on the CPU", n.Where(), i,
+                   fmt::join(b[first_in + i].shape, ","), ShapeToString(out->shape));
+    }
+    return Status::Ok();
+  };
   Status first_error = Status::Ok();
   int planned = 0;
   for (size_t a = 0; a < attrs.size(); ++a) {
-    auto g = ShapeBody(n, attrs[a], *BodyOf(n, attrs[a]), bindings[a], /*require_static=*/true);
-    Status st = g.ok() ? CheckBodyLayers(n, attrs[a], **g, spec.allow_tf32) : g.status();
-    if (st.ok() && n.op_type != "If") {
-      // Loop-carried values and Scan states must keep their shapes from one iteration to the next.
-      const size_t first_in = n.op_type == "Loop" ? 2 : 0, first_out = n.op_type == "Loop" ? 1 : 0;
-      const size_t count = n.op_type == "Loop" ? n.inputs.size() - 2 - k
-                                               : n.inputs.size() - k - static_cast<size_t>(n.geti("num_scan_inputs", 0)) -
-                                                     (n.opset > 0 && n.opset < 9 ? 1 : 0);
-      for (size_t i = 0; i < count && st.ok(); ++i) {
-        const Value* out = (*g)->outputs[first_out + i];
-        if (ToStatic(out->shape) != bindings[a][first_in + i].shape)
-          st = Err(StatusCode::kUnsupported, "{}: loop-carried value {} enters as [{}] and leaves the body as {}; "
-                   "values that change shape between iterations run on the CPU", n.Where(), i,
-                   fmt::join(bindings[a][first_in + i].shape, ","), ShapeToString(out->shape));
+    Status st = check(attrs[a], bindings[a]);
+    // A Loop whose body shapes follow the iteration number: planned once per iteration where M is a constant of at
+    // most LoopLayer's limit and no condition ends it early (the layer does the same at run time).
+    const Value* m = n.input(0);
+    if (!st.ok() && st.code() == StatusCode::kUnsupported && n.op_type == "Loop" && m && m->is_const() &&
+        m->const_value->numel() == 1 && (!n.input(1) || BodyPassesCondition(*BodyOf(n, "body")))) {
+      const int64_t trips = std::max<int64_t>(0, m->const_value->GetAsInt(0));
+      if (trips <= kMaxUnrolledIterations) {
+        Status each = Status::Ok();
+        for (int64_t it = 0; it < std::max<int64_t>(trips, 1) && each.ok(); ++it) {
+          const Tensor iter = Tensor::Scalar(DataType::kInt64, static_cast<double>(it));
+          std::vector<BodyInput> b = bindings[a];
+          b[0].host = &iter;
+          each = check(attrs[a], b);
+        }
+        if (each.ok()) st = Status::Ok();
       }
     }
     if (st.ok()) ++planned;
