@@ -72,6 +72,9 @@ struct EnqueueArgs {
   bool capture_graph = false;                       // capture the launches once and replay them (setUseCudaGraph)
   // The graph at input_shapes; computed on first use per set of shapes (backends that need it call it).
   std::function<Result<ShapedGraph>()> shaped_graph;
+  // Name each layer's work for profilers (NVTX ranges on the CUDA backend): engines built with detailed profiling
+  // verbosity.
+  bool annotate_layers = false;
 };
 
 // One execution context's backend state: its activation memory and whatever it prepares per set of shapes.

@@ -164,6 +164,7 @@ Status ExecutionContext::enqueue(void* stream) {
   ScopedDevice on = c.engine.DeviceScope();
   KILN_RETURN_IF_ERROR(c.EnterDevice(on));
   EnqueueArgs args{stream, c.input_shapes, c.addresses, c.profiler, c.capture_graph, [&c] { return c.Shaped(); }};
+  args.annotate_layers = c.engine.profiling_verbosity == ProfilingVerbosity::kDetailed;
   try {  // an allocation that fails inside a backend (a context's arena, an output) becomes an error, not an abort
     return c.backend->Enqueue(args);
   } catch (const std::bad_alloc&) {

@@ -31,6 +31,7 @@ class CudaContext final : public BackendContext {
   Status Enqueue(const EnqueueArgs& args) override {
     KILN_ASSIGN_OR_RETURN(ShapedGraph shaped, args.shaped_graph());  // checks every input has a shape
     gpu_.set_use_cuda_graph(args.capture_graph);
+    gpu_.set_annotate_layers(args.annotate_layers);
     return gpu_.Enqueue(static_cast<cudaStream_t>(args.stream), std::move(shaped.graph), shaped.key, args.addresses,
                         args.profiler);
   }

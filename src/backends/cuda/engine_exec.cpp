@@ -2,6 +2,7 @@
 #include "backends/cuda/engine_exec.h"
 
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <unordered_map>
@@ -222,7 +223,9 @@ Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
   Status st = Status::Ok();
   for (size_t i = 0; i < current_->launches.size() && st.ok(); ++i) {
     Launch& l = current_->launches[i];
+    if (annotate_) nvtxRangePushA(nodes[l.node]->name.c_str());
     st = engine_.layer(l.node)->Enqueue(lc, l.inputs, l.outputs);
+    if (annotate_) nvtxRangePop();
     if (!st.ok() && st.message().find(nodes[l.node]->name) == std::string::npos)
       st = st.WithContext(nodes[l.node]->Where());
     if (st.ok() && profiler) st = KILN_CUDA_STATUS(cudaEventRecord(events[i + 1], stream));

@@ -54,6 +54,9 @@ class GpuContext {
   Status Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> shaped, const std::string& shape_key,
                  const std::map<std::string, void*>& addresses, IProfiler* profiler);
   void set_use_cuda_graph(bool on) { use_graph_ = on; }
+  // Each layer's launches inside an NVTX range named like the layer (Nsight Systems timelines). Ranges are host-side:
+  // a replayed CUDA graph shows as one launch, so profile per layer without --useCudaGraph.
+  void set_annotate_layers(bool on) { annotate_ = on; }
   bool graph_captured() const { return current_ && current_->graph_exec; }
   // Why the current launch plan runs without a CUDA graph although graphs are on (empty: it does not).
   std::string graph_refusal() const { return current_ ? current_->eager_reason : std::string(); }
@@ -94,6 +97,7 @@ class GpuContext {
   std::vector<std::unique_ptr<Plan>> plans_;  // least recently used first, at most kMaxPlans
   Plan* current_ = nullptr;                   // the plan of the running Enqueue
   bool use_graph_ = false;
+  bool annotate_ = false;
   int captures_ = 0;
 };
 
