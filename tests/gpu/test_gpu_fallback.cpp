@@ -1,4 +1,5 @@
-// CPU fallback inside a CUDA engine: a node without a GPU kernel (Compress) between GPU layers runs on the CPU in stream
+// CPU fallback inside a CUDA engine: a node whose GPU layer refuses it (a ReduceSumSquare of rank 9, above the CUDA
+// reduce layer's 8 dims) between GPU layers runs on the CPU in stream
 // order. The engine matches the CPU engine at every batch, with and without CUDA graphs and in FP16; the build report
 // names the node and its bytes; --noFallback (BuilderFlag::kNO_FALLBACK) refuses the network naming the node.
 #include <gtest/gtest.h>
@@ -23,24 +24,27 @@ using gputest::RandomVec;
 
 constexpr int64_t kMaxBatch = 6;
 
-// x[batch, 4, 4] -> Add(0.5) -> Relu -> Compress along dim 1 by a constant condition (rows 0, 2, 3; CPU only, its
-// output shape folded) -> [batch, 3, 4] -> ReduceSumSquare over dims 1-2 -> Mul(0.05) -> Sigmoid -> y[batch]
+// x[batch, 4, 4] -> Add(0.5) -> Relu -> Reshape [batch, 1, 1, 1, 1, 1, 1, 4, 4] -> ReduceSumSquare over dims 7-8
+// (rank 9: CPU only) -> [batch, 1, 1, 1, 1, 1, 1] -> Mul(0.05) -> Sigmoid -> Reshape -> y[batch]
 std::unique_ptr<NetworkDefinition> MakeNetwork(const Builder& b) {
   auto net = b.createNetwork();
   EXPECT_TRUE(net->addInput("x", DataType::kFloat32, {-1, 4, 4}, {"batch", "", ""}).ok());
   const float half = 0.5f, scale = 0.05f;
-  const bool keep[] = {true, false, true, true};
+  const int64_t rank9[] = {-1, 1, 1, 1, 1, 1, 1, 4, 4};
+  const int64_t flat[] = {-1};
   EXPECT_TRUE(net->addConstant("half", DataType::kFloat32, {}, &half).ok());
   EXPECT_TRUE(net->addConstant("scale_by", DataType::kFloat32, {}, &scale).ok());
-  EXPECT_TRUE(net->addConstant("keep", DataType::kBool, {4}, keep).ok());
+  EXPECT_TRUE(net->addConstant("rank9", DataType::kInt64, {9}, rank9).ok());
+  EXPECT_TRUE(net->addConstant("flat", DataType::kInt64, {1}, flat).ok());
   EXPECT_TRUE(net->addOp("Add", "shift", {"x", "half"}, {"a"}).ok());
   EXPECT_TRUE(net->addOp("Relu", "relu", {"a"}, {"r"}).ok());
-  EXPECT_TRUE(net->addOp("Compress", "compress", {"r", "keep"}, {"d"}, {{"axis", int64_t{1}}}).ok());
-  EXPECT_TRUE(net->addOp("ReduceSumSquare", "energy", {"d"}, {"e"},
-                         {{"axes", std::vector<int64_t>{1, 2}}, {"keepdims", int64_t{0}}})
+  EXPECT_TRUE(net->addOp("Reshape", "to_rank9", {"r", "rank9"}, {"r9"}).ok());
+  EXPECT_TRUE(net->addOp("ReduceSumSquare", "energy", {"r9"}, {"e"},
+                         {{"axes", std::vector<int64_t>{7, 8}}, {"keepdims", int64_t{0}}})
                   .ok());
   EXPECT_TRUE(net->addOp("Mul", "scale", {"e", "scale_by"}, {"m"}).ok());
-  EXPECT_TRUE(net->addOp("Sigmoid", "squash", {"m"}, {"y"}).ok());
+  EXPECT_TRUE(net->addOp("Sigmoid", "squash", {"m"}, {"s"}).ok());
+  EXPECT_TRUE(net->addOp("Reshape", "to_batch", {"s", "flat"}, {"y"}).ok());
   EXPECT_TRUE(net->markOutput("y").ok());
   return net;
 }
@@ -109,19 +113,18 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
 
 class GpuFallback : public ::testing::TestWithParam<bool> {};  // FP16 off / on
 
-TEST_P(GpuFallback, CompressRunsOnTheCpuInsideTheEngineWithAndWithoutGraphs) {
+TEST_P(GpuFallback, Rank9ReduceRunsOnTheCpuInsideTheEngineWithAndWithoutGraphs) {
   const bool fp16 = GetParam();
   Built cpu = Build("cpu", false, false);
   Built gpu = Build("cuda", fp16, false);
   ASSERT_TRUE(cpu.engine) << cpu.status.ToString();
   ASSERT_TRUE(gpu.engine) << gpu.status.ToString();
   ASSERT_EQ(gpu.report.cpu_fallbacks.size(), 1u);
-  EXPECT_EQ(gpu.report.cpu_fallbacks[0].layer, "compress");
-  EXPECT_EQ(gpu.report.cpu_fallbacks[0].op, "Compress");
-  EXPECT_NE(gpu.report.cpu_fallbacks[0].reason.find("Compress"), std::string::npos)
-      << gpu.report.cpu_fallbacks[0].reason;
-  // [4,4,4] down, [4,3,4] up (opt shapes; the condition is a constant)
-  EXPECT_EQ(gpu.report.cpu_fallbacks[0].bytes_per_inference, (4 * 16 + 4 * 12) * 4);
+  EXPECT_EQ(gpu.report.cpu_fallbacks[0].layer, "energy");
+  EXPECT_EQ(gpu.report.cpu_fallbacks[0].op, "ReduceSumSquare");
+  EXPECT_NE(gpu.report.cpu_fallbacks[0].reason.find("rank"), std::string::npos) << gpu.report.cpu_fallbacks[0].reason;
+  // [4,1,1,1,1,1,1,4,4] down, [4,1,1,1,1,1,1] up (opt shapes)
+  EXPECT_EQ(gpu.report.cpu_fallbacks[0].bytes_per_inference, (4 * 16 + 4) * 4);
   const std::string json = gpu.report.ToJson("m.onnx", "m.engine", BuilderConfig(), true);
   EXPECT_NE(json.find("\"fallback\""), std::string::npos);
   auto plain = gpu.engine->createExecutionContext();
@@ -150,7 +153,7 @@ TEST(GpuFallbackRefused, NoFallbackListsTheNode) {
   Built gpu = Build("cuda", false, true);
   ASSERT_FALSE(gpu.engine);
   const std::string m = gpu.status.message();
-  EXPECT_NE(m.find("'compress'"), std::string::npos) << m;
+  EXPECT_NE(m.find("'energy'"), std::string::npos) << m;
   EXPECT_NE(m.find("--noFallback"), std::string::npos) << m;
 }
 
