@@ -32,7 +32,6 @@ TEST(OpTables, EveryCudaLayerHasAnOpDef) {
 TEST(OpTables, EveryOpDefHasACudaLayer) {
   // Ops that run on the CPU only, and why.
   static const std::map<std::string, std::string> kCpuOnly = {
-      {"Compress", "no CUDA kernel written yet (its output size depends on the data)"},
       {"Unique", "no CUDA kernel written yet (its output size depends on the data)"},
       // Sequences and optionals are host-side lists of tensors (OnnxValue) the CUDA backend does not hold: it refuses
       // them (layer_registry.cpp CheckValueTypes); the CPU backend runs them, inside CPU fallback too.

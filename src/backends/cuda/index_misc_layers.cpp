@@ -1,6 +1,7 @@
-// CUDA layers of OneHot, NonZero and NonMaxSuppression (kernels in index_misc.cu and nms.cu). NonZero and
-// NonMaxSuppression have data-dependent output sizes: they report an upper bound (MaxOutputElements), synchronize
-// their stream to read the real count, and set the output's shape.
+// CUDA layers of OneHot, NonZero, NonMaxSuppression and Compress (kernels in index_misc.cu, nms.cu and compress.cu).
+// NonZero, NonMaxSuppression and Compress have data-dependent output sizes: they report an upper bound
+// (MaxOutputElements), synchronize their stream to read the real count, and set the output's shape. Compress with a
+// condition known on the host (a constant) has a known output shape and does not synchronize.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "backends/cuda/compress_kernels.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/index_layer_util.h"
 #include "backends/cuda/index_misc_kernels.h"
@@ -214,12 +216,127 @@ Result<std::unique_ptr<Layer>> CreateNms(const LayerSpec& spec, const std::strin
   return std::unique_ptr<Layer>(new NmsLayer(n.Where(), cpb == 1));
 }
 
+// ---- Compress ----
+
+// The input seen as [outer, dim, row] with `dim` the compressed axis (the whole flattened input without an axis),
+// and the condition entries that count: the first min(condition length, dim), as the CPU reference takes them.
+struct CompressGeometry {
+  int64_t outer = 1, dim = 0, row = 1, used = 0;
+  int axis = -1;  // normalized; -1: flattened
+};
+
+class CompressLayer : public Layer {
+ public:
+  CompressLayer(std::string where, std::optional<int64_t> axis) : where_(std::move(where)), axis_(axis) {}
+
+  Result<CompressGeometry> Geometry(const std::vector<DeviceTensor>& in) const {
+    const DeviceTensor& x = in[0];
+    const DeviceTensor& cond = in[1];
+    if (cond.shape.size() != 1)
+      return Err(StatusCode::kInvalidArgument, "{}: condition must be a 1-D bool tensor, got shape {}", where_,
+                 ShapeToString(cond.shape));
+    CompressGeometry g;
+    if (!axis_) {
+      g.dim = x.numel();
+    } else {
+      const int64_t rank = static_cast<int64_t>(x.shape.size());
+      if (*axis_ < -rank || *axis_ >= rank)
+        return Err(StatusCode::kInvalidArgument, "{}: axis {} is out of range for shape {}", where_, *axis_,
+                   ShapeToString(x.shape));
+      g.axis = static_cast<int>(*axis_ < 0 ? *axis_ + rank : *axis_);
+      const size_t a = static_cast<size_t>(g.axis);
+      g.outer = Prod(x.shape, 0, a);
+      g.dim = x.shape[a];
+      g.row = Prod(x.shape, a + 1, x.shape.size());
+    }
+    g.used = std::min(cond.shape[0], g.dim);
+    return g;
+  }
+  size_t WorkspaceBytes(const std::vector<DeviceTensor>& in, const std::vector<DeviceTensor>&) const override {
+    auto g = Geometry(in);
+    return CompressWorkspaceBytes(g.ok() ? g->used : 0);
+  }
+  // A condition known on the host gives the output's shape at inference; otherwise every used entry may be true.
+  int64_t MaxOutputElements(size_t i, const std::vector<DeviceTensor>& in) const override {
+    if (i != 0 || in[1].host) return -1;
+    auto g = Geometry(in);
+    return g.ok() ? g->outer * g->used * g->row : 0;
+  }
+  Status Enqueue(const LaunchContext& ctx, const std::vector<DeviceTensor>& in,
+                 std::vector<DeviceTensor>& out) const override {
+    const DeviceTensor& x = in[0];
+    const DeviceTensor& cond = in[1];
+    KILN_ASSIGN_OR_RETURN(const CompressGeometry g, Geometry(in));
+    if (ctx.workspace_bytes < CompressWorkspaceBytes(g.used) || !ctx.workspace)
+      return Err(StatusCode::kInternal, "{}: workspace of {} bytes is smaller than the {} needed", where_,
+                 ctx.workspace_bytes, CompressWorkspaceBytes(g.used));
+    int64_t* selected = CompressSelected(ctx.workspace);
+    int64_t* count_on_device = CompressCount(ctx.workspace, g.used);
+    int64_t count = 0;
+    if (g.used > 0) {
+      KILN_RETURN_IF_ERROR(KILN_CUDA_STATUS(LaunchCompressSelect(cond.data, g.used, selected, count_on_device,
+                                                                 ctx.stream)));
+      if (cond.host) {  // no synchronization: the count is known here
+        if (cond.host->dtype() != DataType::kBool || cond.host->numel() < g.used)
+          return Err(StatusCode::kInternal, "{}: the host copy of the condition is {}", where_,
+                     cond.host->Describe());
+        for (int64_t j = 0; j < g.used; ++j) count += cond.host->data<bool>()[j] ? 1 : 0;
+      } else {
+        KILN_RETURN_IF_ERROR(KILN_CUDA_STATUS(
+            cudaMemcpyAsync(&count, count_on_device, sizeof(int64_t), cudaMemcpyDeviceToHost, ctx.stream)));
+        KILN_RETURN_IF_ERROR(KILN_CUDA_STATUS(cudaStreamSynchronize(ctx.stream)));
+      }
+    }
+    std::vector<int64_t> shape = {count};
+    if (g.axis >= 0) {
+      shape = x.shape;
+      shape[static_cast<size_t>(g.axis)] = count;
+    }
+    // An output whose shape inference gave was allocated at that size; an open one (empty shape) at the bound.
+    const int64_t elems = g.outer * count * g.row;
+    const int64_t room = out[0].shape.empty() ? g.outer * g.used * g.row : out[0].numel();
+    if (elems > room)
+      return Err(StatusCode::kInternal, "{}: the output needs {} elements but was given room for {}", where_, elems,
+                 room);
+    out[0].shape = std::move(shape);
+    if (elems == 0) return Status::Ok();
+    const int64_t row_bytes = g.row * static_cast<int64_t>(DataTypeSize(x.dtype));
+    return KILN_CUDA_STATUS(
+        LaunchCompressGather(x.data, out[0].data, selected, g.outer, g.dim, count, row_bytes, ctx.stream));
+  }
+
+ private:
+  std::string where_;
+  std::optional<int64_t> axis_;  // absent: the input is flattened
+};
+
+Result<std::unique_ptr<Layer>> CreateCompress(const LayerSpec& spec, const std::string&) {
+  const Node& n = spec.node;
+  if (!n.input(0) || !n.input(1))
+    return Err(StatusCode::kInvalidModel, "{}: input and condition are required", n.Where());
+  if (n.input(1)->dtype != DataType::kBool)
+    return Err(StatusCode::kInvalidModel, "{}: condition must be bool, got {}", n.Where(),
+               DataTypeName(n.input(1)->dtype));
+  if (DataTypeSize(n.input(0)->dtype) == 0)
+    return Err(StatusCode::kUnsupported, "{}: input type {} is not supported by the CUDA kernel; run this node on the "
+               "CPU", n.Where(), DataTypeName(n.input(0)->dtype));
+  std::optional<int64_t> axis;
+  if (n.attrs.count("axis")) {
+    KILN_ASSIGN_OR_RETURN(const int64_t a, n.attr_int("axis", 0));
+    axis = a;
+  }
+  return std::unique_ptr<Layer>(new CompressLayer(n.Where(), axis));
+}
+
 }  // namespace
 
 void RegisterIndexMiscLayers(LayerRegistry& r) {
   r.Add("OneHot", {nullptr, CreateOneHot});
   r.Add("NonZero", {nullptr, CreateNonZero});
   r.Add("NonMaxSuppression", {nullptr, CreateNms});
+  LayerFactory compress;
+  compress.create = CreateCompress;
+  r.Add("Compress", std::move(compress));
 }
 
 }  // namespace kiln::cuda

@@ -1,6 +1,7 @@
 // Launchers of the normalization kernels (norm.cu): LayerNormalization, Group/InstanceNormalization and
-// BatchNormalization (inference). Statistics and affine math are float32 whatever the storage type; dtypes are
-// DTypeCode ints (F32, F16, BF16 for the data; parameter tables may also be F64). No IR types here.
+// BatchNormalization (inference; training mode: norm_training_kernels.h). Statistics and affine math are float32
+// whatever the storage type; dtypes are DTypeCode ints (F32, F16, BF16 for the data; parameter tables may also be
+// F64). No IR types here.
 #pragma once
 
 #include <cuda_runtime_api.h>

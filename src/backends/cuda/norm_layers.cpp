@@ -1,9 +1,9 @@
 // CUDA layers of the normalization family: LayerNormalization (optional B, Mean and InvStdDev outputs),
 // GroupNormalization (scale/bias per channel, or per group with kiln_scale_per_group = 1),
-// InstanceNormalization and BatchNormalization (inference). Kernels are in norm.cu. Data may be float32, float16
-// or bfloat16; statistics and the affine math are float32. Constant LayerNorm Scale/B and constant BatchNorm
-// parameters are folded into float32 tables uploaded when the layer is created; runtime ones are converted into
-// the workspace on every run.
+// InstanceNormalization and BatchNormalization (inference; training mode in batchnorm_training_layer.cpp). Kernels
+// are in norm.cu. Data may be float32, float16 or bfloat16; statistics and the affine math are float32. Constant
+// LayerNorm Scale/B and constant BatchNorm parameters are folded into float32 tables uploaded when the layer is
+// created; runtime ones are converted into the workspace on every run.
 #include <cmath>
 #include <optional>
 
@@ -15,6 +15,10 @@
 #include "ops/quantized_ops.h"
 
 namespace kiln::cuda {
+
+// BatchNormalization with training_mode = 1 (batchnorm_training_layer.cpp).
+Status CheckBatchNormTraining(const Node& n);
+Result<std::unique_ptr<Layer>> CreateBatchNormTraining(const LayerSpec& spec);
 
 namespace {
 
@@ -394,14 +398,10 @@ class BatchNormLayer : public Layer {
 };
 
 Status CheckBatchNorm(const Node& n) {
+  if (n.geti("training_mode", 0) != 0) return CheckBatchNormTraining(n);
   KILN_RETURN_IF_ERROR(CheckData(n));
   static const char* kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
   for (size_t i = 1; i < 5; ++i) KILN_RETURN_IF_ERROR(CheckParam(n, i, kNames[i], true));
-  if (n.geti("training_mode", 0) != 0)
-    return Err(StatusCode::kUnsupported,
-               "{}: training_mode = 1 (batch statistics and running-mean/var outputs) is not supported by the CUDA "
-               "BatchNormalization; export the model in inference mode or run the node on the CPU",
-               n.Where());
   for (size_t o = 1; o < n.outputs.size(); ++o)
     if (n.outputs[o])
       return Err(StatusCode::kUnsupported, "{}: output {} is only produced in training mode", n.Where(), o);
@@ -410,6 +410,7 @@ Status CheckBatchNorm(const Node& n) {
 
 Result<std::unique_ptr<Layer>> CreateBatchNorm(const LayerSpec& spec) {
   const Node& n = spec.node;
+  if (n.geti("training_mode", 0) != 0) return CreateBatchNormTraining(spec);
   KILN_RETURN_IF_ERROR(CheckBatchNorm(n));
   auto l = std::make_unique<BatchNormLayer>();
   l->where = n.Where();
