@@ -164,10 +164,8 @@ Result<std::unique_ptr<BodyExec::Plan>> BodyExec::MakePlan(const std::vector<Bod
         dst.push_back(std::move(t));
       }
     }
-    for (size_t i = 0; i < outs.size(); ++i)
-      if (layer->MaxOutputElements(i, ins) >= 0)
-        return Err(StatusCode::kUnsupported, "{} attribute '{}': {} makes an output whose size depends on the data, "
-                   "which a body on the CUDA backend cannot hold", owner_.Where(), attr_, n.Where());
+    // (Every value has a fixed shape here, ShapeBody checked: a layer whose output size depends on the data, such as
+    // NonZero, never reaches this point.)
     p->workspace_bytes = std::max(p->workspace_bytes, layer->WorkspaceBytes(ins, outs));
     p->layers.push_back(std::move(layer));
   }
