@@ -36,6 +36,8 @@ struct TypeOf {
   Shape shape;
   bool has_shape = false;
   ValueKind kind = ValueKind::kTensor;
+  // A captured outer value's contents where the enclosing graph knows them (a constant): bodies fold with them.
+  const Tensor* value = nullptr;
 };
 
 TypeOf FromValue(const Value* v) { return v ? TypeOf{v->dtype, v->shape, v->has_shape, v->kind} : TypeOf{}; }
@@ -340,7 +342,16 @@ Result<std::shared_ptr<Graph>> InferBody(const Node& n, const char* attr, const 
       v->shape.clear();
       v->sym_value.reset();
     }
+  // Captured constants fold into the body while it is inferred (an Unsqueeze by a captured axes constant gets its
+  // rank); the inputs stay inputs afterwards, fed as before.
+  std::vector<Value*> folded_inputs;
+  for (size_t i = 0; i < g->inputs.size() && i < types.size(); ++i)
+    if (types[i].value && types[i].kind == ValueKind::kTensor) {
+      g->inputs[i]->const_value = *types[i].value;
+      folded_inputs.push_back(g->inputs[i]);
+    }
   Status st = InferGraph(*g, opts);
+  for (Value* v : folded_inputs) v->const_value.reset();
   if (!st.ok()) return st.WithContext(fmt::format("{} attribute '{}'", n.Where(), attr));
   g->RemoveFoldedNodes();
   return g;
@@ -382,7 +393,10 @@ Status InferBodies(Node& n, const InferOptions& opts) {
   if (!n.domain.empty() || !HasSubgraphs(n)) return Status::Ok();
   const size_t k = CapturedInputCount(n);
   std::vector<TypeOf> captured;
-  for (size_t i = n.inputs.size() - k; i < n.inputs.size(); ++i) captured.push_back(FromValue(n.inputs[i]));
+  for (size_t i = n.inputs.size() - k; i < n.inputs.size(); ++i) {
+    captured.push_back(FromValue(n.inputs[i]));
+    if (n.inputs[i] && n.inputs[i]->is_const()) captured.back().value = &*n.inputs[i]->const_value;
+  }
   if (n.op_type == "If") {
     // A branch may be invalid at shapes where its condition keeps it from running (exporters guard shape-specific
     // code this way): a branch whose inference fails keeps its typed inputs and leaves its outputs to the run; the
