@@ -23,6 +23,15 @@ const Graph* BodyOf(const Node& n, const char* attr) {
   return it == n.attrs.end() || it->second.kind != Attribute::Kind::kGraph ? nullptr : it->second.g.get();
 }
 
+bool LoopBodyKeepsCondition(const Graph& g) {
+  if (g.outputs.empty() || g.inputs.size() < 2) return false;
+  const Value* c = g.outputs[0];
+  while (c && c->producer && c->producer->op_type == "Identity" && c->producer->inputs.size() == 1)
+    c = c->producer->inputs[0];
+  if (c && c->is_const() && c->const_value->numel() == 1) return c->const_value->GetAsDouble(0) != 0;
+  return c == g.inputs[1];
+}
+
 size_t CapturedInputCount(const Node& n) {
   const int64_t k = n.geti(kCapturedInputsAttr, 0);
   return k < 0 || static_cast<size_t>(k) > n.inputs.size() ? 0 : static_cast<size_t>(k);
@@ -223,9 +232,15 @@ Status LoopShape(InferContext& c) {
                  n.Where(), i, AValueKind(in.kind), AValueKind(out.kind));
     SetOut(c, i, Merge(in, out));
   }
-  // The trip count is exact when M is known and no condition can end the loop early.
+  // The trip count is exact when M is known and no condition can end the loop early: there is none, or it is a
+  // known constant the body gives back unchanged (a for loop as exporters write it; false: no iteration).
   Dim trips = Dim::Unknown();
-  if (const Tensor* m = c.value(0); m && m->numel() == 1 && !c.has_input(1)) trips = Dim(std::max<int64_t>(0, m->GetAsInt(0)));
+  if (const Tensor* m = c.value(0); m && m->numel() == 1) {
+    const Tensor* cond = c.value(1);
+    if (!c.has_input(1)) trips = Dim(std::max<int64_t>(0, m->GetAsInt(0)));
+    else if (cond && cond->numel() == 1 && LoopBodyKeepsCondition(*body))
+      trips = Dim(cond->GetAsDouble(0) != 0 ? std::max<int64_t>(0, m->GetAsInt(0)) : 0);
+  }
   for (size_t j = 0; j < k.s && k.n + j < n.outputs.size(); ++j) {
     TypeOf t = FromValue(body->outputs[1 + k.n + j]);
     if (t.has_shape) t.shape.insert(t.shape.begin(), trips);

@@ -22,6 +22,10 @@ const Graph* BodyOf(const Node& n, const char* attr);
 // How many of the node's last inputs are captured values (0 when none).
 size_t CapturedInputCount(const Node& n);
 
+// Whether a Loop body gives back its condition unchanged (passed through, directly or by Identity nodes, or a
+// constant true): then only the trip count ends the loop, as exporters write a for loop.
+bool LoopBodyKeepsCondition(const Graph& body);
+
 // Types the bodies of a control-flow node from its inputs' types (as the enclosing graph knows them), inferring and
 // folding each body (Loop and Scan: state whose shape changes from one iteration to the next is widened to unknown
 // dims). Replaces the node's graph attributes with the typed bodies.

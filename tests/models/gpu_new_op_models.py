@@ -34,7 +34,8 @@ from test_models import ort_run, safe_name  # noqa: E402
 # Control flow on the GPU (If/Loop/Scan layers running their bodies on the CUDA layers): the cases whose outputs have
 # shapes fixed by the inputs (an early-stopping loop's scan outputs and an If whose branches differ in shape are
 # data-dependent, which CUDA engines do not hold yet; sequences stay on the CPU). Each also runs with CUDA graphs.
-GPU_CONTROL_FLOW = ["scan_rnn", "counted_loop", "while_loop", "gated_branches_then", "gated_branches_else"]
+GPU_CONTROL_FLOW = ["scan_rnn", "counted_loop", "counted_loop_const_cond", "while_loop", "gated_branches_then",
+                    "gated_branches_else"]
 CASES = dict(NEW_OP_CASES)
 CASES.update({name: CONTROL_FLOW_CASES[name] for name in GPU_CONTROL_FLOW})
 

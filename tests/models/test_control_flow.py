@@ -18,6 +18,7 @@ CASES = {
     "sequence_loop": (control_flow.sequence_loop, {}),
     "sequence_loop_stops_early": (control_flow.sequence_loop, dict(stop_after=3)),
     "counted_loop": (control_flow.counted_loop, {}),
+    "counted_loop_const_cond": (control_flow.counted_loop, dict(const_cond=True)),
     "while_loop": (control_flow.while_loop, {}),
     "gated_branches_then": (control_flow.gated_branches, dict(sign=1.0)),
     "gated_branches_else": (control_flow.gated_branches, dict(sign=-1.0)),

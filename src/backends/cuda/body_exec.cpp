@@ -4,8 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <functional>
-#include <string_view>
 
 #include "backends/cpu/executor.h"
 #include "backends/cuda/cuda_check.h"
@@ -19,13 +17,18 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t AlignUp(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
+// A plan's key: each input's type and shape and, for a host-known input, its contents (small values, such as shape
+// vectors, by their bytes; larger ones, weights, by their stable host address, hashing no megabytes per enqueue).
+constexpr size_t kKeyBytes = 256;
 std::string PlanKey(const std::vector<BodyInput>& inputs) {
   std::string key;
   for (const BodyInput& in : inputs) {
     key += fmt::format("{}:{}", static_cast<int>(in.dtype), fmt::join(in.shape, "x"));
-    if (in.host) {
-      const std::string_view bytes(static_cast<const char*>(in.host->raw()), in.host->nbytes());
-      key += fmt::format("={:x}", std::hash<std::string_view>{}(bytes));
+    if (in.host && in.host->nbytes() <= kKeyBytes) {
+      key += "=";
+      key.append(static_cast<const char*>(in.host->raw()), in.host->nbytes());
+    } else if (in.host) {
+      key += fmt::format("@{}", in.host->raw());
     }
     key += ";";
   }
@@ -71,7 +74,7 @@ Result<std::shared_ptr<Graph>> ShapeBody(const Node& owner, const std::string& a
     if (!v || v->is_const() || (v->has_shape && IsStatic(v->shape))) return Status::Ok();
     return Err(StatusCode::kUnsupported,
                "{} attribute '{}': value '{}' has no fixed shape at these input shapes ({}): it depends on data "
-               "computed in the body, which the CUDA layer cannot plan (the node runs on the CPU instead)",
+               "computed in the body, which the CUDA layer cannot plan (engines run such a node on the CPU)",
                owner.Where(), attr, v->name, v->has_shape ? ShapeToString(v->shape) : "rank unknown");
   };
   for (const auto& n : g->nodes()) {
@@ -109,9 +112,15 @@ Result<const BodyExec::Plan*> BodyExec::PlanFor(const std::vector<BodyInput>& in
   const std::string key = PlanKey(inputs);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> p, MakePlan(inputs));
-  const Plan* r = p.get();
-  plans_.emplace(key, std::move(p));
+  if (auto it = failures_.find(key); it != failures_.end()) return it->second;
+  auto p = MakePlan(inputs);
+  if (!p.ok()) {
+    // Kept, so that an enqueue (maybe during a capture) does not plan again; a CUDA error (memory) may pass.
+    if (p.status().code() != StatusCode::kCudaError) failures_.emplace(key, p.status());
+    return p.status();
+  }
+  const Plan* r = p->get();
+  plans_.emplace(key, std::move(*p));
   return r;
 }
 

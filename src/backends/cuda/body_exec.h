@@ -60,7 +60,7 @@ class BodyExec {
     size_t workspace_bytes = 0;                          // the layers' own scratch, after the values
     size_t bytes() const { return value_bytes + workspace_bytes; }
   };
-  // The plan at these inputs, made on first use and kept.
+  // The plan at these inputs, made on first use and kept (as is a failure to plan, but for CUDA errors).
   Result<const Plan*> PlanFor(const std::vector<BodyInput>& inputs) const;
 
   // A plan's launches with every address resolved, for a scratch area and the body inputs' device addresses: made
@@ -84,7 +84,8 @@ class BodyExec {
   const Graph& body_;
   bool allow_tf32_ = true;
   mutable std::mutex mu_;
-  mutable std::map<std::string, std::unique_ptr<Plan>> plans_;
+  mutable std::map<std::string, std::unique_ptr<Plan>> plans_;  // kept for the layer's life (no eviction yet)
+  mutable std::map<std::string, Status> failures_;
 };
 
 }  // namespace kiln::cuda

@@ -120,12 +120,13 @@ Status CheckShape(const Node& n, const DeviceTensor& got, const std::vector<int6
              fmt::join(got.shape, ","), fmt::join(want, ","));
 }
 
-// Output `o` takes `shape`: as planned, or (where the runner knew only a bound, the node-by-node runner whose shape
-// inference does not re-type bodies) within the room the layer asked for.
+// Output `o` takes `shape`: as planned, or, where the runner left it open (passed with no shape and room for the
+// layer's MaxOutputElements: the node-by-node runner, whose shape inference does not re-type bodies), within that room.
+// An output planned with another shape is an error, never a write past its buffer.
 Status FitOutput(const Node& n, DeviceTensor& o, const std::vector<int64_t>& shape, int64_t room, const char* what,
                  size_t i) {
   if (o.shape == shape) return Status::Ok();
-  if (room >= 0 && NumElements(shape) <= room) {
+  if (o.shape.empty() && room >= 0 && NumElements(shape) <= room) {
     o.shape = shape;
     return Status::Ok();
   }
@@ -195,15 +196,6 @@ class IfLayer final : public Layer {
   BodyExec then_, else_;
 };
 
-// Whether a Loop body passes its condition through unchanged (directly or by Identity nodes, as exporters write a
-// for loop): then only the trip count ends the loop.
-bool BodyPassesCondition(const Graph& g) {
-  if (g.outputs.empty() || g.inputs.size() < 2) return false;
-  const Value* c = g.outputs[0];
-  while (c && c->producer && c->producer->op_type == "Identity" && c->producer->inputs.size() == 1)
-    c = c->producer->inputs[0];
-  return c == g.inputs[1];
-}
 // A Loop whose body's shapes follow the iteration number is planned once per iteration up to this many iterations.
 constexpr int64_t kMaxUnrolledIterations = 64;
 
@@ -215,7 +207,7 @@ class LoopLayer final : public Layer {
     k_ = CapturedInputCount(n);
     carried_ = n.inputs.size() - 2 - k_;
     scans_ = g.outputs.size() - 1 - carried_;
-    cond_passes_ = BodyPassesCondition(g);
+    cond_passes_ = LoopBodyKeepsCondition(g);
     for (size_t i = 0; i <= carried_; ++i) {
       const Value* out = g.outputs[i];
       out_is_input_.push_back(std::find(g.inputs.begin(), g.inputs.end(), out) != g.inputs.end());
@@ -317,7 +309,8 @@ class LoopLayer final : public Layer {
     std::vector<int64_t> capacity;
     for (size_t j = 0; j < scans_; ++j) {
       const DeviceTensor* o = carried_ + j < outputs.size() ? &outputs[carried_ + j] : nullptr;
-      capacity.push_back(!o || !o->present() ? -1 : std::max(o->numel(), MaxOutputElements(carried_ + j, inputs)));
+      capacity.push_back(!o || !o->present() ? -1 : !o->shape.empty() ? o->numel()
+                                                                      : MaxOutputElements(carried_ + j, inputs));
     }
     const std::vector<DeviceTensor>& scanned = steps[0].scanned;
 
@@ -774,7 +767,7 @@ Result<std::vector<std::string>> ControlFlowTactics(const LayerSpec& spec) {
     // most LoopLayer's limit and no condition ends it early (the layer does the same at run time).
     const Value* m = n.input(0);
     if (!st.ok() && st.code() == StatusCode::kUnsupported && n.op_type == "Loop" && m && m->is_const() &&
-        m->const_value->numel() == 1 && (!n.input(1) || BodyPassesCondition(*BodyOf(n, "body")))) {
+        m->const_value->numel() == 1 && (!n.input(1) || LoopBodyKeepsCondition(*BodyOf(n, "body")))) {
       const int64_t trips = std::max<int64_t>(0, m->const_value->GetAsInt(0));
       if (trips <= kMaxUnrolledIterations) {
         Status each = Status::Ok();
@@ -787,11 +780,16 @@ Result<std::vector<std::string>> ControlFlowTactics(const LayerSpec& spec) {
         if (each.ok()) st = Status::Ok();
       }
     }
-    if (st.ok()) ++planned;
-    else if (first_error.ok()) first_error = st;
+    if (st.ok()) {
+      ++planned;
+      continue;
+    }
+    // A branch the GPU cannot run is refused (the node then falls back whole); an If may only carry a branch whose
+    // inference fails at these shapes (exporters guard shape-specific code so), as long as its other branch plans.
+    if (st.code() == StatusCode::kUnsupported || n.op_type != "If") return Status(StatusCode::kUnsupported, st.message());
+    if (first_error.ok()) first_error = st;
   }
-  // An If needs one branch that runs (the other may be invalid at shapes where its condition keeps it from running).
-  if (planned == 0 || (n.op_type != "If" && !first_error.ok())) return first_error;
+  if (planned == 0) return Status(StatusCode::kUnsupported, first_error.message());
   return std::vector<std::string>{"default"};
 }
 

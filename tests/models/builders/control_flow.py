@@ -13,8 +13,9 @@
   SequenceAt, runs a recurrent cell and appends the new state to a loop-carried sequence (SequenceEmpty, then
   SequenceInsert); ConcatFromSequence joins the states after the loop, and SplitToSequence -> SequenceAt (a negative
   position too) and a stacking ConcatFromSequence (new_axis=1) read sequences outside it.
-- counted_loop: a for loop (a constant trip count, no condition) whose body reads the iteration number, a captured
-  weight and a graph input, with a scan output: the form a CUDA engine runs without the host (graphs capture it).
+- counted_loop: a for loop (a constant trip count, no condition, or with const_cond a constant true condition the
+  body passes through, as exporters write it) whose body reads the iteration number, a captured weight and a graph
+  input, with a scan output: the form a CUDA engine runs without the host (graphs capture it).
 - while_loop: a loop ended by its body's condition (states only, one of them an int64 counter): the host reads the
   condition every iteration.
 - gated_branches: an If whose condition is computed from the input (both branches give the same shape), holding a
@@ -243,7 +244,7 @@ def sequence_loop_reference(model_feeds, seed=0, batch=2, steps=5, d=8, stop_aft
             "x_stacked": np.stack([x[:, t] for t in range(steps)], axis=-1)}
 
 
-def counted_loop(seed=0, batch=2, d=8, trips=5):
+def counted_loop(seed=0, batch=2, d=8, trips=5, const_cond=False):
     rng = np.random.default_rng(seed)
     f = np.float32
     w = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(f)
@@ -265,13 +266,14 @@ def counted_loop(seed=0, batch=2, d=8, trips=5):
         helper.make_tensor_value_info("m_t", TensorProto.FLOAT, [batch]),
     ])
     graph = helper.make_graph(
-        [helper.make_node("Loop", ["trips", "", "h0"], ["h_final", "means"], body=body)],
+        [helper.make_node("Loop", ["trips", "go" if const_cond else "", "h0"], ["h_final", "means"], body=body)],
         "counted_loop",
         [helper.make_tensor_value_info("h0", TensorProto.FLOAT, [batch, d]),
          helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, d])],
         [helper.make_tensor_value_info("h_final", TensorProto.FLOAT, [batch, d]),
          helper.make_tensor_value_info("means", TensorProto.FLOAT, [trips, batch])],
-        initializer=[_init("W", w), _init("trips", np.array(trips, np.int64))])
+        initializer=[_init("W", w), _init("trips", np.array(trips, np.int64))]
+        + ([_init("go", np.array(True))] if const_cond else []))
     feeds = {"h0": rng.standard_normal((batch, d)).astype(f), "x": (rng.standard_normal((batch, d)) * 0.3).astype(f)}
     return _model(graph), feeds
 
