@@ -94,7 +94,32 @@ def ratio_lines(rows):
     return lines
 
 
+def utilization(row, floors):
+    """How close a row runs to the card's measured floors: (fraction of the FP16 tensor throughput, fraction of the
+    memory bandwidth). The first is the model's FLOPs per second against the fastest FP16 GEMM measured on the card; the
+    second its least possible memory traffic (weights, input and output, each once) per second against the fastest
+    device copy. None where a number is missing."""
+    if not floors or row.get("status") != "ok" or not row.get("median_ms"):
+        return None, None
+    seconds = row["median_ms"] / 1000.0
+    tflops, gbs = floors.get("fp16_tflops"), floors.get("bandwidth_gbs")
+    flops, traffic = row.get("flops"), row.get("min_bytes")
+    compute = flops / seconds / (tflops * 1e12) if flops and tflops else None
+    memory = traffic / seconds / (gbs * 1e9) if traffic and gbs else None
+    return compute, memory
+
+
+def _pct(x):
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
 def header_lines(meta):
+    floors = meta.get("floors") or {}
+    floor_line = ("- the card's floors, measured in this run: FP16 tensor throughput "
+                  f"{_fmt(floors.get('fp16_tflops'), '.0f')} TFLOP/s (the fastest of large FP16 GEMMs), memory "
+                  f"bandwidth {_fmt(floors.get('bandwidth_gbs'), ',.0f')} GB/s (device copies, read + write); "
+                  "'% FP16 peak' is the model's FLOPs per second against the first, '% BW floor' its least memory "
+                  "traffic (weights, input, output once) per second against the second")
     return [f"- card: **{meta.get('card', 'unknown')}**",
             f"- torch {meta.get('torch', '?')}, CUDA {meta.get('cuda', '?')}, cuDNN {meta.get('cudnn', '?')}, "
             f"kiln commit {meta.get('kiln_commit', 'unknown')}, date {meta.get('date', '?')}",
@@ -102,7 +127,7 @@ def header_lines(meta):
             f"{meta.get('torch_tf32_cudnn', '?')}), as kiln's default; torch timed with CUDA events, inputs already on "
             f"the GPU; kiln rows are `--noDataTransfers` (latency with transfers in results.json)",
             f"- torch: {meta.get('warmup', '?')} warm-up + {meta.get('iterations', '?')} timed iterations; kiln bench: "
-            f"{meta.get('kiln_bench', '?')}"]
+            f"{meta.get('kiln_bench', '?')}", floor_line]
 
 
 def run_line(rows):
@@ -119,20 +144,26 @@ def markdown(meta, rows):
     models = list(dict.fromkeys(r["model"] for r in rows))
     for model in models:
         mr = sorted((r for r in rows if r["model"] == model), key=_order)
-        out += [f"## {model}", "", "| system / mode | precision | batch | median ms | p99 ms | items/s | "
-                "build/compile s | peak MiB |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+        work = next((r for r in mr if r.get("flops")), None)
+        out += [f"## {model}", ""]
+        if work:
+            out += [f"- work at batch {work['batch']} ({work['precision']}): {work['flops'] / 1e9:,.1f} GFLOP, least "
+                    f"memory traffic {work['min_bytes'] / 2**20:,.1f} MiB", ""]
+        out += ["| system / mode | precision | batch | median ms | p99 ms | items/s | build/compile s | peak MiB | "
+                "% FP16 peak | % BW floor |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         errors = []
         for r in mr:
             label = LABELS.get(r["mode"], f"{r['system']} {r['mode']}")
             if r["status"] != "ok":
-                out.append(f"| {label} | {r['precision']} | {r['batch']} | error | — | — | — | — |")
+                out.append(f"| {label} | {r['precision']} | {r['batch']} | error | — | — | — | — | — | — |")
                 lines = (r.get("error") or "").strip().splitlines() or ["(no message)"]
                 errors.append(f"- {label} {r['precision']} batch {r['batch']}: {lines[0][:300]}")
                 continue
             peak = _fmt(r["peak_mib"], ",.0f") + ("*" if r.get("peak_mib_note") and r["peak_mib"] is not None else "")
+            compute, memory = utilization(r, meta.get("floors"))
             out.append(f"| {label} | {r['precision']} | {r['batch']} | {_fmt(r['median_ms'], '.3f')} | "
                        f"{_fmt(r['p99_ms'], '.3f')} | {_fmt(r['items_per_s'], ',.1f')} | {_fmt(r['build_s'], '.1f')} "
-                       f"| {peak} |")
+                       f"| {peak} | {_pct(compute)} | {_pct(memory)} |")
         out += [""] + ratio_lines(mr) + [run_line(mr)]
         if any(r.get("peak_mib_note") for r in mr if r["status"] == "ok"):
             out.append("- \\* kiln peak MiB approximated as the build report's activation arena + engine size")

@@ -268,6 +268,72 @@ def measure_torch(spec, mode, precision, batch, args):
             pass
 
 
+def measure_floors():
+    """The card's floors, measured: FP16 tensor throughput (the fastest of a few large FP16 GEMMs, TFLOP/s) and memory
+    bandwidth (the fastest large device-to-device copy, read + write bytes, GB/s). None without a GPU."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        best_tflops = 0.0
+        for n in (8192, 12288):
+            a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+            b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+            for _ in range(3):
+                torch.matmul(a, b)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            for _ in range(10):
+                start.record()
+                torch.matmul(a, b)
+                end.record()
+                end.synchronize()
+                best_tflops = max(best_tflops, 2.0 * n ** 3 / (start.elapsed_time(end) / 1e3) / 1e12)
+            del a, b
+        src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        dst.copy_(src)
+        best_gbs = 0.0
+        for _ in range(10):
+            start.record()
+            dst.copy_(src)
+            end.record()
+            end.synchronize()
+            best_gbs = max(best_gbs, 2.0 * src.numel() / (start.elapsed_time(end) / 1e3) / 1e9)
+        del src, dst
+        torch.cuda.empty_cache()
+        return {"fp16_tflops": best_tflops, "bandwidth_gbs": best_gbs}
+    except Exception as e:  # noqa: BLE001 - the tables then show no fractions
+        print(f"[bench] measuring the card's floors failed: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def model_work(spec, batch, precision):
+    """A model's work at one batch and precision: its FLOPs (torch's FlopCounterMode over one forward, on the meta
+    device: shapes only) and its least memory traffic in bytes (parameters, input and output, each once)."""
+    try:
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        dtype = torch.float16 if precision == "fp16" else torch.float32
+        with torch.no_grad():
+            model = zoo.build_model(spec.name, attn_impl="sdpa").to(dtype).to("meta")
+            x = zoo.make_input(spec, batch, "cpu", dtype).to("meta")
+            counter = FlopCounterMode(display=False)
+            with counter:
+                y = model(x)
+        if isinstance(y, (tuple, list)):
+            y = y[0]
+        elem = 2 if precision == "fp16" else 4
+        params = sum(p.numel() * p.element_size() for p in model.parameters())
+        buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+        traffic = params + buffers + x.numel() * x.element_size() + y.numel() * elem
+        return {"flops": float(counter.get_total_flops()), "min_bytes": float(traffic)}
+    except Exception as e:  # noqa: BLE001 - the row then shows no fractions
+        print(f"[bench] counting {spec.name}'s work failed: {type(e).__name__}: {e}", flush=True)
+        return {}
+
+
 def git_commit():
     """$KILN_COMMIT, else `git rev-parse --short HEAD` (+ '-dirty' with uncommitted changes), else 'unknown'. On a
     machine that received a copy of the tree, set KILN_COMMIT from the machine that built the binary: a copied .git
@@ -322,6 +388,10 @@ def main(argv=None):
     if old_meta.get("card") not in (None, meta["card"]):
         rows = []
     configs = plan(args)
+    if meta["card"] != "unknown":
+        meta["floors"] = measure_floors() or old_meta.get("floors")
+        print(f"[bench] floors: {meta['floors']}", flush=True)
+    works = {}
     print(f"[bench] {meta['card']}, torch {meta['torch']}, kiln {meta['kiln_commit']}: {len(configs)} configurations "
           f"-> {out_dir}", flush=True)
     for i, (m, mode, prec, b) in enumerate(configs, 1):
@@ -334,6 +404,10 @@ def main(argv=None):
         else:
             row = measure_torch(spec, mode, prec, b, args)
         row["card"] = meta["card"]
+        if meta["card"] != "unknown":
+            if (m, prec, b) not in works:
+                works[(m, prec, b)] = model_work(spec, b, prec)
+            row.update(works[(m, prec, b)])
         # Which run measured the row: rows of earlier runs are kept, so the file can mix runs (and commits).
         row["kiln_commit"], row["measured_at"] = meta["kiln_commit"], meta["date"]
         rows = report.merge_rows(rows, [row])

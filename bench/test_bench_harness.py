@@ -301,3 +301,19 @@ def test_profile_layers_summarize():
     assert abs(total - 1.0) < 1e-12
     assert [(op, ms) for op, _, ms in types] == [("kiln.FusedConv", 0.7), ("Gather", 0.3)]
     assert [s[5] for s in slow] == ["a", "b"] and slow[0][4] == "cudnn:1"
+
+
+def test_utilization_against_the_cards_floors():
+    floors = {"fp16_tflops": 800.0, "bandwidth_gbs": 4000.0}
+    row = report.make_row("resnet50", "kiln", "engine", "fp16", 64, median_ms=2.0, p99_ms=2.1, items_per_s=32000.0,
+                          build_s=10.0, peak_mib=100.0)
+    row.update(flops=8.0e11, min_bytes=4.0e8)  # 0.8 TFLOP and 400 MB in 2 ms: 400 TFLOP/s, 200 GB/s
+    compute, memory = report.utilization(row, floors)
+    assert abs(compute - 0.5) < 1e-12 and abs(memory - 0.05) < 1e-12
+    assert report.utilization(row, None) == (None, None)
+    assert report.utilization(dict(row, status="error"), floors) == (None, None)
+    assert report.utilization(dict(row, flops=None), floors)[0] is None
+    md = report.markdown({"card": "X", "floors": floors}, [row])
+    assert "| 50.0% | 5.0% |" in md and "800 TFLOP/s" in md and "4,000 GB/s" in md
+    assert "work at batch 64 (fp16): 800.0 GFLOP, least memory traffic 381.5 MiB" in md
+    assert "| — | — |" in report.markdown({"card": "X"}, [row])  # no floors measured: no fractions
