@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Exports the benchmark zoo to ONNX (opset 17, TorchScript exporter, random weights from torch.manual_seed(0)).
+"""Exports the benchmark zoo to ONNX (opset 17, TorchScript exporter; the LLaMA-style decoder with torch's default
+dynamo exporter at opset 18; random weights from torch.manual_seed(0)).
 
     python3 bench/export_zoo.py [--models resnet50,bert_base] [--out bench/models] [--batch 1] [--no-check]
 
@@ -89,9 +90,21 @@ def export_one(name, out_dir, batch):
         model = zoo.build_model(name, attn_impl=impl or "sdpa")
         x = zoo.make_input(spec, batch, dtype=torch.float32)
         try:
-            # No torch.no_grad(): nn.MultiheadAttention (ViT) would take its fused fast path, which does not export.
-            torch.onnx.export(model, (x,), path, opset_version=17, dynamo=False, input_names=[spec.input_name],
-                              output_names=[spec.output_name], dynamic_axes=spec.dynamic_axes())
+            if spec.exporter == "dynamo":
+                # torch's default exporter (opset 18), dynamic batch and sequence; traced at batch 2 so that the batch
+                # dim is not specialized to 1.
+                x = zoo.make_input(spec, max(batch, 2), dtype=torch.float32)
+                dims = {0: torch.export.Dim("batch", min=1, max=256)}
+                if spec.kind == "text":
+                    dims[1] = torch.export.Dim("seq", min=2, max=4096)
+                torch.onnx.export(model, (x,), path, opset_version=18, dynamo=True, input_names=[spec.input_name],
+                                  output_names=[spec.output_name], dynamic_shapes={spec.input_name: dims},
+                                  external_data=False)
+            else:
+                # No torch.no_grad(): nn.MultiheadAttention (ViT) would take its fused fast path, which does not
+                # export.
+                torch.onnx.export(model, (x,), path, opset_version=17, dynamo=False, input_names=[spec.input_name],
+                                  output_names=[spec.output_name], dynamic_axes=spec.dynamic_axes())
         except Exception as e:  # noqa: BLE001 - try the next attention implementation, report all at the end
             errors.append(f"{impl or 'default'}: {type(e).__name__}: {e}")
             continue

@@ -43,6 +43,10 @@ def test_specs_shapes():
     assert zoo.SPECS["gpt2_small"].dynamic_axes() == {"input_ids": {0: "batch", 1: "seq"},
                                                       "last_hidden_state": {0: "batch", 1: "seq"}}
     assert zoo.SPECS["vit_b_16"].dynamic_axes() == {"input": {0: "batch"}, "output": {0: "batch"}}
+    # The widened zoo: the LLaMA-style decoder prefills 512 tokens at batch 4 and is exported with dynamo.
+    assert len(zoo.SPECS) == 16 and zoo.SPECS["llama_decoder"].kiln_shapes(4) == "input_ids:4x512"
+    assert zoo.SPECS["llama_decoder"].exporter == "dynamo" and zoo.SPECS["swin_t"].exporter == "torchscript"
+    assert zoo.SPECS["swin_t"].large_batch == 32
 
 
 def test_export_args():
@@ -57,7 +61,7 @@ def test_run_args_defaults_and_plan():
     assert a.modes == run_bench.ALL_MODES and a.precisions == ["fp32", "fp16"] and a.batches is None
     assert a.iterations == 100 and a.warmup == 20
     p = run_bench.plan(a)
-    assert len(p) == 6 * 4 * 2 * 2
+    assert len(p) == len(zoo.SPECS) * 4 * 2 * 2
     assert p[0] == ("resnet50", "kiln", "fp32", 1) and ("bert_base", "eager", "fp16", 32) in p
     assert ("yolov8_style", "max-autotune", "fp32", 64) in p
 

@@ -5,6 +5,7 @@ The specs are plain Python (no torch import), so the harness's pure parts can be
 from dataclasses import dataclass
 
 SEQ = 128  # sequence length of the text models
+LLAMA_SEQ = 512  # the LLaMA-style decoder's prefill length
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,7 @@ class Spec:
     output_name: str
     large_batch: int  # the default large batch
     vocab: int = 0  # text models: token ids are drawn from [0, vocab)
+    exporter: str = "torchscript"  # how export_zoo.py exports it: "torchscript" (opset 17) or "dynamo" (opset 18)
 
     def shape(self, batch):
         return (batch,) + tuple(self.sample_shape)
@@ -42,8 +44,24 @@ SPECS = {
         Spec("bert_base", "text", "input_ids", (SEQ,), "last_hidden_state", 32, vocab=30522),
         Spec("gpt2_small", "text", "input_ids", (SEQ,), "last_hidden_state", 32, vocab=50257),
         Spec("yolov8_style", "vision", "images", (3, 640, 640), "output", 64),
+        # The widened zoo (issue 17): the architectures kiln was not tuned for.
+        Spec("mobilenet_v3_large", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("convnext_tiny", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("swin_t", "vision", "input", (3, 224, 224), "output", 32),
+        Spec("deit_small", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("regnet_y_800mf", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("densenet121", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("efficientnet_v2_s", "vision", "input", (3, 224, 224), "output", 64),
+        Spec("distilbert", "text", "input_ids", (SEQ,), "last_hidden_state", 32, vocab=30522),
+        Spec("t5_encoder", "text", "input_ids", (SEQ,), "last_hidden_state", 32, vocab=32128),
+        Spec("llama_decoder", "text", "input_ids", (LLAMA_SEQ,), "last_hidden_state", 4, vocab=32000,
+             exporter="dynamo"),
     ]
 }
+
+TORCHVISION = ("resnet50", "efficientnet_b0", "vit_b_16", "mobilenet_v3_large", "convnext_tiny", "swin_t",
+               "regnet_y_800mf", "densenet121", "efficientnet_v2_s")
+HF_TEXT = ("bert_base", "gpt2_small", "distilbert", "t5_encoder", "llama_decoder")
 
 
 def parse_models(arg):
@@ -60,12 +78,22 @@ def parse_models(arg):
 # ---- PyTorch builders (torch imported lazily) ----
 
 def _hf_text_model(name, attn_impl):
-    """BERT-base or GPT-2 small, random weights, wrapped so forward(input_ids) returns last_hidden_state."""
+    """A transformers text model with random weights, wrapped so forward(input_ids) returns last_hidden_state: BERT-base,
+    GPT-2 small, DistilBERT, a T5-small encoder, and a LLaMA-style decoder (RMSNorm, RoPE, grouped-query attention with
+    4 KV heads, SwiGLU; 8 layers of width 1024, about 0.2 B parameters with its embedding)."""
     import torch
     import transformers
 
     if name == "bert_base":
         cfg, cls, kwargs = transformers.BertConfig(), transformers.BertModel, {"add_pooling_layer": False}
+    elif name == "distilbert":
+        cfg, cls, kwargs = transformers.DistilBertConfig(), transformers.DistilBertModel, {}
+    elif name == "t5_encoder":
+        cfg, cls, kwargs = transformers.T5Config(), transformers.T5EncoderModel, {}
+    elif name == "llama_decoder":
+        cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                                       num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048)
+        cls, kwargs = transformers.LlamaModel, {}
     else:
         cfg, cls, kwargs = transformers.GPT2Config(), transformers.GPT2Model, {}
     cfg.use_cache = False
@@ -108,11 +136,15 @@ def build_model(name, attn_impl="sdpa"):
     if name not in SPECS:
         raise ValueError(f"unknown model {name}")
     torch.manual_seed(0)
-    if name in ("resnet50", "efficientnet_b0", "vit_b_16"):
+    if name in TORCHVISION:
         import torchvision
 
         model = getattr(torchvision.models, name)(weights=None)
-    elif name in ("bert_base", "gpt2_small"):
+    elif name == "deit_small":
+        import timm
+
+        model = timm.create_model("deit_small_patch16_224", pretrained=False)
+    elif name in HF_TEXT:
         model = _hf_text_model(name, attn_impl)
     else:
         from yolov8_style import YOLOv8Style
