@@ -17,5 +17,5 @@ timeout 200 $PY bench/export_zoo.py --models "$MODELS" > $R/export.log 2>&1; ech
 timeout $((560 - SECONDS)) $PY bench/run_bench.py --kiln .bundle/bin/kiln --models "$MODELS" \
   --precisions "${PRECISIONS:-fp16}" ${MODES:+--modes "$MODES"} --timeout 240 --results-dir $R/results > $R/bench.log 2>&1
 echo "rc=$?" >> $R/bench.log
-card=$(ls $R/results | grep -v '\.' | head -1)
+card=$($PY -c "import sys; sys.path.insert(0, 'bench'); import report, torch; print(report.slug(torch.cuda.get_device_name()))")
 tar czf $OUT/r.tgz -C $R bench.log export.log gpu.txt results/$card/results.json results/$card/results.md
