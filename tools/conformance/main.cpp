@@ -110,6 +110,15 @@ std::string CompareValues(const OnnxValue& got, const OnnxValue& want, const Opt
   return "";
 }
 
+// How every test runs: on the chosen backend, float32 strictly (ONNX float32 is float32: TF32 matmuls miss the 1e-3
+// tolerance, as AffineGrid's expansion showed).
+debug::NetworkRunOptions RunOptions(const Options& o) {
+  debug::NetworkRunOptions run;
+  run.backend = o.backend;
+  run.allow_tf32 = false;
+  return run;
+}
+
 // RunTest for models whose inputs or outputs are sequences or optionals: each file is read as the type the graph
 // gives it, the graph runs with debug::RunNetworkValues.
 std::string RunValueTest(const NetworkDefinition& g, const std::vector<fs::path>& sets, const Options& o) {
@@ -130,10 +139,7 @@ std::string RunValueTest(const NetworkDefinition& g, const std::vector<fs::path>
       if (v->is_tensor()) v->tensor = AsBFloat16IfStoredAsUInt16(std::move(v->tensor), in.dtype);
       inputs[in.name] = std::move(*v);
     }
-    debug::NetworkRunOptions run;
-    run.backend = o.backend;
-    run.allow_tf32 = false;
-    auto outputs = debug::RunNetworkValues(g, inputs, run);
+    auto outputs = debug::RunNetworkValues(g, inputs, RunOptions(o));
     if (!outputs.ok()) return where + "run: " + outputs.status().ToString();
     const auto output_files = NumberedFiles(set, "output_");
     if (output_files.size() > static_cast<size_t>(g.getNbOutputs()))
@@ -197,10 +203,7 @@ std::string RunTest(const fs::path& dir, const Options& o) {
       const NetworkTensor& in = *std::find_if(graph_inputs.begin(), graph_inputs.end(), is_named);
       inputs[name] = AsBFloat16IfStoredAsUInt16(std::move(*t), in.dtype);
     }
-    debug::NetworkRunOptions run;
-    run.backend = o.backend;
-    run.allow_tf32 = false;  // ONNX float32 is float32: TF32 matmuls miss the 1e-3 tolerance (AffineGrid's expansion)
-    auto outputs = debug::RunNetwork(g, inputs, run);
+    auto outputs = debug::RunNetwork(g, inputs, RunOptions(o));
     if (!outputs.ok()) return where + "run: " + outputs.status().ToString();
     const auto output_files = NumberedFiles(set, "output_");
     if (output_files.size() > static_cast<size_t>(g.getNbOutputs()))
