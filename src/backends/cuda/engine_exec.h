@@ -58,8 +58,6 @@ class GpuContext {
   // a replayed CUDA graph shows as one launch, so profile per layer without --useCudaGraph.
   void set_annotate_layers(bool on) { annotate_ = on; }
   bool graph_captured() const { return current_ && current_->graph_exec; }
-  // Why the current launch plan runs without a CUDA graph although graphs are on (empty: it does not).
-  std::string graph_refusal() const { return current_ ? current_->eager_reason : std::string(); }
   int captures() const { return captures_; }
   // Launch plans (and their CUDA graphs) kept per context: alternating between this many sets of shapes or
   // addresses neither rebuilds nor captures again.
