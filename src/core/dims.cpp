@@ -59,8 +59,13 @@ static std::string Paren(const Dim& d) {
   return s.find_first_of("+-*/") == std::string::npos ? s : "(" + s + ")";
 }
 
+// Known-value arithmetic that would overflow int64 gives Unknown (no real tensor has such a dim; a
+// malformed model or engine must not reach undefined behaviour, and consumers refuse Unknown sizes).
 Dim DimMul(const Dim& a, const Dim& b) {
-  if (a.known() && b.known()) return Dim(a.value * b.value);
+  if (a.known() && b.known()) {
+    int64_t r;
+    return __builtin_mul_overflow(a.value, b.value, &r) ? Dim::Unknown() : Dim(r);
+  }
   if ((a.known() && a.value == 0) || (b.known() && b.value == 0)) return Dim(0);
   if (a.known() && a.value == 1) return b;
   if (b.known() && b.value == 1) return a;
@@ -69,7 +74,10 @@ Dim DimMul(const Dim& a, const Dim& b) {
 }
 
 Dim DimAdd(const Dim& a, const Dim& b) {
-  if (a.known() && b.known()) return Dim(a.value + b.value);
+  if (a.known() && b.known()) {
+    int64_t r;
+    return __builtin_add_overflow(a.value, b.value, &r) ? Dim::Unknown() : Dim(r);
+  }
   if (a.known() && a.value == 0) return b;
   if (b.known() && b.value == 0) return a;
   if (a.unknown() || b.unknown()) return Dim::Unknown();
@@ -77,7 +85,10 @@ Dim DimAdd(const Dim& a, const Dim& b) {
 }
 
 Dim DimSub(const Dim& a, const Dim& b) {
-  if (a.known() && b.known()) return Dim(a.value - b.value);
+  if (a.known() && b.known()) {
+    int64_t r;
+    return __builtin_sub_overflow(a.value, b.value, &r) ? Dim::Unknown() : Dim(r);
+  }
   if (b.known() && b.value == 0) return a;
   if (a.same(b)) return Dim(0);
   if (a.unknown() || b.unknown()) return Dim::Unknown();
@@ -85,7 +96,10 @@ Dim DimSub(const Dim& a, const Dim& b) {
 }
 
 Dim DimDiv(const Dim& a, const Dim& b) {
-  if (a.known() && b.known() && b.value != 0) return Dim(a.value / b.value);
+  if (a.known() && b.known() && b.value != 0) {
+    if (b.value == -1 && a.value == std::numeric_limits<int64_t>::min()) return Dim::Unknown();
+    return Dim(a.value / b.value);
+  }
   if (b.known() && b.value == 1) return a;
   if (a.same(b) && !a.unknown()) return Dim(1);
   if (a.unknown() || b.unknown()) return Dim::Unknown();

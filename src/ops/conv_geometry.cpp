@@ -14,6 +14,25 @@ Status CheckLen(const Node& n, const char* name, const std::vector<int64_t>& v, 
   return Status::Ok();
 }
 
+// Window attributes and spatial sizes are bounded so the geometry below cannot overflow int64:
+// every attribute < 2^31 (kernels, strides, dilations, pads), every spatial size <= 2^40.
+constexpr int64_t kMaxWindowAttr = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxSpatial = int64_t{1} << 40;
+
+Status CheckBounded(const Node& n, const char* name, const std::vector<int64_t>& v) {
+  for (int64_t x : v)
+    if (x > kMaxWindowAttr)
+      return Err(StatusCode::kInvalidModel, "{}: attribute '{}' value {} is larger than 2^31-1; fix the model's {}",
+                 n.Where(), name, x, name);
+  return Status::Ok();
+}
+
+Status CheckSpatial(const Node& n, int64_t i, int64_t x) {
+  if (x > kMaxSpatial)
+    return Err(StatusCode::kInvalidArgument, "{}: spatial dim {} of size {} is larger than 2^40", n.Where(), i, x);
+  return Status::Ok();
+}
+
 int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
@@ -38,6 +57,7 @@ Result<WindowParams> ReadWindowParams(const Node& n, int64_t nsp, const std::vec
   }
   for (int64_t k : p.kernel)
     if (k < 1) return Err(StatusCode::kInvalidModel, "{}: kernel_shape values must be >= 1", n.Where());
+  KILN_RETURN_IF_ERROR(CheckBounded(n, "kernel_shape", p.kernel));
   KILN_ASSIGN_OR_RETURN(p.strides, n.attr_ints("strides", std::vector<int64_t>(ns, 1)));
   KILN_RETURN_IF_ERROR(CheckLen(n, "strides", p.strides, ns));
   KILN_ASSIGN_OR_RETURN(p.dilations, n.attr_ints("dilations", std::vector<int64_t>(ns, 1)));
@@ -45,6 +65,8 @@ Result<WindowParams> ReadWindowParams(const Node& n, int64_t nsp, const std::vec
   for (size_t i = 0; i < ns; ++i)
     if (p.strides[i] < 1 || p.dilations[i] < 1)
       return Err(StatusCode::kInvalidModel, "{}: strides and dilations must be >= 1", n.Where());
+  KILN_RETURN_IF_ERROR(CheckBounded(n, "strides", p.strides));
+  KILN_RETURN_IF_ERROR(CheckBounded(n, "dilations", p.dilations));
   KILN_ASSIGN_OR_RETURN(p.auto_pad, n.attr_string("auto_pad", "NOTSET"));
   if (p.auto_pad != "NOTSET" && p.auto_pad != "SAME_UPPER" && p.auto_pad != "SAME_LOWER" && p.auto_pad != "VALID")
     return Err(StatusCode::kInvalidModel, "{}: unknown auto_pad '{}'", n.Where(), p.auto_pad);
@@ -53,6 +75,7 @@ Result<WindowParams> ReadWindowParams(const Node& n, int64_t nsp, const std::vec
   KILN_RETURN_IF_ERROR(CheckLen(n, "pads", p.pads, 2 * ns));
   for (int64_t v : p.pads)
     if (v < 0) return Err(StatusCode::kInvalidModel, "{}: pads must be >= 0", n.Where());
+  KILN_RETURN_IF_ERROR(CheckBounded(n, "pads", p.pads));
   if (has_pads && p.auto_pad != "NOTSET") {
     // Both given: ONNX says auto_pad wins (pads ignored); keep that behaviour.
     p.pads.assign(2 * ns, 0);
@@ -67,10 +90,14 @@ Result<WindowParams> ReadWindowParams(const Node& n, int64_t nsp, const std::vec
     for (size_t i = 0; i < ns; ++i)
       if (p.output_padding[i] < 0)
         return Err(StatusCode::kInvalidModel, "{}: output_padding must be >= 0", n.Where());
+    KILN_RETURN_IF_ERROR(CheckBounded(n, "output_padding", p.output_padding));
     KILN_ASSIGN_OR_RETURN(p.output_shape, n.attr_ints("output_shape", {}));
     // output_shape may carry the full [N, C, spatial...] shape in some exporters; keep the spatial tail.
     if (p.output_shape.size() == ns + 2) p.output_shape.erase(p.output_shape.begin(), p.output_shape.begin() + 2);
     if (!p.output_shape.empty()) KILN_RETURN_IF_ERROR(CheckLen(n, "output_shape", p.output_shape, ns));
+    KILN_RETURN_IF_ERROR(CheckBounded(n, "output_shape", p.output_shape));
+    for (int64_t v : p.output_shape)
+      if (v < 0) return Err(StatusCode::kInvalidModel, "{}: output_shape values must be >= 0", n.Where());
   }
   return p;
 }
@@ -82,6 +109,7 @@ Result<std::vector<Dim>> ForwardOutputDims(const Node& n, WindowParams& p, const
     const int64_t ek = (p.kernel[i] - 1) * p.dilations[i] + 1;
     const int64_t s = p.strides[i];
     const Dim& x = in[i];
+    if (x.known()) KILN_RETURN_IF_ERROR(CheckSpatial(n, i, x.value));
     if (p.auto_pad == "SAME_UPPER" || p.auto_pad == "SAME_LOWER") {
       if (x.known()) {
         const int64_t o = CeilDiv(x.value, s);
@@ -126,6 +154,7 @@ Result<std::vector<Dim>> TransposeOutputDims(const Node& n, WindowParams& p, con
     const int64_t ek = (p.kernel[i] - 1) * p.dilations[i] + 1;
     const int64_t s = p.strides[i];
     const Dim& x = in[i];
+    if (x.known()) KILN_RETURN_IF_ERROR(CheckSpatial(n, i, x.value));
     const bool same = p.auto_pad == "SAME_UPPER" || p.auto_pad == "SAME_LOWER";
     if (p.auto_pad == "VALID") p.pads[i] = p.pads[i + ns] = 0;
     if (!p.output_shape.empty() || same) {
@@ -134,8 +163,13 @@ Result<std::vector<Dim>> TransposeOutputDims(const Node& n, WindowParams& p, con
         out[i] = !p.output_shape.empty() ? Dim(p.output_shape[i]) : DimMul(x, Dim(s));
         continue;
       }
-      const int64_t target = !p.output_shape.empty() ? p.output_shape[i] : x.value * s;
-      const int64_t total = s * (x.value - 1) + p.output_padding[i] + ek - target;
+      // In 128 bits: stride (< 2^31) times a spatial size (<= 2^40) can pass int64.
+      const __int128 target128 = !p.output_shape.empty() ? __int128{p.output_shape[i]} : __int128{x.value} * s;
+      const __int128 total128 = __int128{s} * (x.value - 1) + p.output_padding[i] + ek - target128;
+      if (target128 > kMaxSpatial || total128 > kMaxSpatial || total128 < -kMaxSpatial)
+        return Err(StatusCode::kInvalidArgument, "{}: output spatial dim {} would be larger than 2^40", n.Where(), i);
+      const int64_t target = static_cast<int64_t>(target128);
+      const int64_t total = static_cast<int64_t>(total128);
       const int64_t half = FloorDiv(total, 2);
       if (p.auto_pad == "SAME_UPPER") {
         p.pads[i] = half;
@@ -149,7 +183,10 @@ Result<std::vector<Dim>> TransposeOutputDims(const Node& n, WindowParams& p, con
     }
     const int64_t extra = p.output_padding[i] + ek - p.pads[i] - p.pads[i + ns];
     if (x.known()) {
-      const int64_t o = s * (x.value - 1) + extra;
+      const __int128 o128 = __int128{s} * (x.value - 1) + extra;
+      if (o128 > kMaxSpatial)
+        return Err(StatusCode::kInvalidArgument, "{}: output spatial dim {} would be larger than 2^40", n.Where(), i);
+      const int64_t o = static_cast<int64_t>(o128);
       if (o < 0)
         return Err(StatusCode::kInvalidArgument, "{}: pads make spatial dim {} of the output negative ({})",
                    n.Where(), i, o);

@@ -206,6 +206,31 @@ TEST(Conv, SymbolicBatchShape) {
   EXPECT_EQ(ShapeToString(ctx.outputs[0].shape), "[N,64,112,112]");
 }
 
+// Window geometry near int64's limits is refused with the node's name, never computed with overflow
+// (a fuzzed engine once reached signed overflow in conv_geometry.cpp).
+TEST(Conv, HugeWindowsAreErrorsNotOverflow) {
+  auto infer = [](const char* op, const char* attr, std::vector<int64_t> v, int64_t spatial) {
+    OneNode t(op, 2);
+    t.Ints(attr, v);
+    InferContext ctx{*t.n, {}, {}};
+    ctx.inputs.push_back(TensorInfo{DataType::kFloat32, {Dim(1), Dim(1), Dim(spatial), Dim(4)}, true});
+    ctx.inputs.push_back(TensorInfo{DataType::kFloat32, {Dim(1), Dim(1), Dim(1), Dim(1)}, true});
+    ctx.outputs.resize(1);
+    return InferNode(ctx);
+  };
+  const int64_t p62 = int64_t{1} << 62;
+  Status s = infer("Conv", "pads", {p62, 0, p62, 0}, 4);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("pads"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("test_Conv"), std::string::npos) << s.message();
+  EXPECT_FALSE(infer("Conv", "dilations", {p62, 1}, 4).ok());
+  EXPECT_FALSE(infer("Conv", "strides", {1, 1}, int64_t{1} << 50).ok());  // spatial size past 2^40
+  Status t = infer("ConvTranspose", "strides", {(int64_t{1} << 31) - 1, 1}, int64_t{1} << 40);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.message().find("2^40"), std::string::npos) << t.message();
+  EXPECT_TRUE(infer("ConvTranspose", "strides", {1 << 20, 1}, 1 << 10).ok());  // 2^30: large, but fits
+}
+
 // Scatter definition: y[n, g*mg + m, i*s - p + k*d] += x[n, g*cg + c, i] * w[g*cg + c, m, k].
 TEST(ConvTranspose, MatchesScatterDefinition) {
   struct Case {

@@ -88,6 +88,15 @@ TEST(Dims, SymbolicArithmetic) {
   EXPECT_FALSE(NormalizeAxis(4, 4).has_value());
 }
 
+TEST(Dims, KnownArithmeticThatWouldOverflowIsUnknown) {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  EXPECT_TRUE(DimMul(Dim(int64_t{1} << 40), Dim(int64_t{1} << 30)).unknown());
+  EXPECT_TRUE(DimAdd(Dim(big), Dim(1)).unknown());
+  EXPECT_TRUE(DimSub(Dim(-big), Dim(2)).unknown());
+  EXPECT_TRUE(DimDiv(Dim(std::numeric_limits<int64_t>::min()), Dim(-1)).unknown());
+  EXPECT_EQ(DimMul(Dim(int64_t{1} << 31), Dim(int64_t{1} << 31)).value, int64_t{1} << 62);
+}
+
 TEST(Tensor, CastAndAccess) {
   Tensor t = Tensor::FromFloat({1.5f, -2.7f, 300.f}, {3});
   Tensor i8 = CastTensor(t, DataType::kInt8);
