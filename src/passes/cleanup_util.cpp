@@ -41,4 +41,23 @@ std::optional<std::vector<int64_t>> ConstInts(const Value* v) {
   return t.ToInt64Vector();
 }
 
+std::optional<std::vector<int64_t>> ReshapeTargetFor(const Value* x, const Value* out) {
+  if (!x || !out || !x->has_shape || !out->has_shape || out->shape.empty()) return std::nullopt;
+  std::vector<int64_t> t;
+  int inferred = 0;
+  for (size_t i = 0; i < out->shape.size(); ++i) {
+    const Dim& d = out->shape[i];
+    if (d.known()) {
+      if (d.value == 0) return std::nullopt;
+      t.push_back(d.value);
+    } else if (d.symbolic() && i < x->shape.size() && d.same(x->shape[i])) {
+      t.push_back(0);
+    } else {
+      t.push_back(-1);
+      if (++inferred > 1) return std::nullopt;
+    }
+  }
+  return t;
+}
+
 }  // namespace kiln

@@ -62,9 +62,10 @@ bool IsIdentityPerm(const std::vector<int64_t>& p) {
   return true;
 }
 
-// The static target that the Reshape replacing `second` should have: its output shape when fully known, or
-// the constant shape input of a Reshape when it contains no 0 (0 would copy a dim of the intermediate).
-std::optional<std::vector<int64_t>> StaticTarget(const Node& second) {
+// The constant target that the Reshape of `x` replacing `second` should have: its output shape when fully known,
+// the constant shape input of a Reshape when it contains no 0 (0 would copy a dim of the intermediate), or one
+// written with 0 (x's dim) and -1 from the symbolic shapes of x and the output (dynamic shapes).
+std::optional<std::vector<int64_t>> StaticTarget(const Node& second, const Value* x) {
   const Value* out = second.output(0);
   if (out && out->has_shape && IsStatic(out->shape)) {
     std::vector<int64_t> t = ToStatic(out->shape);
@@ -72,15 +73,16 @@ std::optional<std::vector<int64_t>> StaticTarget(const Node& second) {
       if (d == 0) return std::nullopt;  // would need allowzero
     return t;
   }
-  if (second.op_type != "Reshape") return std::nullopt;
+  auto symbolic = [&] { return ReshapeTargetFor(x, out); };
+  if (second.op_type != "Reshape") return symbolic();
   auto t = ConstInts(second.input(1));
-  if (!t) return std::nullopt;
+  if (!t) return symbolic();
   int minus_one = 0;
   for (int64_t d : *t) {
-    if (d == 0 || d < -1) return std::nullopt;
+    if (d == 0 || d < -1) return symbolic();
     minus_one += d == -1;
   }
-  if (minus_one > 1) return std::nullopt;
+  if (minus_one > 1) return symbolic();
   return t;
 }
 
@@ -134,7 +136,7 @@ Result<PassReport> FoldReshapeTransposeChainsPass(Graph& g, const PassOptions& o
       Value* x = head->inputs[0];
       const std::string desc = fmt::format("{} {} -> {} {}", head->op_type, head->name, n->op_type, n->name);
       if (SameTypeAndShape(x, n->outputs[0]) && drop(n, x, desc + " gives back the input shape")) continue;
-      auto target = StaticTarget(*n);
+      auto target = StaticTarget(*n, x);
       if (!target) continue;
       n->op_type = "Reshape";
       n->opset = std::max<int64_t>(n->opset, 14);

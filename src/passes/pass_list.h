@@ -6,6 +6,7 @@
 namespace kiln {
 Result<PassReport> EliminateIdentityPass(Graph& g, const PassOptions& o);              // eliminate_identity.cpp
 Result<PassReport> FoldConstantsPass(Graph& g, const PassOptions& o);                  // fold_constants.cpp
+Result<PassReport> SimplifyShapeInputsPass(Graph& g, const PassOptions& o);            // simplify_shape_inputs.cpp
 Result<PassReport> FoldReshapeTransposeChainsPass(Graph& g, const PassOptions& o);     // fold_reshape_transpose.cpp
 Result<PassReport> EliminateCommonSubexpressionsPass(Graph& g, const PassOptions& o);  // eliminate_cse.cpp
 Result<PassReport> FoldBatchNormPass(Graph& g, const PassOptions& o);                  // fold_batchnorm.cpp

@@ -11,6 +11,7 @@ const std::vector<Pass>& AllPasses() {
       // Cleanup: remove what computes nothing, fold what is known.
       {"eliminate-identity", EliminateIdentityPass, false},        // Identity, Dropout, no-op Cast/Reshape
       {"fold-constants", FoldConstantsPass, false},
+      {"simplify-shape-inputs", SimplifyShapeInputsPass, false},  // run-time Reshape targets known symbolically
       {"fold-reshape-transpose-chains", FoldReshapeTransposeChainsPass, false},
       {"eliminate-common-subexpressions", EliminateCommonSubexpressionsPass, false},
       {"fold-batchnorm", FoldBatchNormPass, false},                // BatchNormalization into Conv/Gemm

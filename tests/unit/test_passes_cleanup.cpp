@@ -183,6 +183,66 @@ TEST(FoldReshapeTranspose, CollapsesReshapeChains) {
     }
 }
 
+// ---- simplify-shape-inputs ----
+
+// x: [batch, seq, 24] (symbolic), Reshapes whose targets are computed from Shape(x) as exporters write them.
+void BuildShapeChains(TestGraph& t, int64_t b, int64_t s) {
+  Value* x = t.Input("x", {b, s, 24});
+  x->shape = {Dim::Symbol("batch"), Dim::Symbol("seq"), Dim(24)};
+  Value* shape = t.Out(t.Op("Shape", "shape", {x}));
+  auto dim = [&](int64_t i) {
+    Value* g = t.Out(t.Op("Gather", "gather" + std::to_string(i), {shape, t.Const("i" + std::to_string(i),
+                                                                        Tensor::FromInt64({i}, {}))}));
+    return t.Out(t.Op("Unsqueeze", "unsq" + std::to_string(i), {g, t.Ints("ax" + std::to_string(i), {0})}));
+  };
+  Value* bd = dim(0);
+  Value* sd = dim(1);
+  auto concat = [&](const std::string& name, std::vector<Value*> parts) {
+    Node* c = t.Op("Concat", name, std::move(parts));
+    c->attrs["axis"] = Attribute::Int(0);
+    return t.Out(c);
+  };
+  // [batch, seq, 4, 6]: the heads split (0, 0, 4, 6).
+  Node* heads = t.Op("Reshape", "heads", {x, concat("cat_heads", {bd, sd, t.Ints("hd", {4, 6})})});
+  t.Output(t.Out(t.Op("Relu", "relu", {t.Out(heads)})));
+  // [batch*seq, 24]: the rows flattened (-1, 24).
+  Value* rows = t.Out(t.Op("Mul", "rows", {bd, sd}));
+  Node* flat = t.Op("Reshape", "flat", {x, concat("cat_flat", {rows, t.Ints("w", {24})})});
+  t.Output(t.Out(t.Op("Neg", "neg", {t.Out(flat)})));
+  // [seq, batch, 24]: two dims neither known nor in place; left alone.
+  Node* swap = t.Op("Reshape", "swap", {x, concat("cat_swap", {sd, bd, t.Ints("w2", {24})})});
+  t.Output(t.Out(t.Op("Abs", "abs", {t.Out(swap)})));
+  // allowzero = 1: left alone.
+  Node* az = t.Op("Reshape", "az", {x, concat("cat_az", {bd, sd, t.Ints("hd2", {6, 4})})}, 1, 14);
+  az->attrs["allowzero"] = Attribute::Int(1);
+  t.Output(t.Out(t.Op("Sigmoid", "sig", {t.Out(az)})));
+  t.Finish();
+}
+
+TEST(SimplifyShapeInputs, RunTimeTargetsBecomeConstantsAtEveryShape) {
+  TestGraph t;
+  BuildShapeChains(t, 2, 5);
+  ASSERT_EQ(t.Count("Shape"), 1);
+  PassReport r = Apply(t, SimplifyShapeInputsPass);
+  EXPECT_EQ(r.rewrites, 2);
+  EXPECT_TRUE(DetailsMention(r, "heads"));
+  EXPECT_TRUE(DetailsMention(r, "flat"));
+  EXPECT_EQ(t.Named("heads")->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{0, 0, 4, 6}));
+  EXPECT_EQ(t.Named("flat")->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{-1, 24}));
+  EXPECT_FALSE(t.Named("swap")->inputs[1]->is_const());
+  EXPECT_FALSE(t.Named("az")->inputs[1]->is_const());
+  EXPECT_FALSE(t.Has("cat_heads"));  // the chains no one reads are gone; the shared Shape stays for swap and az
+  EXPECT_FALSE(t.Has("cat_flat"));
+  EXPECT_FALSE(t.Has("rows"));
+  EXPECT_TRUE(t.Has("shape"));
+  // The same graph at another batch and sequence: the constant targets hold there too.
+  TestGraph other;
+  BuildShapeChains(other, 3, 7);
+  auto want = other.Run();
+  t.feeds = other.feeds;
+  ExpectSameOutputs(want, t.Run());
+}
+
 TEST(FoldReshapeTranspose, KeepsChainsWhoseIntermediateHasOtherReaders) {
   TestGraph t;
   Value* x = t.Input("x", {2, 3, 4});

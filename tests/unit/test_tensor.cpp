@@ -501,7 +501,19 @@ TEST(TensorOps, SymbolicShapePropagation) {
   Node* cs = g.AddNode("ConstantOfShape", "cos");
   cs->inputs = {sl->outputs[0]};
   cs->outputs = {g.GetOrAddValue("ones")};
-  for (Value* v : {rs->outputs[0], rs2->outputs[0], cs->outputs[0]}) {
+  // Range(0, Shape(x)[1], 1): torch.arange(x.size(1)), the position ids of GPT-2 and LLaMA exports.
+  Node* g1 = g.AddNode("Gather", "gather_seq");
+  g1->inputs = {full->outputs[0], g.AddConstant("one", Tensor::FromInt64({1}, {}))};
+  g1->outputs = {g.GetOrAddValue("seq_len")};
+  Node* rg = g.AddNode("Range", "range");
+  rg->inputs = {g.AddConstant("zero", Tensor::FromInt64({0}, {})), g1->outputs[0],
+                g.AddConstant("step", Tensor::FromInt64({1}, {}))};
+  rg->outputs = {g.GetOrAddValue("positions")};
+  Node* rg2 = g.AddNode("Range", "range_from_2");  // another start: the length is not the symbol
+  rg2->inputs = {g.AddConstant("two", Tensor::FromInt64({2}, {})), g1->outputs[0],
+                 g.AddConstant("step2", Tensor::FromInt64({1}, {}))};
+  rg2->outputs = {g.GetOrAddValue("positions2")};
+  for (Value* v : {rs->outputs[0], rs2->outputs[0], cs->outputs[0], rg->outputs[0], rg2->outputs[0]}) {
     v->is_graph_output = true;
     g.outputs.push_back(v);
   }
@@ -517,6 +529,8 @@ TEST(TensorOps, SymbolicShapePropagation) {
   EXPECT_TRUE(y2[1].symbolic()) << ShapeToString(y2);
   EXPECT_NE(y2[1].sym.find("seq"), std::string::npos);
   EXPECT_EQ(ShapeToString(cs->outputs[0]->shape), "[seq,768]");
+  EXPECT_EQ(ShapeToString(rg->outputs[0]->shape), "[seq]");
+  EXPECT_EQ(ShapeToString(rg2->outputs[0]->shape), "[?]");
 }
 
 }  // namespace
