@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -95,6 +96,19 @@ bool IsQConv2d(const Node& n) {
   if (c % kInt8ChannelMultiple != 0 && c > kInt8ChannelMultiple) return false;
   if (n.outputs.size() != 1 || !Rank4(n.output(0))) return false;
   return SymmetricPads(n);
+}
+
+// The permutation of a rank-4 default-domain Transpose with one output (its default reverses the axes).
+std::optional<std::vector<int64_t>> TransposePerm(const Node& n) {
+  if (!n.domain.empty() || n.op_type != "Transpose" || n.inputs.size() != 1 || n.outputs.size() != 1 ||
+      !Rank4(n.input(0)) || !Rank4(n.output(0)))
+    return std::nullopt;
+  std::vector<int64_t> p = n.getints("perm", {3, 2, 1, 0});
+  if (p.size() != 4) return std::nullopt;
+  std::vector<int64_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != std::vector<int64_t>{0, 1, 2, 3}) return std::nullopt;
+  return p;
 }
 
 // W [K, C, kh, kw] with axis 1 zero-extended to c channels.
@@ -250,8 +264,44 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
     return t;
   };
 
+  // Values that are another value exactly (a Transpose undoing a reformat): readers read the other one.
+  std::map<const Value*, Value*> same;
+
   for (auto& np : old_nodes) {
     Node& n = *np;
+    for (Value*& v : n.inputs)
+      if (auto it = same.find(v); it != same.end()) v = it->second;
+    // The model's own Transposes next to NHWC values (ConvNeXt's permutes around its LayerNorms and MLPs):
+    //   Transpose(v, p) where v has the NHWC twin t  ==>  Transpose(t, kToNchw o p), nothing when that is the
+    //   identity ([0,2,3,1] of a moved value is its twin);
+    //   Transpose(v, [0,3,1,2]) of a plain rank-4 v  ==>  nothing: v is the NHWC twin of the result, which gets
+    //   its NCHW form only where a reader needs one.
+    if (auto p = TransposePerm(n)) {
+      Value* v = n.inputs[0];
+      Value* y = n.outputs[0];
+      if (nhwc.count(v)) {
+        std::vector<int64_t> q(4);
+        for (size_t j = 0; j < 4; ++j) q[j] = kToNchw[(*p)[j]];
+        Value* t = nhwc.at(v);
+        if (q == std::vector<int64_t>{0, 1, 2, 3} && !y->is_graph_output) {
+          same[y] = t;
+          y->producer = nullptr;
+          ++rep.transposes_absorbed;
+          continue;  // the node goes
+        }
+        n.inputs[0] = t;
+        n.attrs["perm"] = Attribute::Ints(q);
+        out_nodes.push_back(std::move(np));
+        continue;
+      }
+      if (*p == kToNchw && !v->is_const()) {
+        y->producer = nullptr;
+        nhwc[y] = v;
+        moved.insert(y);
+        ++rep.transposes_absorbed;
+        continue;  // the node goes; to_nchw makes y where a reader needs it
+      }
+    }
     bool rewritten = false;
     const bool qconv = IsQConv2d(n);
     if (qconv || (opts.float_convs && IsConv2d(n, opts))) {
@@ -334,9 +384,10 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
   rep.reformats_eliminated = std::max(0, 2 * rep.convs_nhwc - rep.reformats_inserted);
   if (rep.convs_nhwc > 0)
     rep.details.push_back(fmt::format("{} convolution(s) and {} other layer(s) in NHWC; {} reformat(s) and {} view(s) "
-                                      "inserted, {} per-layer reformat(s) avoided",
+                                      "inserted, {} per-layer reformat(s) avoided, {} of the model's Transposes "
+                                      "absorbed",
                                       rep.convs_nhwc, rep.nodes_nhwc, rep.reformats_inserted, rep.views_inserted,
-                                      rep.reformats_eliminated));
+                                      rep.reformats_eliminated, rep.transposes_absorbed));
   if (rep.channels_padded > 0)
     rep.details.push_back(fmt::format("{} convolution input(s) zero-padded to {} channels (int8 ones to {})",
                                       rep.channels_padded, opts.pad_channels, kInt8ChannelMultiple));

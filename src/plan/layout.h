@@ -11,7 +11,13 @@
 //   - MaxPool / AveragePool (kiln_layout = "NHWC"; not when MaxPool's Indices are used);
 //   - GlobalAveragePool / GlobalMaxPool become ReduceMean / ReduceMax over axes [1,2] (keepdims): [N,1,1,C]
 //     has the memory order of [N,C,1,1], so the NCHW value is a free Reshape of it;
-//   - Concat along the channel axis (axis 1 -> 3).
+//   - Concat along the channel axis (axis 1 -> 3);
+//   - the model's own Transposes: one of a value that has an NHWC twin reads the twin with the composed
+//     permutation, and goes when that is the identity (ConvNeXt's permute to channels-last after a depthwise
+//     convolution); a Transpose([0,3,1,2]) of a channels-last tensor goes, that tensor becoming the NHWC twin of
+//     its result (ConvNeXt's permute back before the residual Add, which then runs in NHWC).
+// So ConvNeXt-style blocks (NHWC conv, permute, LayerNorm over C, MLP, permute back, residual) run with no
+// reformat at all.
 // An ungrouped NHWC convolution with fewer input channels than `pad_channels` (an RGB stem: C = 3) reads its input
 // zero-padded to that many channels (a Pad after the reformat; W gains zero input channels): cuDNN's FP16 NHWC
 // kernels for C = 3 are slow (ResNet-50's stem at batch 64 on an H100: 383 µs with C = 3, 216 µs with C = 4,
@@ -45,6 +51,7 @@ struct LayoutReport {
   int views_inserted = 0;        // free Reshapes between [N,1,1,C] and [N,C,1,1]
   int channels_padded = 0;       // convolutions whose input channels were zero-padded (pad_channels)
   int reformats_eliminated = 0;  // 2 per NHWC convolution (converting each alone), minus those inserted
+  int transposes_absorbed = 0;   // the model's own NCHW <-> NHWC Transposes that the layouts made unnecessary
   std::vector<std::string> details;
 };
 

@@ -272,6 +272,56 @@ TEST(LayoutPlan, LeavesFloat32AndAsymmetricPadsAlone) {
 
 // Layers that need NCHW get it back: a MaxPool whose Indices are read, a Resize, a Softmax over channels, and a
 // value read both by an NHWC conv and by such a layer.
+// A ConvNeXt stem and block as torchvision writes them: conv, LayerNorm2d (permute to channels-last, LayerNorm over
+// C, permute back), then depthwise 7x7, permute, LayerNorm, MLP, permute back, layer scale, residual Add. The
+// model's four permutes meet the NHWC layout and go: the only reformats left are the input's and the output's.
+TEST(LayoutPlan, ConvNeXtBlockPermutesAreAbsorbed) {
+  for (DataType dt : {DataType::kFloat16, DataType::kFloat32}) {
+    SCOPED_TRACE(DataTypeName(dt));
+    Net t(dt);
+    const int64_t c = 8;
+    Value* x = t.Input("x", {2, 4, 10, 10});
+    Value* stem = t.Conv(x, 4, c, 3, false, 2);
+    auto permute = [&](Value* v, std::vector<int64_t> p) { return t.Op("Transpose", {v}, {{"perm", Attribute::Ints(p)}}); };
+    auto layer_norm = [&](Value* v) {
+      return t.Op("LayerNormalization", {v, t.Const({c}), t.Const({c}, 0.1)}, {{"axis", Attribute::Int(-1)}});
+    };
+    Value* in = permute(layer_norm(permute(stem, {0, 2, 3, 1})), {0, 3, 1, 2});
+    Value* dw = t.Op("Conv", {in, t.Const({c, 1, 7, 7}), t.Const({c}, 0.1)},
+                     {{"kernel_shape", Attribute::Ints({7, 7})}, {"pads", Attribute::Ints({3, 3, 3, 3})},
+                      {"group", Attribute::Int(c)}});
+    Value* h = t.Op("Relu", {t.Op("MatMul", {layer_norm(permute(dw, {0, 2, 3, 1})), t.Const({c, 4 * c})})});
+    Value* mlp = t.Op("MatMul", {h, t.Const({4 * c, c})});
+    Value* scaled = t.Op("Mul", {permute(mlp, {0, 3, 1, 2}), t.Const({c, 1, 1})});
+    Value* y = t.Op("Add", {scaled, in});
+    t.Output(t.Conv(y, c, c, 1, false));
+    LayoutOptions o;
+    o.float32 = dt == DataType::kFloat32;
+    const LayoutReport rep = t.PlanAndCompare(o, dt == DataType::kFloat16 ? 8e-3 : 1e-5);
+    EXPECT_EQ(rep.convs_nhwc, 3);
+    EXPECT_EQ(rep.transposes_absorbed, 4);
+    EXPECT_EQ(rep.reformats_inserted, 2);  // x in, the last conv's output out
+    EXPECT_EQ(t.Count("Transpose"), 2);
+    EXPECT_EQ(t.Count("Mul") + t.Count("Add"), 2);
+  }
+}
+
+// A Transpose that is neither: it reads the NHWC twin with the composed permutation, and no reformat back is needed
+// for it; a graph output made by a permute back still gets its NCHW form.
+TEST(LayoutPlan, OtherTransposesReadTheTwin) {
+  Net t(DataType::kFloat16);
+  Value* x = t.Input("x", {1, 4, 6, 5});
+  Value* a = t.Conv(x, 4, 6, 3, true);
+  t.Output(t.Op("Transpose", {a}, {{"perm", Attribute::Ints({0, 1, 3, 2})}}));  // [1, 6, 5, 6]
+  Value* cl = t.Op("Transpose", {a}, {{"perm", Attribute::Ints({0, 2, 3, 1})}});
+  t.Output(t.Op("Transpose", {t.Op("Sigmoid", {cl})}, {{"perm", Attribute::Ints({0, 3, 1, 2})}}));
+  const LayoutReport rep = t.PlanAndCompare({}, 4e-3);
+  EXPECT_EQ(rep.convs_nhwc, 1);
+  EXPECT_EQ(rep.transposes_absorbed, 2);
+  EXPECT_EQ(rep.reformats_inserted, 2);  // x in; the Sigmoid's result out (the graph output)
+  EXPECT_EQ(t.Count("Transpose"), 3);    // those two and the model's [0,1,3,2], now [0,3,2,1] of the twin
+}
+
 TEST(LayoutPlan, NchwConsumersGetATransposeBack) {
   Net t(DataType::kFloat16);
   Value* x = t.Input("x", {1, 4, 6, 6});
