@@ -3,6 +3,7 @@
 //   Dropout(x) in inference (mask unused)         -> x
 //   Cast(x, to = dtype of x), CastLike same types -> x
 //   Reshape/Flatten/Squeeze/Unsqueeze(x) whose output shape equals x's shape -> x
+//   Pad by zeros, Slice with positive steps, Expand, Tile, all to x's shape; Concat of one input -> x
 // Before: a -> Identity(id1) -> b -> Relu     After: a -> Relu   (id1 is left dead for dead-code elimination)
 // A node whose output is a graph output stays unless its input is an ordinary intermediate: then the input's
 // producer writes the graph output directly (the output keeps its name).
@@ -49,6 +50,28 @@ std::string NoOpReason(const Graph& g, const Node& n, const std::unordered_set<c
     return n.input(1) && n.input(1)->dtype == in->dtype && out->dtype == in->dtype ? "CastLike to the same type" : "";
   if (IsReshapeLike(n.op_type) && n.outputs.size() == 1 && SameTypeAndShape(in, out))
     return n.op_type + " to the same shape " + ShapeToString(in->shape);
+  if (n.outputs.size() != 1 || !SameTypeAndShape(in, out)) return {};
+  // Copies that keep every element where it was (exporters write them for sizes that happen to need nothing:
+  // Swin's F.pad to a multiple of the window and the crop back, torch.roll-free shifts).
+  if (n.op_type == "Pad") {
+    auto pads = ConstInts(n.input(1));
+    if (!pads) return {};
+    for (int64_t v : *pads)
+      if (v != 0) return {};
+    return "Pad by zero";
+  }
+  if (n.op_type == "Slice") {
+    // With positive steps, an output as long as the input on every axis can only be the whole input in order.
+    if (n.input(4)) {
+      auto steps = ConstInts(n.input(4));
+      if (!steps) return {};
+      for (int64_t v : *steps)
+        if (v <= 0) return {};
+    }
+    return "Slice of the whole input";
+  }
+  if (n.op_type == "Expand" || n.op_type == "Tile") return n.op_type + " to the same shape " + ShapeToString(in->shape);
+  if (n.op_type == "Concat" && n.inputs.size() == 1) return "Concat of one input";
   return {};
 }
 

@@ -1,4 +1,4 @@
-// Pass fuse-qkv-projection: the three projections of one attention's Q, K and V become one GEMM with their weights
+// Pass fuse-qkv-projection: attentions read Q, K and V packed in one tensor. First form: the three projections of one attention's Q, K and V become one GEMM with their weights
 // side by side, whose output the attention reads packed (one launch instead of three, and a GEMM three times as
 // wide that keeps the tensor cores busier):
 //   Q = Reshape(FusedMatMul(x, Wq, bq), [.., S, H, D])      (same for K and V, from the same x)
@@ -124,19 +124,98 @@ Result<bool> TryFuse(Graph& g, const PassOptions& o, const Uses& u, Node* at, Pa
   return true;
 }
 
+// The second form, where the model packs Q, K and V itself (timm's and torchvision's ViT/DeiT/Swin attention:
+// qkv(x).reshape(B, S, 3, H, D).permute(2, 0, 3, 1, 4), then unbind(0) or [0], [1], [2]):
+//   P = Reshape(Y, [B, S, 3, H, D]); T = Transpose(P, [2, 0, 3, 1, 4]);
+//   Q, K, V = Squeeze(Split(T, axis 0)[i], [0])  or  Gather(T, i, axis 0)        (i = 0, 1, 2)
+//   kiln.Attention(Q, K, V; BHSD)
+//   =>
+//   kiln.Attention(P, P, P; BS3HD)
+// The transpose and the split were two full copies of the projection's output. Q, K and V must each be read by the
+// attention alone, and T by the split (or the three gathers) alone.
+// The part index the packed tensor T's slice `v` takes along axis 0, and the nodes that made it; -1 when v is not
+// such a slice.
+struct Part {
+  int index = -1;
+  Value* packed = nullptr;             // T
+  std::vector<Node*> nodes;            // Squeeze + Split, or Gather
+};
+
+Part SliceOfPacked(const Uses& u, const Value* v) {
+  Part r;
+  Node* n = u.Producer(v);
+  if (fusion::Is(n, "Gather", 2) && n->geti("axis", 0) == 0) {
+    const Value* idx = n->inputs[1];
+    if (!idx || !idx->is_const() || idx->const_value->rank() != 0) return r;
+    const int64_t i = idx->const_value->GetAsInt(0);
+    if (i < 0 || i > 2) return r;
+    r.index = static_cast<int>(i);
+    r.packed = n->inputs[0];
+    r.nodes = {n};
+    return r;
+  }
+  if (!fusion::Is(n, "Squeeze", 2) || !n->inputs[0]) return r;
+  auto axes = n->inputs[1] && n->inputs[1]->is_const() ? n->inputs[1]->const_value->ToInt64Vector()
+                                                        : std::vector<int64_t>{};
+  if (axes != std::vector<int64_t>{0}) return r;
+  Value* part = n->inputs[0];
+  Node* sp = u.Producer(part);
+  if (!sp || !sp->domain.empty() || sp->op_type != "Split" || sp->outputs.size() != 3 || sp->geti("axis", 0) != 0 ||
+      !sp->inputs[0] || !u.OnlyBy(part, n))
+    return r;
+  for (int i = 0; i < 3; ++i)
+    if (sp->outputs[i] == part) r.index = i;
+  if (r.index < 0 || !part->has_shape || part->shape.empty() || !part->shape[0].known() || part->shape[0].value != 1)
+    return r;
+  r.packed = sp->inputs[0];
+  r.nodes = {n, sp};
+  return r;
+}
+
+bool TryPackSplit(Graph& g, const Uses& u, Node* at, PassReport& report) {
+  if (at->domain != "kiln" || at->op_type != "Attention" || at->inputs.size() < 3) return false;
+  if (at->geti("kiln_k_transposed", 0) != 0) return false;
+  for (const char* l : fused::kAttentionInputLayouts)
+    if (at->gets(l, "BHSD") != "BHSD") return false;
+  Part parts[3];
+  for (int s = 0; s < 3; ++s) {
+    Value* in = at->input(s);
+    if (!in || !u.OnlyBy(in, at)) return false;
+    parts[s] = SliceOfPacked(u, in);
+    if (parts[s].index != s || parts[s].packed != parts[0].packed) return false;
+  }
+  Value* t = parts[0].packed;
+  Node* tr = u.Producer(t);
+  if (!fusion::Is(tr, "Transpose", 1) || tr->getints("perm", {}) != std::vector<int64_t>{2, 0, 3, 1, 4}) return false;
+  // T is read by the split or the three gathers only.
+  for (const Node* r : u.Readers(t))
+    if (r != parts[0].nodes.back() && r != parts[1].nodes.back() && r != parts[2].nodes.back()) return false;
+  if (u.IsOutput(t)) return false;
+  Value* p = tr->inputs[0];
+  if (!p || !p->has_shape || p->shape.size() != 5 || !p->shape[2].known() || p->shape[2].value != 3) return false;
+  for (int s = 0; s < 3; ++s) at->inputs[s] = p;
+  for (const char* l : fused::kAttentionInputLayouts) at->attrs[l] = Attribute::String("BS3HD");
+  report.details.push_back(fmt::format("'{}' reads Q, K and V packed (BS3HD) from '{}': {} and its split removed",
+                                       at->name, p->name, tr->name));
+  std::vector<Node*> gone = {tr};
+  for (const Part& pt : parts) gone.insert(gone.end(), pt.nodes.begin(), pt.nodes.end());
+  fusion::RemoveUnread(g, gone);
+  return true;
+}
+
 }  // namespace
 
 Result<PassReport> FuseQkvProjectionPass(Graph& g, const PassOptions& o) {
   PassReport report;
-  if (!o.evaluator) return report;  // no way to concatenate the weights
   Status st;
   report.rewrites = fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* n) {
-    if (!st.ok()) return false;
+    if (!st.ok() || !o.evaluator) return false;  // no evaluator: no way to concatenate the weights
     Result<bool> r = TryFuse(g, o, u, n, report);
     if (!r.ok()) st = r.status();
     return r.ok() && *r;
   });
   KILN_RETURN_IF_ERROR(st);
+  report.rewrites += fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* n) { return TryPackSplit(g, u, n, report); });
   return report;
 }
 

@@ -88,6 +88,39 @@ TEST(EliminateIdentity, RemovesNoOpsAndKeepsGraphOutputNames) {
   EXPECT_EQ(t.g.nodes().size(), 5u);  // relu, unsq, sig, id3, cast2
 }
 
+// Copies that move nothing (Swin's pad to a window multiple and crop back when the size already fits) go; the same
+// ops that move elements stay: a real Pad, a reversing Slice, a Slice that crops.
+TEST(EliminateIdentity, RemovesCopiesThatMoveNothing) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 6, 5, 4});
+  Node* pad0 = t.Op("Pad", "pad0", {x, t.Ints("pads0", {0, 0, 0, 0, 0, 0, 0, 0})}, 1, 18);
+  Node* sl = t.Op("Slice", "whole", {t.Out(pad0), t.Ints("st", {0, 0}), t.Ints("en", {6, INT64_MAX}),
+                                     t.Ints("ax", {1, 2})});
+  Node* sl2 = t.Op("Slice", "whole_step", {t.Out(sl), t.Ints("st2", {0}), t.Ints("en2", {4}), t.Ints("ax2", {3}),
+                                           t.Ints("sp2", {1})});
+  Node* ex = t.Op("Expand", "expand", {t.Out(sl2), t.Ints("es", {2, 1, 5, 4})});
+  Node* cat = t.Op("Concat", "cat1", {t.Out(ex)});
+  cat->attrs["axis"] = Attribute::Int(1);
+  Node* tile = t.Op("Tile", "tile", {t.Out(cat), t.Ints("reps", {1, 1, 1, 1})});
+  Node* relu = t.Op("Relu", "relu", {t.Out(tile)});
+  t.Output(t.Out(relu));
+  Node* rev = t.Op("Slice", "reverse", {x, t.Ints("rst", {-1}), t.Ints("ren", {INT64_MIN}), t.Ints("rax", {1}),
+                                        t.Ints("rsp", {-1})});  // same shape, reversed: kept
+  t.Output(t.Out(t.Op("Neg", "neg", {t.Out(rev)})));
+  Node* crop = t.Op("Slice", "crop", {x, t.Ints("cst", {1}), t.Ints("cen", {6}), t.Ints("cax", {1})});  // kept
+  Node* pad1 = t.Op("Pad", "pad1", {t.Out(crop), t.Ints("pads1", {0, 1, 0, 0, 0, 0, 0, 0})}, 1, 18);  // kept
+  t.Output(t.Out(t.Op("Abs", "abs", {t.Out(pad1)})));
+  t.Finish();
+  PassReport r = Apply(t, EliminateIdentityPass);
+  EXPECT_EQ(r.rewrites, 6);  // pad0, whole, whole_step, expand, cat1, tile
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.Named("relu")->inputs[0], x);
+  EXPECT_TRUE(t.Has("reverse"));
+  EXPECT_TRUE(t.Has("crop"));
+  EXPECT_TRUE(t.Has("pad1"));
+  EXPECT_EQ(t.Count("Expand") + t.Count("Tile") + t.Count("Concat"), 0);
+}
+
 TEST(EliminateIdentity, KeepsDropoutWhoseMaskIsUsedOrInTraining) {
   TestGraph t;
   Value* x = t.Input("x", {4, 6});

@@ -487,6 +487,67 @@ TEST(FuseQkvProjection, NotWhenKeyComesFromAnotherInput) {
   EXPECT_EQ(t.Count("FusedMatMul"), 3);
 }
 
+// timm/torchvision ViT attention: qkv(x).reshape(B, S, 3, H, D).permute(2, 0, 3, 1, 4), split into Q, K, V by
+// unbind (Split + Squeeze) or indexing (Gather); `tamper` makes one part unusable for packing.
+Value* VitSelfAttention(TestGraph& t, Value* x, bool gather, int tamper) {
+  Value* y = t.Op("MatMul", "/attn/qkv/MatMul", {x, t.Const("qkv.weight", {16, 48})});
+  y = t.Op("Add", "/attn/qkv/Add", {y, t.Const("qkv.bias", {48})});
+  Value* p = t.Op("Reshape", "/attn/Reshape", {y, t.Const("qkv.shape", Tensor::FromInt64({2, 5, 3, 2, 8}))});
+  Value* tp = t.Op("Transpose", "/attn/Transpose", {p}, {{"perm", Attribute::Ints({2, 0, 3, 1, 4})}});
+  Value* parts[3];
+  if (gather) {
+    for (int i = 0; i < 3; ++i) {
+      const int64_t idx = tamper == 1 && i == 1 ? 2 : i;  // 1: K and V both read part 2
+      parts[i] = t.Op("Gather", "/attn/Gather_" + std::to_string(i),
+                      {tp, t.Const("idx" + std::to_string(i), Tensor::FromInt64({idx}, {}))},
+                      {{"axis", Attribute::Int(0)}});
+    }
+  } else {
+    Node* sp = t.OpNode("Split", "/attn/Split", {tp, t.Const("split", Tensor::FromInt64({1, 1, 1}))},
+                        {{"axis", Attribute::Int(0)}}, 3);
+    for (int i = 0; i < 3; ++i)
+      parts[i] = t.Op("Squeeze", "/attn/Squeeze_" + std::to_string(i), {sp->outputs[i], t.Const("ax", Tensor::FromInt64({0}))});
+  }
+  if (tamper == 2) t.Output(parts[2]);  // V is also a graph output: the split must stay
+  Value* k = t.Op("Transpose", "/attn/Transpose_k", {parts[1]}, {{"perm", Attribute::Ints({0, 1, 3, 2})}});
+  Value* q = t.Op("Mul", "/attn/Mul", {parts[0], t.F(0.35f)});
+  Value* pr = t.Op("Softmax", "/attn/Softmax", {t.Op("MatMul", "/attn/MatMul", {q, k})}, {{"axis", Attribute::Int(-1)}});
+  Value* o = t.Op("Transpose", "/attn/Transpose_out", {t.Op("MatMul", "/attn/MatMul_1", {pr, parts[2]})},
+                  {{"perm", Attribute::Ints({0, 2, 1, 3})}});
+  return t.Op("Reshape", "/attn/Reshape_out", {o, t.Const("out.shape", Tensor::FromInt64({2, 5, 16}))});
+}
+
+TEST(FuseQkvProjection, ModelPackedQkvIsReadWithoutTheTransposeAndSplit) {
+  for (bool gather : {false, true}) {
+    SCOPED_TRACE(gather ? "gather" : "split");
+    TestGraph t;
+    t.Output(VitSelfAttention(t, t.Input("x", {2, 5, 16}), gather, 0));
+    t.Finish();
+    EXPECT_EQ(Apply(t, FuseBiasActivationPass), 1);
+    EXPECT_GE(Apply(t, RecognizeAttentionPass), 1);
+    EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 1);
+    const Node* at = t.Find("Attention");
+    ASSERT_TRUE(at);
+    for (const char* a : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"}) EXPECT_EQ(at->gets(a, ""), "BS3HD") << a;
+    EXPECT_EQ(ShapeToString(at->inputs[0]->shape), "[2,5,3,2,8]");
+    EXPECT_EQ(at->inputs[0], at->inputs[2]);
+    EXPECT_EQ(t.Count("Transpose") + t.Count("Split") + t.Count("Squeeze") + t.Count("Gather"), 0);
+  }
+}
+
+TEST(FuseQkvProjection, ModelPackedQkvLeftAloneWhenAPartIsUsedElsewhere) {
+  for (int tamper : {1, 2}) {
+    SCOPED_TRACE(tamper);
+    TestGraph t;
+    t.Output(VitSelfAttention(t, t.Input("x", {2, 5, 16}), true, tamper));
+    t.Finish();
+    Apply(t, FuseBiasActivationPass);
+    Apply(t, RecognizeAttentionPass);
+    EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 0);
+    EXPECT_EQ(t.Count("Gather"), 3);
+  }
+}
+
 // ---- fuse-bias-activation ----
 
 TEST(FuseBiasActivation, ConvWithEachActivation) {
