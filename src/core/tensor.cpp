@@ -100,7 +100,15 @@ int64_t Tensor::GetAsInt(int64_t i) const {
     case DataType::kInt64: return data<int64_t>()[i];
     case DataType::kInt32: return data<int32_t>()[i];
     case DataType::kUInt64: return static_cast<int64_t>(data<uint64_t>()[i]);
-    default: return static_cast<int64_t>(GetAsDouble(i));
+    default: {
+      // A float read as an integer (a shape or index given in a float tensor): NaN reads as 0 and values past
+      // int64's range saturate, instead of the undefined conversion.
+      const double d = GetAsDouble(i);
+      if (std::isnan(d)) return 0;
+      if (d >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+      if (d < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+      return static_cast<int64_t>(d);
+    }
   }
 }
 

@@ -97,6 +97,17 @@ TEST(Dims, KnownArithmeticThatWouldOverflowIsUnknown) {
   EXPECT_EQ(DimMul(Dim(int64_t{1} << 31), Dim(int64_t{1} << 31)).value, int64_t{1} << 62);
 }
 
+TEST(Tensor, FloatsReadAsIntegersSaturate) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor t = Tensor::FromFloat({-inf, inf, std::nanf(""), 1e30f, -1e30f, -2.7f}, {6});
+  EXPECT_EQ(t.GetAsInt(0), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(t.GetAsInt(1), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(t.GetAsInt(2), 0);
+  EXPECT_EQ(t.GetAsInt(3), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(t.GetAsInt(4), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(t.GetAsInt(5), -2);
+}
+
 TEST(Tensor, CastAndAccess) {
   Tensor t = Tensor::FromFloat({1.5f, -2.7f, 300.f}, {3});
   Tensor i8 = CastTensor(t, DataType::kInt8);
