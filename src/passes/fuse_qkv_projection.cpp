@@ -178,9 +178,26 @@ bool TryPackSplit(Graph& g, const Uses& u, Node* at, PassReport& report) {
   for (const char* l : fused::kAttentionInputLayouts)
     if (at->gets(l, "BHSD") != "BHSD") return false;
   Part parts[3];
+  // Each part may reach the attention through a view that splits its first dim in two (expose-window-attention's
+  // [B * nW, ..] -> [B, nW, ..]); then all three must split it alike, and the packed tensor is viewed the same way.
+  std::vector<int64_t> split;
+  std::vector<Node*> views;
   for (int s = 0; s < 3; ++s) {
     Value* in = at->input(s);
     if (!in || !u.OnlyBy(in, at)) return false;
+    Node* view = u.Producer(in);
+    std::vector<int64_t> sp;
+    if (fusion::Is(view, "Reshape", 2) && view->inputs[0] && view->inputs[0]->has_shape && in->has_shape &&
+        IsStatic(view->inputs[0]->shape) && IsStatic(in->shape) && in->shape.size() == view->inputs[0]->shape.size() + 1) {
+      const std::vector<int64_t> a = ToStatic(view->inputs[0]->shape), b = ToStatic(in->shape);
+      if (b[0] * b[1] != a[0] || !std::equal(a.begin() + 1, a.end(), b.begin() + 2) || !u.OnlyBy(view->inputs[0], view))
+        return false;
+      sp = {b[0], b[1]};
+      views.push_back(view);
+      in = view->inputs[0];
+    }
+    if (s > 0 && sp != split) return false;
+    split = sp;
     parts[s] = SliceOfPacked(u, in);
     if (parts[s].index != s || parts[s].packed != parts[0].packed) return false;
   }
@@ -193,12 +210,29 @@ bool TryPackSplit(Graph& g, const Uses& u, Node* at, PassReport& report) {
   if (u.IsOutput(t)) return false;
   Value* p = tr->inputs[0];
   if (!p || !p->has_shape || p->shape.size() != 5 || !p->shape[2].known() || p->shape[2].value != 3) return false;
+  if (!split.empty()) {  // P [G, S, 3, H, D] viewed as [B, nW, S, 3, H, D]
+    if (!IsStatic(p->shape)) return false;
+    std::vector<int64_t> ps = ToStatic(p->shape);
+    ps.erase(ps.begin());
+    ps.insert(ps.begin(), split.begin(), split.end());
+    Value* pv = g.AddValue(p->name + "_split");
+    pv->dtype = p->dtype;
+    pv->shape = FromStatic(ps);
+    pv->has_shape = true;
+    Node* r = g.AddNode("Reshape", p->name + "/split_view");
+    r->opset = 14;
+    r->inputs = {p, g.AddConstant(p->name + "/split_view_shape", Tensor::FromInt64(ps))};
+    r->outputs = {pv};
+    pv->producer = r;
+    p = pv;
+  }
   for (int s = 0; s < 3; ++s) at->inputs[s] = p;
   for (const char* l : fused::kAttentionInputLayouts) at->attrs[l] = Attribute::String("BS3HD");
   report.details.push_back(fmt::format("'{}' reads Q, K and V packed (BS3HD) from '{}': {} and its split removed",
                                        at->name, p->name, tr->name));
   std::vector<Node*> gone = {tr};
   for (const Part& pt : parts) gone.insert(gone.end(), pt.nodes.begin(), pt.nodes.end());
+  gone.insert(gone.end(), views.begin(), views.end());
   fusion::RemoveUnread(g, gone);
   return true;
 }
@@ -215,7 +249,9 @@ Result<PassReport> FuseQkvProjectionPass(Graph& g, const PassOptions& o) {
     return r.ok() && *r;
   });
   KILN_RETURN_IF_ERROR(st);
-  report.rewrites += fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* n) { return TryPackSplit(g, u, n, report); });
+  const int packed = fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* n) { return TryPackSplit(g, u, n, report); });
+  report.rewrites += packed;
+  if (packed > 0) KILN_RETURN_IF_ERROR(g.TopoSort());  // a view of the packed tensor was appended
   return report;
 }
 

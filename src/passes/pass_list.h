@@ -6,12 +6,14 @@
 namespace kiln {
 Result<PassReport> EliminateIdentityPass(Graph& g, const PassOptions& o);              // eliminate_identity.cpp
 Result<PassReport> FoldConstantsPass(Graph& g, const PassOptions& o);                  // fold_constants.cpp
+Result<PassReport> GatherConcatenatedSlicesPass(Graph& g, const PassOptions& o);       // gather_concatenated_slices.cpp
 Result<PassReport> SimplifyShapeInputsPass(Graph& g, const PassOptions& o);            // simplify_shape_inputs.cpp
 Result<PassReport> FoldReshapeTransposeChainsPass(Graph& g, const PassOptions& o);     // fold_reshape_transpose.cpp
 Result<PassReport> EliminateCommonSubexpressionsPass(Graph& g, const PassOptions& o);  // eliminate_cse.cpp
 Result<PassReport> FoldBatchNormPass(Graph& g, const PassOptions& o);                  // fold_batchnorm.cpp
 Result<PassReport> RecognizeGeluPass(Graph& g, const PassOptions& o);                  // recognize_gelu.cpp
 Result<PassReport> RecognizeLayerNormPass(Graph& g, const PassOptions& o);             // recognize_layernorm.cpp
+Result<PassReport> ExposeWindowAttentionPass(Graph& g, const PassOptions& o);          // expose_window_attention.cpp
 Result<PassReport> RecognizeAttentionPass(Graph& g, const PassOptions& o);             // recognize_attention.cpp
 Result<PassReport> SimplifyAttentionMaskPass(Graph& g, const PassOptions& o);          // simplify_attention_mask.cpp
 Result<PassReport> FuseWeightOnlyPass(Graph& g, const PassOptions& o);                 // fuse_weight_only.cpp

@@ -11,6 +11,7 @@ const std::vector<Pass>& AllPasses() {
       // Cleanup: remove what computes nothing, fold what is known.
       {"eliminate-identity", EliminateIdentityPass, false},        // Identity, Dropout, no-op Cast/Reshape
       {"fold-constants", FoldConstantsPass, false},
+      {"gather-concatenated-slices", GatherConcatenatedSlicesPass, false},  // torch.roll: slices + Concat -> Gather
       {"simplify-shape-inputs", SimplifyShapeInputsPass, false},  // run-time Reshape targets known symbolically
       {"fold-reshape-transpose-chains", FoldReshapeTransposeChainsPass, false},
       {"eliminate-common-subexpressions", EliminateCommonSubexpressionsPass, false},
@@ -18,6 +19,7 @@ const std::vector<Pass>& AllPasses() {
       // Recognition of decomposed blocks, as exporters write them.
       {"recognize-gelu", RecognizeGeluPass, true},
       {"recognize-layernorm", RecognizeLayerNormPass, true},
+      {"expose-window-attention", ExposeWindowAttentionPass, true},  // Swin's per-window mask: attention in 5-D
       {"recognize-attention", RecognizeAttentionPass, true},
       {"simplify-attention-mask", SimplifyAttentionMaskPass, true},  // constant masks: zeros dropped, repeats shrunk
       // Fusion.

@@ -216,6 +216,53 @@ TEST(FoldReshapeTranspose, CollapsesReshapeChains) {
     }
 }
 
+// ---- gather-concatenated-slices ----
+
+// torch.roll(x, 2, dim=1) as exported: Concat(x[:, -2:], x[:, :-2]); and a three-piece variant with a step.
+TEST(GatherConcatenatedSlices, RollsAndPiecesBecomeOneGather) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 7, 3});
+  Node* a = t.Op("Slice", "tail", {x, t.Ints("s0", {-2}), t.Ints("e0", {INT64_MAX}), t.Ints("a0", {1})});
+  Node* b = t.Op("Slice", "head", {x, t.Ints("s1", {0}), t.Ints("e1", {-2}), t.Ints("a1", {1})});
+  Node* roll = t.Op("Concat", "roll", {t.Out(a), t.Out(b)});
+  roll->attrs["axis"] = Attribute::Int(-2);
+  t.Output(t.Out(t.Op("Relu", "relu", {t.Out(roll)})));
+  // Slices along another axis than the Concat's, and slices another node reads too: left alone.
+  Node* e = t.Op("Slice", "cols", {x, t.Ints("s4", {0}), t.Ints("e4", {2}), t.Ints("a4", {2})});
+  Node* other = t.Op("Concat", "other_axis", {t.Out(e), t.Out(e)});
+  other->attrs["axis"] = Attribute::Int(1);
+  t.Output(t.Out(other));
+  Node* f = t.Op("Slice", "shared", {x, t.Ints("s5", {1}), t.Ints("e5", {3}), t.Ints("a5", {1})});
+  Node* g = t.Op("Slice", "rest", {x, t.Ints("s6", {3}), t.Ints("e6", {7}), t.Ints("a6", {1})});
+  Node* cat2 = t.Op("Concat", "cat_shared", {t.Out(f), t.Out(g)});
+  cat2->attrs["axis"] = Attribute::Int(1);
+  t.Output(t.Out(cat2));
+  t.Output(t.Out(t.Op("Abs", "abs", {t.Out(f)})));
+  t.Finish();
+  PassReport r = Apply(t, GatherConcatenatedSlicesPass);
+  EXPECT_EQ(r.rewrites, 1);
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.Count("Gather"), 1);
+  EXPECT_EQ(t.Named("roll")->op_type, "Gather");
+  EXPECT_EQ(t.Named("roll")->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{5, 6, 0, 1, 2, 3, 4}));
+  EXPECT_TRUE(t.Has("other_axis"));
+  EXPECT_TRUE(t.Has("cat_shared"));
+}
+
+TEST(GatherConcatenatedSlices, StepsAndNegativeStepsGiveTheirIndices) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 7, 3});
+  Node* c = t.Op("Slice", "evens", {x, t.Ints("s2", {0}), t.Ints("e2", {7}), t.Ints("a2", {1}), t.Ints("p2", {2})});
+  Node* d = t.Op("Slice", "back", {x, t.Ints("s3", {-1}), t.Ints("e3", {INT64_MIN}), t.Ints("a3", {1}), t.Ints("p3", {-3})});
+  Node* pieces = t.Op("Concat", "pieces", {t.Out(c), t.Out(d)});
+  pieces->attrs["axis"] = Attribute::Int(1);
+  t.Output(t.Out(t.Op("Neg", "neg", {t.Out(pieces)})));
+  t.Finish();
+  PassReport r = Apply(t, GatherConcatenatedSlicesPass);
+  EXPECT_EQ(r.rewrites, 1);
+  EXPECT_EQ(t.Named("pieces")->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{0, 2, 4, 6, 6, 3, 0}));
+}
+
 // ---- simplify-shape-inputs ----
 
 // x: [batch, seq, 24] (symbolic), Reshapes whose targets are computed from Shape(x) as exporters write them.

@@ -548,6 +548,80 @@ TEST(FuseQkvProjection, ModelPackedQkvLeftAloneWhenAPartIsUsedElsewhere) {
   }
 }
 
+// Swin's shifted-window attention: the scores of all B * nW windows viewed as [B, nW, H, N, N] to add the window
+// mask, then viewed back.
+TEST(ExposeWindowAttention, MaskedWindowsBecomeOneAttention) {
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "bias and mask" : "mask only");
+    TestGraph t;
+    Value* q = t.Op("Mul", "/attn/Mul", {t.Input("q", {8, 2, 5, 4}), t.F(0.5f)});
+    Value* k = t.Op("Transpose", "/attn/Transpose_k", {t.Input("k", {8, 2, 5, 4})},
+                    {{"perm", Attribute::Ints({0, 1, 3, 2})}});
+    Value* s = t.Op("MatMul", "/attn/MatMul", {q, k});
+    if (bias) s = t.Op("Add", "/attn/Add_bias", {s, t.Const("bias", {1, 2, 5, 5})});
+    s = t.Op("Reshape", "/attn/Reshape_w", {s, t.Const("w5", Tensor::FromInt64({2, 4, 2, 5, 5}))});
+    s = t.Op("Add", "/attn/Add_mask", {s, t.Const("mask", {1, 4, 1, 5, 5}, -3, 0)});
+    s = t.Op("Reshape", "/attn/Reshape_b", {s, t.Const("b4", Tensor::FromInt64({8, 2, 5, 5}))});
+    Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+    Value* o = t.Op("MatMul", "/attn/MatMul_1", {p, t.Input("v", {8, 2, 5, 4})});
+    o = t.Op("Transpose", "/attn/Transpose_o", {o}, {{"perm", Attribute::Ints({0, 2, 1, 3})}});
+    t.Output(t.Op("Reshape", "/attn/Reshape_o", {o, t.Const("o3", Tensor::FromInt64({8, 5, 8}))}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, ExposeWindowAttentionPass), 1);
+    EXPECT_GE(Apply(t, RecognizeAttentionPass), 1);
+    const Node* at = t.Find("Attention");
+    ASSERT_TRUE(at) << PrintGraph(t.g);
+    EXPECT_EQ(t.Count("Softmax") + t.Count("MatMul") + t.Count("Add"), 0);
+    EXPECT_EQ(ShapeToString(at->inputs[0]->shape), "[2,4,2,5,4]");
+    ASSERT_GE(at->inputs.size(), 4u);
+    EXPECT_EQ(ShapeToString(at->inputs[3]->shape), bias ? "[1,4,2,5,5]" : "[1,4,1,5,5]");  // small: not over B
+    EXPECT_EQ(at->gets("kiln_out_layout", ""), "BSHD");  // the head merge went into the attention
+    EXPECT_NEAR(at->getf("scale", 0), 0.5f, 1e-7);
+  }
+}
+
+// The same with Q, K and V unpacked from one projection (Swin's qkv Linear): after the window view, the attention
+// still reads them packed, from a [B, nW, N, 3, H, D] view of the projection.
+TEST(ExposeWindowAttention, PackedProjectionIsReadThroughTheWindowView) {
+  TestGraph t;
+  Value* y = t.Input("y", {8, 5, 24});
+  Value* pk = t.Op("Reshape", "/attn/Reshape_qkv", {y, t.Const("p5", Tensor::FromInt64({8, 5, 3, 2, 4}))});
+  Value* tp = t.Op("Transpose", "/attn/Transpose_qkv", {pk}, {{"perm", Attribute::Ints({2, 0, 3, 1, 4})}});
+  Value* part[3];
+  for (int i = 0; i < 3; ++i)
+    part[i] = t.Op("Gather", "/attn/Gather_" + std::to_string(i),
+                   {tp, t.Const("i" + std::to_string(i), Tensor::FromInt64({i}, {}))}, {{"axis", Attribute::Int(0)}});
+  Value* q = t.Op("Mul", "/attn/Mul", {part[0], t.F(0.5f)});
+  Value* k = t.Op("Transpose", "/attn/Transpose_k", {part[1]}, {{"perm", Attribute::Ints({0, 1, 3, 2})}});
+  Value* s = t.Op("Add", "/attn/Add_bias", {t.Op("MatMul", "/attn/MatMul", {q, k}), t.Const("bias", {1, 2, 5, 5})});
+  s = t.Op("Reshape", "/attn/Reshape_w", {s, t.Const("w5", Tensor::FromInt64({2, 4, 2, 5, 5}))});
+  s = t.Op("Add", "/attn/Add_mask", {s, t.Const("mask", {1, 4, 1, 5, 5}, -3, 0)});
+  s = t.Op("Reshape", "/attn/Reshape_b", {s, t.Const("b4", Tensor::FromInt64({8, 2, 5, 5}))});
+  Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+  t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, part[2]}));
+  t.Finish();
+  EXPECT_EQ(Apply(t, ExposeWindowAttentionPass), 1);
+  EXPECT_GE(Apply(t, RecognizeAttentionPass), 1);
+  EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 1);
+  const Node* at = t.Find("Attention");
+  ASSERT_TRUE(at) << PrintGraph(t.g);
+  for (const char* a : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"}) EXPECT_EQ(at->gets(a, ""), "BS3HD") << a;
+  EXPECT_EQ(ShapeToString(at->inputs[0]->shape), "[2,4,5,3,2,4]");
+  EXPECT_EQ(t.Count("Gather") + t.Count("Transpose"), 0);
+}
+
+TEST(ExposeWindowAttention, NotWhenTheMaskVariesOverTheBatch) {
+  TestGraph t;
+  Value* s = t.Op("MatMul", "/attn/MatMul", {t.Input("q", {8, 2, 5, 4}), t.Input("kt", {8, 2, 4, 5})});
+  s = t.Op("Reshape", "/attn/Reshape_w", {s, t.Const("w5", Tensor::FromInt64({2, 4, 2, 5, 5}))});
+  s = t.Op("Add", "/attn/Add_mask", {s, t.Const("mask", {2, 4, 1, 5, 5}, -3, 0)});
+  s = t.Op("Reshape", "/attn/Reshape_b", {s, t.Const("b4", Tensor::FromInt64({8, 2, 5, 5}))});
+  Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+  t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, t.Input("v", {8, 2, 5, 4})}));
+  t.Finish();
+  EXPECT_EQ(Apply(t, ExposeWindowAttentionPass), 0);
+}
+
 // ---- fuse-bias-activation ----
 
 TEST(FuseBiasActivation, ConvWithEachActivation) {
