@@ -4,6 +4,7 @@
 //   Gemm:  Y = alpha * A * op(B) + beta * C;  op(B)'[:,c] = op(B)[:,c] * s[c];
 //          C' = beta * C * s + (bias - mean * s) (broadcast over the rows), beta' = 1
 // Before: x -> Conv(conv1, W) -> y -> BatchNormalization(bn1) -> z   After: x -> Conv(conv1, W', B') -> z
+// An inference BN with constant statistics that nothing absorbs becomes z = y * s + t (per-channel Mul and Add).
 // Requirements: the Conv/Gemm output is read by the BN only and is not a graph output; weights, bias and
 // the BN's scale/bias/mean/var are constants of one float type; the BN is in inference mode (no
 // training_mode, spatial absent or 1, running-statistics outputs unused). New weight and bias constants are
@@ -160,6 +161,49 @@ Result<PassReport> FoldBatchNormPass(Graph& g, const PassOptions& o) {
     report.details.push_back(fmt::format("folded {} into {}", bn.name, p->name));
   }
   if (!folded.empty()) RemoveNodes(g, [&](const Node* n) { return folded.count(n) != 0; });
+
+  // The others (DenseNet's pre-activation BN over a concatenation, a BN after a pooling): a per-channel Mul and Add,
+  // which fuse-pointwise joins with what follows (the ReLU) and the layout pass runs channels-last (a
+  // BatchNormalization layer kept NCHW put two reformats around itself in NHWC networks).
+  std::vector<Node*> order;
+  for (const auto& n : g.nodes()) order.push_back(n.get());
+  for (Node* bn : order) {
+    if (bn->op_type != "BatchNormalization" || !bn->domain.empty() || !bn->input(0) || !bn->output(0)) continue;
+    Value* x = bn->inputs[0];
+    const DataType dt = x->dtype;
+    if (!IsFloatType(dt) || !x->has_shape || x->shape.size() < 2 || !x->shape[1].known()) continue;
+    const int64_t channels = x->shape[1].value;
+    auto a = BatchNormAffine(g, *bn, dt, channels);
+    if (!a) continue;
+    std::vector<int64_t> pshape(x->shape.size() - 1, 1);
+    pshape[0] = channels;
+    Tensor sc(dt, pshape), sh(dt, pshape);
+    for (int64_t c = 0; c < channels; ++c) {
+      sc.SetFromDouble(c, a->s[c]);
+      sh.SetFromDouble(c, a->t[c]);
+    }
+    size_t pos = 0;
+    while (g.nodes()[pos].get() != bn) ++pos;
+    const std::string name = bn->name;
+    Node* mul = g.InsertNode(pos, "Mul", name + "/scale");
+    mul->opset = 14;
+    Value* scaled = g.AddValue(name + "_scaled");
+    scaled->dtype = dt;
+    scaled->shape = x->shape;
+    scaled->has_shape = true;
+    mul->inputs = {x, g.AddConstant(name + "/channel_scale", std::move(sc))};
+    mul->outputs = {scaled};
+    scaled->producer = mul;
+    bn->op_type = "Add";
+    bn->opset = 14;
+    bn->attrs.clear();
+    bn->inputs = {scaled, g.AddConstant(name + "/channel_shift", std::move(sh))};
+    for (size_t i = 1; i < bn->outputs.size(); ++i)
+      if (bn->outputs[i]) bn->outputs[i]->producer = nullptr;
+    bn->outputs.resize(1);
+    ++report.rewrites;
+    report.details.push_back(fmt::format("{}: no Conv or Gemm to fold into; a per-channel Mul and Add", bn->Where()));
+  }
   return report;
 }
 

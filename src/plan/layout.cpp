@@ -56,6 +56,17 @@ bool IsUnitSpatial(const Value* v) {
          v->shape[3].value == 1;
 }
 
+// v is [N or 1, C or 1, 1, 1] and broadcasts into `out` [N, C, H, W] (known dims): per image and channel.
+bool PerImageChannels(const Value* v, const Shape& out) {
+  if (!IsUnitSpatial(v) || out.size() != 4) return false;
+  for (int i = 0; i < 2; ++i) {
+    const Dim& d = v->shape[i];
+    if (d.known() && d.value == 1) continue;
+    if (!(d.known() ? out[i].known() && out[i].value == d.value : d.same(out[i]))) return false;
+  }
+  return true;
+}
+
 // Symmetric explicit pads (or none / VALID): the cuDNN NHWC path needs no zero-padding copy.
 bool SymmetricPads(const Node& n) {
   const std::string ap = n.gets("auto_pad", "NOTSET");
@@ -332,14 +343,16 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
           ok &= v->const_value->rank() <= 4;
         } else if (nhwc.count(v) && SameShape(v->shape, os)) {
           any = true;
-        } else {
+        } else if (!PerImageChannels(v, os)) {
           ok = false;
         }
       }
       if (ok && any) {
         for (Value*& v : n.inputs) {
           if (!v) continue;
-          v = v->is_const() ? permuted_const(v) : nhwc.at(v);
+          // A per-image, per-channel operand [N, C, 1, 1] (squeeze-excitation's scale) reads as its [N, 1, 1, C]
+          // view, which broadcasts over NHWC's H and W the same way.
+          v = v->is_const() ? permuted_const(v) : to_nhwc(v);
         }
         move_output(n);
         ++rep.nodes_nhwc;

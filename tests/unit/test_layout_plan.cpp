@@ -322,6 +322,26 @@ TEST(LayoutPlan, OtherTransposesReadTheTwin) {
   EXPECT_EQ(t.Count("Transpose"), 3);    // those two and the model's [0,1,3,2], now [0,3,2,1] of the twin
 }
 
+// Squeeze-excitation (EfficientNet, RegNet, MobileNetV3): the block's output scaled per image and channel by a
+// [N, C, 1, 1] tensor computed from it. The scale reads as its [N, 1, 1, C] twin: no reformat around the Mul.
+TEST(LayoutPlan, SqueezeExcitationScaleStaysChannelsLast) {
+  Net t(DataType::kFloat16);
+  const int64_t c = 8;
+  Value* x = t.Input("x", {2, c, 6, 6});
+  Value* a = t.Conv(x, c, c, 3, true);
+  Value* pooled = t.Op("GlobalAveragePool", {a});
+  Value* s1 = t.Conv(pooled, c, 4, 1, true);
+  Value* s2 = t.Op("Sigmoid", {t.Conv(s1, 4, c, 1, false)});
+  Value* scaled = t.Op("Mul", {a, s2});
+  Value* gate = t.Op("Mul", {scaled, t.Op("Sigmoid", {t.Op("ReduceMax", {a, t.Ints({2, 3})})})});  // [N, C, 1, 1] from NCHW
+  t.Output(t.Conv(gate, c, c, 1, false));
+  const LayoutReport rep = t.PlanAndCompare({}, 4e-3);
+  EXPECT_EQ(rep.convs_nhwc, 4);
+  // x in, the last conv's output out, and a back to NCHW once for the ReduceMax (which is not channels-last-able).
+  EXPECT_EQ(rep.reformats_inserted, 3);
+  EXPECT_EQ(t.Count("Transpose"), 3);
+}
+
 TEST(LayoutPlan, NchwConsumersGetATransposeBack) {
   Net t(DataType::kFloat16);
   Value* x = t.Input("x", {1, 4, 6, 6});

@@ -472,6 +472,28 @@ TEST(FoldBatchNorm, FoldsIntoGemmForms) {
   }
 }
 
+// DenseNet's pre-activation BN over a concatenation has no Conv or Gemm before it: it becomes a per-channel Mul and
+// Add (which fuse-pointwise and the layout pass can take), in every rank.
+TEST(FoldBatchNorm, UnfoldableBecomesPerChannelMulAdd) {
+  TestGraph t;
+  Value* a = t.Input("a", {2, 3, 4, 5});
+  Value* b = t.Input("b", {2, 2, 4, 5});
+  Node* cat = t.Op("Concat", "cat", {a, b});
+  cat->attrs["axis"] = Attribute::Int(1);
+  Node* bn = AddBatchNorm(t, "bn", t.Out(cat), 5, 7);
+  t.Output(t.Out(t.Op("Relu", "relu", {t.Out(bn)})));
+  Node* bn2 = AddBatchNorm(t, "bn2", t.Input("v", {3, 4}), 4, 9);  // rank 2: [N, C]
+  t.Output(t.Out(bn2));
+  t.Finish();
+  PassReport r = Apply(t, FoldBatchNormPass);
+  EXPECT_EQ(r.rewrites, 2);
+  EXPECT_EQ(t.Count("BatchNormalization"), 0);
+  EXPECT_EQ(t.Count("Mul"), 2);
+  EXPECT_EQ(t.Count("Add"), 2);
+  EXPECT_EQ(t.Named("bn")->inputs[1]->const_value->shape(), (std::vector<int64_t>{5, 1, 1}));
+  EXPECT_EQ(t.Named("bn2")->inputs[1]->const_value->shape(), (std::vector<int64_t>{4}));
+}
+
 TEST(FoldBatchNorm, NotFoldedWhereItMustNotBe) {
   TestGraph t;
   Value* x = t.Input("x", {1, 3, 5, 5});
@@ -498,8 +520,14 @@ TEST(FoldBatchNorm, NotFoldedWhereItMustNotBe) {
   t.Output(t.Out(bn4));
   t.Finish();
   PassReport r = Apply(t, FoldBatchNormPass);
-  EXPECT_EQ(r.rewrites, 0);
-  EXPECT_EQ(t.Count("BatchNormalization"), 4);
+  // None folds into its Conv (the weights stay); each becomes a per-channel Mul and Add instead.
+  EXPECT_EQ(r.rewrites, 4);
+  for (const auto& d : r.details) EXPECT_EQ(d.find("folded"), std::string::npos) << d;
+  EXPECT_EQ(t.Count("BatchNormalization"), 0);
+  EXPECT_EQ(t.Named("conv1")->inputs[1]->name, "w1");
+  EXPECT_EQ(t.Named("conv2")->inputs[1]->name, "w2");
+  EXPECT_EQ(t.Named("conv4")->inputs[1]->name, "w4");
+  EXPECT_EQ(t.Count("Mul"), 4);
 }
 
 // ---- eliminate-dead-code ----
