@@ -67,6 +67,68 @@ bool PerImageChannels(const Value* v, const Shape& out) {
   return true;
 }
 
+// The axes of a Slice of a rank-4 NCHW tensor, as NHWC axes (0 -> 0, 1 -> 3, 2 -> 1, 3 -> 2), when its starts, ends,
+// axes and steps are constants (axes absent: the first len(starts) axes).
+std::optional<std::vector<int64_t>> SliceAxesNhwc(const Node& n) {
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (n.input(i) && !n.input(i)->is_const()) return std::nullopt;
+  if (!n.input(1) || !n.input(2)) return std::nullopt;
+  const int64_t k = n.input(1)->const_value->numel();
+  std::vector<int64_t> axes(k);
+  if (n.input(3)) {
+    axes = n.input(3)->const_value->ToInt64Vector();
+    if (static_cast<int64_t>(axes.size()) != k) return std::nullopt;
+  } else {
+    for (int64_t i = 0; i < k; ++i) axes[i] = i;
+  }
+  static const int64_t kToNhwcAxis[4] = {0, 3, 1, 2};
+  for (int64_t& a : axes) {
+    if (a < -4 || a > 3) return std::nullopt;
+    a = kToNhwcAxis[a < 0 ? a + 4 : a];
+  }
+  return axes;
+}
+
+// Rewrites a Resize of a rank-4 NCHW tensor's per-axis operands (roi, scales, sizes: constants) or its axes
+// attribute for the NHWC twin; false (and nothing changed) when they are not constants of the expected lengths.
+bool ResizeParamsNhwc(Graph& g, Node& n) {
+  static const int64_t kToNhwcAxis[4] = {0, 3, 1, 2};
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (n.input(i) && !n.input(i)->is_const()) return false;
+  if (n.has_attr("axes")) {
+    std::vector<int64_t> axes = n.getints("axes", {});
+    for (int64_t& a : axes) {
+      if (a < -4 || a > 3) return false;
+      a = kToNhwcAxis[a < 0 ? a + 4 : a];
+    }
+    n.attrs["axes"] = Attribute::Ints(axes);
+    return true;
+  }
+  // Per-axis operands in NCHW order: value j of the NHWC operand is value kToNhwc[j] of the NCHW one.
+  auto permuted = [&](const Value* v, int64_t per_axis) -> std::optional<Tensor> {
+    const Tensor& t = *v->const_value;
+    if (t.rank() != 1 || t.numel() != 4 * per_axis) return std::nullopt;
+    Tensor r(t.dtype(), t.shape());
+    const size_t es = DataTypeSize(t.dtype());
+    for (int64_t part = 0; part < per_axis; ++part)
+      for (int64_t j = 0; j < 4; ++j)
+        std::memcpy(static_cast<char*>(r.raw()) + (part * 4 + j) * es,
+                    static_cast<const char*>(t.raw()) + (part * 4 + kToNhwc[j]) * es, es);
+    return r;
+  };
+  std::vector<std::pair<size_t, Tensor>> updates;
+  const int64_t per_axis[4] = {0, 2, 1, 1};  // roi: starts then ends
+  for (size_t i = 1; i < n.inputs.size() && i < 4; ++i) {
+    const Value* v = n.input(i);
+    if (!v || v->const_value->numel() == 0) continue;  // omitted, or the empty placeholder of older exporters
+    auto t = permuted(v, per_axis[i]);
+    if (!t) return false;
+    updates.emplace_back(i, std::move(*t));
+  }
+  for (auto& [i, t] : updates) n.inputs[i] = g.AddConstant(n.inputs[i]->name + "_nhwc", std::move(t));
+  return true;
+}
+
 // Symmetric explicit pads (or none / VALID): the cuDNN NHWC path needs no zero-padding copy.
 bool SymmetricPads(const Node& n) {
   const std::string ap = n.gets("auto_pad", "NOTSET");
@@ -373,6 +435,24 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
       n.inputs = {nhwc.at(n.inputs[0]), g.AddConstant(n.name + "_axes", Tensor::FromInt64({1, 2}))};
       n.attrs.clear();
       n.attrs["keepdims"] = Attribute::Int(1);
+      move_output(n);
+      ++rep.nodes_nhwc;
+      rewritten = true;
+    } else if (n.domain.empty() && n.op_type == "Slice" && n.outputs.size() == 1 && Rank4(n.output(0)) &&
+               Rank4(n.input(0)) && nhwc.count(n.input(0)) && SliceAxesNhwc(n)) {
+      // YOLOv8's C2f chunk: a slice over channels is a slice over NHWC's last axis.
+      const std::vector<int64_t> axes = *SliceAxesNhwc(n);
+      n.inputs[0] = nhwc.at(n.inputs[0]);
+      if (n.inputs.size() < 4) n.inputs.resize(4, nullptr);
+      n.inputs[3] = g.AddConstant(n.name + "_axes_nhwc", Tensor::FromInt64(axes));
+      move_output(n);
+      ++rep.nodes_nhwc;
+      rewritten = true;
+    } else if (n.domain.empty() && n.op_type == "Resize" && n.outputs.size() == 1 && Rank4(n.output(0)) &&
+               Rank4(n.input(0)) && nhwc.count(n.input(0)) && ResizeParamsNhwc(g, n)) {
+      // The FPN's upsampling (YOLO, detection necks): Resize works on any axes, so its per-axis operands (or its
+      // axes attribute) are permuted to NHWC's order.
+      n.inputs[0] = nhwc.at(n.inputs[0]);
       move_output(n);
       ++rep.nodes_nhwc;
       rewritten = true;

@@ -342,6 +342,31 @@ TEST(LayoutPlan, SqueezeExcitationScaleStaysChannelsLast) {
   EXPECT_EQ(t.Count("Transpose"), 3);
 }
 
+// YOLOv8's C2f (chunk the channels in two, a bottleneck on one half, concatenate) and its neck's nearest 2x
+// upsampling: the Slices and the Resize run channels-last, no reformat between the convolutions.
+TEST(LayoutPlan, ChannelSlicesAndResizeStayChannelsLast) {
+  for (bool axes_attr : {false, true}) {
+    SCOPED_TRACE(axes_attr ? "Resize with axes" : "Resize with scales for every axis");
+    Net t(DataType::kFloat16);
+    Value* x = t.Input("x", {2, 8, 6, 5});
+    Value* a = t.Conv(x, 8, 8, 1, true);
+    Value* lo = t.Op("Slice", {a, t.Ints({0}), t.Ints({4}), t.Ints({1})});
+    Value* hi = t.Op("Slice", {a, t.Ints({-4}), t.Ints({INT64_MAX}), t.Ints({-3}), t.Ints({1})});
+    Value* m = t.Op("Add", {hi, t.Conv(hi, 4, 4, 3, true)});
+    Value* c = t.Op("Concat", {lo, hi, m}, {{"axis", Attribute::Int(1)}});
+    Value* y = t.Conv(c, 12, 8, 1, true);
+    Node* up = t.OpNode("Resize", "up", {y, nullptr, axes_attr ? t.g.AddConstant("sc", Tensor::FromFloat({2.f, 2.f}, {2}))
+                                                              : t.g.AddConstant("sc", Tensor::FromFloat({1, 1, 2, 2}, {4}))},
+                        {{"mode", Attribute::String("nearest")}}, 1, "", 19);
+    if (axes_attr) up->attrs["axes"] = Attribute::Ints({2, 3});
+    t.Output(t.Conv(up->outputs[0], 8, 4, 3, false));
+    const LayoutReport rep = t.PlanAndCompare({}, 4e-3);
+    EXPECT_EQ(rep.convs_nhwc, 4);
+    EXPECT_EQ(rep.reformats_inserted, 2);  // x in, the last conv's output out
+    EXPECT_EQ(t.Count("Transpose"), 2);
+  }
+}
+
 TEST(LayoutPlan, NchwConsumersGetATransposeBack) {
   Net t(DataType::kFloat16);
   Value* x = t.Input("x", {1, 4, 6, 6});
