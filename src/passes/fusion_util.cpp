@@ -152,6 +152,9 @@ void UseKilnDomain(Graph& g) {
 }
 
 int RewriteToFixpoint(Graph& g, const std::function<bool(const Uses& u, Node* n)>& rewrite) {
+  // Nodes earlier passes bypassed but left for dead-code elimination (eliminate-identity's no-op Reshape, a shape
+  // chain) go first: otherwise they look like second readers of their inputs and keep patterns from matching.
+  g.RemoveDeadNodes();
   int rewrites = 0;
   for (bool found = true; found;) {
     found = false;

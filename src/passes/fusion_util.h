@@ -61,7 +61,8 @@ void UseKilnDomain(Graph& g);
 
 // Applies `rewrite` until no node matches: each round builds a fresh Uses index and offers it every node in order;
 // the first call that returns true (it changed the graph) ends the round, so patterns never see a half-rewritten
-// graph or a stale index. Returns the number of rewrites.
+// graph or a stale index. Dead nodes (none of their outputs reaches a graph output) are removed first. Returns the
+// number of rewrites.
 int RewriteToFixpoint(Graph& g, const std::function<bool(const Uses& u, Node* n)>& rewrite);
 
 }  // namespace kiln::fusion
