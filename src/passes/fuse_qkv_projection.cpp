@@ -172,7 +172,55 @@ Part SliceOfPacked(const Uses& u, const Value* v) {
   return r;
 }
 
+// The third form (GPT-2's c_attn: one projection split along its last axis, each third viewed as heads):
+//   Q, K, V = Split(Y [.., S, 3 * H * D], last axis, 3 equal parts); Reshape each to [.., S, H, D];
+//   kiln.Attention(Q, K, V; BSHD)   =>   kiln.Attention(P, P, P; BS3HD) with P = Reshape(Y, [.., S, 3, H, D])
+bool TryPackLastAxisSplit(Graph& g, const Uses& u, Node* at, PassReport& report) {
+  if (at->domain != "kiln" || at->op_type != "Attention" || at->inputs.size() < 3) return false;
+  if (at->geti("kiln_k_transposed", 0) != 0) return false;
+  for (const char* l : fused::kAttentionInputLayouts)
+    if (at->gets(l, "BHSD") != "BSHD") return false;
+  Node* sp = nullptr;
+  std::vector<Node*> views;
+  for (int s = 0; s < 3; ++s) {
+    Value* in = at->input(s);
+    if (!in || !u.OnlyBy(in, at) || !in->has_shape || in->shape.size() < 3 || !IsStatic(in->shape)) return false;
+    Node* r = u.Producer(in);
+    if (!fusion::Is(r, "Reshape", 2) || !r->inputs[0] || !u.OnlyBy(r->inputs[0], r)) return false;
+    Node* p = u.Producer(r->inputs[0]);
+    if (!p || !p->domain.empty() || p->op_type != "Split" || p->outputs.size() != 3 || p->outputs[s] != r->inputs[0])
+      return false;
+    if (sp && p != sp) return false;
+    sp = p;
+    views.push_back(r);
+  }
+  Value* y = sp->inputs[0];
+  if (!y || !y->has_shape || !IsStatic(y->shape) || y->shape.size() + 1 != at->input(0)->shape.size()) return false;
+  const int64_t rank = static_cast<int64_t>(y->shape.size());
+  if (sp->geti("axis", 0) != rank - 1 && sp->geti("axis", 0) != -1) return false;
+  const std::vector<int64_t> ys = ToStatic(y->shape), qs = ToStatic(at->input(0)->shape);
+  for (int s = 0; s < 3; ++s)
+    if (ToStatic(at->input(s)->shape) != qs) return false;
+  const int64_t h = qs[qs.size() - 2], d = qs.back();
+  if (ys.back() != 3 * h * d || !std::equal(ys.begin(), ys.end() - 1, qs.begin())) return false;
+  std::vector<int64_t> ps(ys.begin(), ys.end() - 1);
+  ps.insert(ps.end(), {3, h, d});
+  // The query's view becomes the packed one.
+  Node* view = views[0];
+  view->inputs = {y, g.AddConstant(view->name + "/qkv_shape", Tensor::FromInt64(ps))};
+  view->attrs.erase("allowzero");
+  Value* p5 = view->outputs[0];
+  p5->shape = FromStatic(ps);
+  for (int s = 0; s < 3; ++s) at->inputs[s] = p5;
+  for (const char* l : fused::kAttentionInputLayouts) at->attrs[l] = Attribute::String("BS3HD");
+  report.details.push_back(fmt::format("'{}' reads Q, K and V packed (BS3HD) from '{}': {} and the views removed",
+                                       at->name, y->name, sp->name));
+  fusion::RemoveUnread(g, {views[1], views[2], sp});
+  return true;
+}
+
 bool TryPackSplit(Graph& g, const Uses& u, Node* at, PassReport& report) {
+  if (TryPackLastAxisSplit(g, u, at, report)) return true;
   if (at->domain != "kiln" || at->op_type != "Attention" || at->inputs.size() < 3) return false;
   if (at->geti("kiln_k_transposed", 0) != 0) return false;
   for (const char* l : fused::kAttentionInputLayouts)

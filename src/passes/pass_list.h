@@ -11,6 +11,7 @@ Result<PassReport> SimplifyShapeInputsPass(Graph& g, const PassOptions& o);     
 Result<PassReport> FoldReshapeTransposeChainsPass(Graph& g, const PassOptions& o);     // fold_reshape_transpose.cpp
 Result<PassReport> EliminateCommonSubexpressionsPass(Graph& g, const PassOptions& o);  // eliminate_cse.cpp
 Result<PassReport> FoldBatchNormPass(Graph& g, const PassOptions& o);                  // fold_batchnorm.cpp
+Result<PassReport> UnflattenGemmPass(Graph& g, const PassOptions& o);                  // unflatten_gemm.cpp
 Result<PassReport> RecognizeGeluPass(Graph& g, const PassOptions& o);                  // recognize_gelu.cpp
 Result<PassReport> RecognizeLayerNormPass(Graph& g, const PassOptions& o);             // recognize_layernorm.cpp
 Result<PassReport> ExposeWindowAttentionPass(Graph& g, const PassOptions& o);          // expose_window_attention.cpp

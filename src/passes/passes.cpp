@@ -16,6 +16,7 @@ const std::vector<Pass>& AllPasses() {
       {"fold-reshape-transpose-chains", FoldReshapeTransposeChainsPass, false},
       {"eliminate-common-subexpressions", EliminateCommonSubexpressionsPass, false},
       {"fold-batchnorm", FoldBatchNormPass, false},                // BatchNormalization into Conv/Gemm
+      {"unflatten-gemm", UnflattenGemmPass, false},                // view(-1, K) -> Gemm -> view(.., N): a MatMul
       // Recognition of decomposed blocks, as exporters write them.
       {"recognize-gelu", RecognizeGeluPass, true},
       {"recognize-layernorm", RecognizeLayerNormPass, true},

@@ -263,6 +263,40 @@ TEST(GatherConcatenatedSlices, StepsAndNegativeStepsGiveTheirIndices) {
   EXPECT_EQ(t.Named("pieces")->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{0, 2, 4, 6, 6, 3, 0}));
 }
 
+// ---- unflatten-gemm ----
+
+// GPT-2's Conv1D: view(-1, K) -> Gemm(x, W, b) -> view(.., N); with the input's heads merged by the first view, with
+// transB and without a bias.
+TEST(UnflattenGemm, FlattenedGemmsBecomeMatMulAndAdd) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 3, 8});
+  Node* r1 = t.Op("Reshape", "r1", {x, t.Ints("s1", {6, 8})});
+  Node* gm = t.Op("Gemm", "fc", {t.Out(r1), t.Const("w", Random({8, 5}, 3)), t.Const("b", Random({5}, 4))});
+  Node* r2 = t.Op("Reshape", "r2", {t.Out(gm), t.Ints("s2", {2, 3, 5})});
+  t.Output(t.Out(t.Op("Relu", "relu", {t.Out(r2)})));
+  Value* h = t.Input("h", {2, 3, 2, 4});  // [.., H, D] merged into K = 8
+  Node* r3 = t.Op("Reshape", "r3", {h, t.Ints("s3", {6, 8})});
+  Node* gm2 = t.Op("Gemm", "proj", {t.Out(r3), t.Const("w2", Random({5, 8}, 5))});
+  gm2->attrs["transB"] = Attribute::Int(1);
+  Node* r4 = t.Op("Reshape", "r4", {t.Out(gm2), t.Ints("s4", {2, 3, 5})});
+  t.Output(t.Out(r4));
+  Node* gm3 = t.Op("Gemm", "scaled", {t.Out(t.Op("Reshape", "r5", {x, t.Ints("s5", {6, 8})})), t.Const("w3", Random({8, 5}, 6))});
+  gm3->attrs["alpha"] = Attribute::Float(0.5f);  // left alone
+  t.Output(t.Out(t.Op("Reshape", "r6", {t.Out(gm3), t.Ints("s6", {2, 3, 5})})));
+  t.Finish();
+  PassReport r = Apply(t, UnflattenGemmPass);
+  EXPECT_EQ(r.rewrites, 2);
+  Apply(t, EliminateDeadCodePass);
+  EXPECT_EQ(t.Named("fc")->op_type, "MatMul");
+  EXPECT_EQ(t.Named("fc")->inputs[0], x);
+  EXPECT_EQ(t.Named("r2")->op_type, "Add");
+  EXPECT_EQ(t.Named("proj")->op_type, "MatMul");
+  EXPECT_EQ(ShapeToString(t.Named("proj")->inputs[0]->shape), "[2,3,8]");
+  EXPECT_EQ(t.Named("proj")->inputs[1]->const_value->shape(), (std::vector<int64_t>{8, 5}));
+  EXPECT_FALSE(t.Has("r4"));  // no bias: the MatMul writes the output
+  EXPECT_EQ(t.Named("scaled")->op_type, "Gemm");
+}
+
 // ---- simplify-shape-inputs ----
 
 // x: [batch, seq, 24] (symbolic), Reshapes whose targets are computed from Shape(x) as exporters write them.

@@ -622,6 +622,33 @@ TEST(ExposeWindowAttention, NotWhenTheMaskVariesOverTheBatch) {
   EXPECT_EQ(Apply(t, ExposeWindowAttentionPass), 0);
 }
 
+// GPT-2's attention: one projection split in three along its last axis, each third viewed as [B, S, H, D].
+TEST(FuseQkvProjection, LastAxisSplitIsReadPacked) {
+  TestGraph t;
+  Value* y = t.Input("y", {2, 5, 24});
+  Node* sp = t.OpNode("Split", "/attn/Split", {y, t.Const("split", Tensor::FromInt64({8, 8, 8}))},
+                      {{"axis", Attribute::Int(2)}}, 3);
+  Value* parts[3];
+  for (int i = 0; i < 3; ++i) {
+    Value* v = t.Op("Reshape", "/attn/Reshape_" + std::to_string(i),
+                    {sp->outputs[i], t.Const("hs" + std::to_string(i), Tensor::FromInt64({2, 5, 2, 4}))});
+    parts[i] = t.Op("Transpose", "/attn/Transpose_" + std::to_string(i), {v},
+                    {{"perm", Attribute::Ints(i == 1 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3})}});
+  }
+  Value* pr = t.Op("Softmax", "/attn/Softmax", {t.Op("Div", "/attn/Div", {t.Op("MatMul", "/attn/MatMul", {parts[0], parts[1]}), t.F(2.f)})},
+                   {{"axis", Attribute::Int(-1)}});
+  t.Output(t.Op("MatMul", "/attn/MatMul_1", {pr, parts[2]}));
+  t.Finish();
+  EXPECT_GE(Apply(t, RecognizeAttentionPass), 1);
+  EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 1);
+  const Node* at = t.Find("Attention");
+  ASSERT_TRUE(at);
+  for (const char* a : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"}) EXPECT_EQ(at->gets(a, ""), "BS3HD") << a;
+  EXPECT_EQ(ShapeToString(at->inputs[0]->shape), "[2,5,3,2,4]");
+  EXPECT_EQ(t.Count("Split") + t.Count("Transpose"), 0);
+  EXPECT_EQ(t.Count("Reshape"), 1);
+}
+
 // ---- fuse-bias-activation ----
 
 TEST(FuseBiasActivation, ConvWithEachActivation) {
