@@ -4,6 +4,7 @@
 //   Conv(x, w, [b]) -> act                  =>  kiln.FusedConv(x, w, [b]; Conv's attrs, kiln_activation)
 //   Gemm(a, b, [c]) -> act                  =>  kiln.FusedGemm(a, b, [c]; Gemm's attrs, kiln_activation)
 //   MatMul(a, b) -> Add(bias) [-> act]      =>  kiln.FusedMatMul(a, b, bias[N]; kiln_activation)
+//   MatMul(a, W) -> act (W a constant matrix) => kiln.FusedMatMul(a, W, zeros[N]; kiln_activation)
 // act: Relu, LeakyRelu(alpha), Sigmoid, Tanh, Clip(min, max constants), HardSigmoid(alpha, beta),
 // SiLU (y * Sigmoid(y)), Gelu (approximate none/tanh). The bias of MatMul is a constant broadcast along the
 // last axis only. Fused only when the intermediate has no other reader and is not a graph output; the last
@@ -75,7 +76,17 @@ bool TryMatMul(Graph& g, const Uses& u, Node* n, PassReport& report) {
   const Dim nd = y->shape.back();
   if (!nd.known()) return false;
   Node* add = u.Single(y);
-  if (!Is(add, "Add", 2)) return false;
+  if (!Is(add, "Add", 2)) {
+    // No bias (T5's and LLaMA's projections): an activation that follows still fuses, over a zero bias, when the
+    // weight is a constant matrix (the GEMM layer's bias epilogue costs next to nothing).
+    Activation act = MatchActivation(u, y);
+    const Value* w = n->inputs[1];
+    if (act.kind.empty() || !w->is_const() || w->const_value->rank() != 2 || w->dtype != y->dtype) return false;
+    Value* zero = g.AddConstant(n->name + "/zero_bias", Tensor(y->dtype, {nd.value}));
+    report.details.push_back(
+        Rewrite(g, n, act.last, "FusedMatMul", {n->inputs[0], n->inputs[1], zero}, act, act.inner));
+    return true;
+  }
   Value* bias = add->inputs[0] == y ? add->inputs[1] : (add->inputs[1] == y ? add->inputs[0] : nullptr);
   if (!bias || bias == y || !IsLastAxisBias(bias, y, nd.value)) return false;
   Activation act = MatchActivation(u, add->outputs[0]);

@@ -36,13 +36,15 @@ std::optional<Projection> MatchProjection(const Uses& u, Node* at, size_t slot) 
   if (!fusion::Is(r, "Reshape", 2) || !r->inputs[0]) return std::nullopt;
   Value* y = r->inputs[0];
   Node* g = u.Producer(y);
-  if (!g || g->domain != "kiln" || g->op_type != "FusedMatMul" || g->inputs.size() != 3 || !u.OnlyBy(y, r))
-    return std::nullopt;
-  if (g->gets("kiln_activation", "None") != "None") return std::nullopt;
+  if (!g || !u.OnlyBy(y, r)) return std::nullopt;
+  // A bias-less MatMul by a constant matrix (T5, LLaMA) counts as a projection with a zero bias.
+  const bool plain = fusion::Is(g, "MatMul", 2);
+  if (!plain && (g->domain != "kiln" || g->op_type != "FusedMatMul" || g->inputs.size() != 3)) return std::nullopt;
+  if (!plain && g->gets("kiln_activation", "None") != "None") return std::nullopt;
   const Value* w = g->inputs[1];
-  const Value* b = g->inputs[2];
-  if (!g->inputs[0] || !w || !b || !w->is_const() || !b->is_const() || w->const_value->rank() != 2 ||
-      b->const_value->rank() != 1 || b->const_value->dim(0) != w->const_value->dim(1))
+  const Value* b = plain ? nullptr : g->inputs[2];
+  if (!g->inputs[0] || !w || !w->is_const() || w->const_value->rank() != 2 || w->dtype != y->dtype) return std::nullopt;
+  if (!plain && (!b || !b->is_const() || b->const_value->rank() != 1 || b->const_value->dim(0) != w->const_value->dim(1)))
     return std::nullopt;
   return Projection{r, g};
 }
@@ -78,13 +80,26 @@ Result<bool> TryFuse(Graph& g, const PassOptions& o, const Uses& u, Node* at, Pa
   if (!x->has_shape || x->shape.empty() || !q->has_shape || q->shape.size() != x->shape.size() + 1) return false;
   const Dim h = q->shape[q->shape.size() - 2], d = q->shape.back();
   if (!h.known() || !d.known() || h.value * d.value != wq.dim(1)) return false;
+  // Bias-less projections read zeros.
+  std::vector<Tensor> zeros;
+  zeros.reserve(3);
+  const Tensor* bias_of[3];
+  for (size_t s = 0; s < 3; ++s) {
+    const Node* gm = p[s].gemm;
+    if (gm->inputs.size() > 2 && gm->inputs[2]) {
+      bias_of[s] = &*gm->inputs[2]->const_value;
+    } else {
+      zeros.emplace_back(wq.dtype(), std::vector<int64_t>{wq.dim(1)});
+      bias_of[s] = &zeros.back();
+    }
+  }
   for (size_t s = 0; s < 3; ++s) {
     const Node* gm = p[s].gemm;
     const Tensor& w = *gm->inputs[1]->const_value;
-    const Tensor& b = *gm->inputs[2]->const_value;
+    const Tensor& b = *bias_of[s];
     const Value* in = at->inputs[s];
     if (gm->inputs[0] != x || w.shape() != wq.shape() || w.dtype() != wq.dtype() || b.dtype() != wq.dtype() ||
-        in->dtype != q->dtype || !fusion::SameShape(in, q))
+        b.shape() != std::vector<int64_t>{wq.dim(1)} || in->dtype != q->dtype || !fusion::SameShape(in, q))
       return false;
   }
   const int64_t k = wq.dim(0), n = wq.dim(1);
@@ -93,12 +108,23 @@ Result<bool> TryFuse(Graph& g, const PassOptions& o, const Uses& u, Node* at, Pa
   Node* gemm = p[0].gemm;
   Value* packed = gemm->outputs[0];
   std::vector<const Tensor*> weights, biases;
-  for (const Projection& pr : p) {
-    weights.push_back(&*pr.gemm->inputs[1]->const_value);
-    biases.push_back(&*pr.gemm->inputs[2]->const_value);
+  for (size_t s = 0; s < 3; ++s) {
+    weights.push_back(&*p[s].gemm->inputs[1]->const_value);
+    biases.push_back(bias_of[s]);
   }
   KILN_ASSIGN_OR_RETURN(Tensor w, ConcatLast(o, weights, qname + "/qkv_weight"));
   KILN_ASSIGN_OR_RETURN(Tensor b, ConcatLast(o, biases, qname + "/qkv_bias"));
+  if (gemm->domain.empty()) {  // a bias-less MatMul becomes the packed FusedMatMul
+    gemm->op_type = "FusedMatMul";
+    gemm->domain = "kiln";
+    gemm->opset = 1;
+    gemm->attrs.clear();
+    gemm->attrs["kiln_activation"] = Attribute::String("None");
+    gemm->attrs["kiln_activation_alpha"] = Attribute::Float(0.f);
+    gemm->attrs["kiln_activation_beta"] = Attribute::Float(0.f);
+    gemm->inputs.resize(3, nullptr);
+    fusion::UseKilnDomain(g);
+  }
   gemm->inputs[1] = g.AddConstant(qname + "/qkv_weight", std::move(w));
   gemm->inputs[2] = g.AddConstant(qname + "/qkv_bias", std::move(b));
   gemm->name = qname + "_qkv";

@@ -49,12 +49,23 @@ bool GemmCIsBias(const Node* g) {
 
 // A GEMM node whose epilogue can take a residual: kiln.FusedMatMul (A, B, bias) or Gemm / kiln.FusedGemm, with
 // activation None and no residual yet.
+// MatMul(a, W) with W a constant float matrix of the output's type (T5's and LLaMA's bias-less projections): it takes
+// the residual as a FusedMatMul over a zero bias.
+bool IsBiaslessMatMul(const Node* g) {
+  if (!fusion::Is(g, "MatMul", 2) || !g->inputs[0] || !g->inputs[1] || g->outputs.size() != 1 || !g->outputs[0])
+    return false;
+  const Value* w = g->inputs[1];
+  const Value* y = g->outputs[0];
+  return w->is_const() && w->const_value->rank() == 2 && w->dtype == y->dtype && y->has_shape && !y->shape.empty() &&
+         y->shape.back().known();
+}
+
 bool IsResidualCandidate(const Node* g) {
   if (!g || g->outputs.size() != 1 || !g->outputs[0]) return false;
   const bool gemm = (g->domain.empty() && g->op_type == "Gemm") || (g->domain == "kiln" && g->op_type == "FusedGemm");
   if (gemm) return g->inputs.size() >= 2 && g->inputs.size() <= 3 && ActivationIsNone(g) && GemmCIsBias(g);
   if (g->domain == "kiln" && g->op_type == "FusedMatMul") return g->inputs.size() == 3 && ActivationIsNone(g);
-  return false;
+  return IsBiaslessMatMul(g);
 }
 
 // A convolution whose epilogue can take a residual: Conv, or kiln.FusedConv with activation None and no residual.
@@ -109,9 +120,12 @@ bool TryFuse(Graph& g, const Uses& u, Node* add, PassReport& report) {
     const std::string gemm_name = gemm->name, add_name = add->name;
     std::vector<Value*> inputs = gemm->inputs;
     inputs.resize(kResidualInput, nullptr);  // Gemm without C: input 2 stays empty
+    const bool biasless = IsBiaslessMatMul(gemm);
+    if (biasless)
+      inputs[2] = g.AddConstant(gemm->name + "/zero_bias", Tensor(y->dtype, {y->shape.back().value}));
     inputs.push_back(r);
     std::map<std::string, Attribute> attrs = gemm->attrs;
-    const std::string fused_op = gemm->op_type == "FusedMatMul" ? "FusedMatMul" : "FusedGemm";
+    const std::string fused_op = gemm->op_type == "FusedMatMul" || biasless ? "FusedMatMul" : "FusedGemm";
     add->op_type = fused_op;
     add->domain = "kiln";
     add->opset = 1;

@@ -649,6 +649,45 @@ TEST(FuseQkvProjection, LastAxisSplitIsReadPacked) {
   EXPECT_EQ(t.Count("Reshape"), 1);
 }
 
+// T5 / LLaMA: projections without a bias. An activation and a residual still fuse into the GEMM (over a zero bias),
+// and Q, K, V still pack into one GEMM.
+TEST(FuseBiaslessMatMul, ActivationResidualAndQkvFuseOverAZeroBias) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 5, 16});
+  Value* h = t.Op("Relu", "/ffn/act", {t.Op("MatMul", "/ffn/wi", {x, t.Const("wi", {16, 32})})});
+  Value* o = t.Op("MatMul", "/ffn/wo", {h, t.Const("wo", {32, 16})});
+  t.Output(t.Op("Add", "/ffn/Add", {x, o}));
+  t.Finish();
+  EXPECT_EQ(Apply(t, FuseBiasActivationPass), 1);
+  EXPECT_EQ(Apply(t, FuseResidualAddPass), 1);
+  EXPECT_EQ(t.Count("FusedMatMul"), 2);
+  EXPECT_EQ(t.Count("Relu") + t.Count("Add") + t.Count("MatMul"), 0);
+  for (const auto& n : t.g.nodes()) {
+    ASSERT_GE(n->inputs.size(), 3u);
+    EXPECT_EQ(n->inputs[2]->const_value->GetAsDouble(0), 0.0);  // the zero bias
+  }
+
+  TestGraph a;
+  Value* xa = a.Input("x", {2, 5, 16});
+  auto proj = [&](const std::string& name) {
+    Value* m = a.Op("MatMul", "/attn/" + name + "/MatMul", {xa, a.Const(name + ".weight", {16, 16})});
+    Value* r = a.Op("Reshape", "/attn/" + name + "/Reshape", {m, a.Const(name + ".shape", Tensor::FromInt64({2, 5, 2, 8}))});
+    return a.Op("Transpose", "/attn/" + name + "/Transpose", {r},
+                {{"perm", Attribute::Ints(name == "k" ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3})}});
+  };
+  Value* q = proj("q");
+  Value* k = proj("k");
+  Value* v = proj("v");
+  Value* p = a.Op("Softmax", "/attn/Softmax", {a.Op("MatMul", "/attn/MatMul", {q, k})}, {{"axis", Attribute::Int(-1)}});
+  a.Output(a.Op("MatMul", "/attn/MatMul_1", {p, v}));
+  a.Finish();
+  EXPECT_GE(Apply(a, RecognizeAttentionPass), 1);
+  EXPECT_EQ(Apply(a, FuseQkvProjectionPass), 1);
+  EXPECT_EQ(a.Count("FusedMatMul"), 1);
+  EXPECT_EQ(a.Count("MatMul"), 0);
+  EXPECT_EQ(a.Find("FusedMatMul")->input(1)->const_value->shape(), (std::vector<int64_t>{16, 48}));
+}
+
 // ---- fuse-bias-activation ----
 
 TEST(FuseBiasActivation, ConvWithEachActivation) {
