@@ -1,5 +1,6 @@
 // Pass recognize-layernorm: finds layer normalization over the last axis written out with reductions, as
-// exporters before opset 17 write it, and replaces it with one ONNX LayerNormalization node.
+// exporters before opset 17 write it, and replaces it with one ONNX LayerNormalization node; likewise RMS
+// normalization (T5, LLaMA; see MatchRmsNorm) with one RMSNormalization node (opset 23).
 //   before: mean = ReduceMean(x, -1); d = Sub(x, mean); var = ReduceMean(Pow(d, 2) | Mul(d, d), -1);
 //           n = Div(d, Sqrt(Add(var, eps))) | Mul(d, Reciprocal(Sqrt(Add(var, eps))));
 //           y = Add(Mul(n, gamma), beta)            (gamma and beta optional, constants over the last axis)
@@ -125,6 +126,59 @@ bool MatchLayerNorm(const Uses& u, Node* mean, Match& m) {
   return false;
 }
 
+// RMS normalization over the last axis (T5's T5LayerNorm, LLaMA's RMSNorm):
+//   var = ReduceMean(Pow(x, 2) | Mul(x, x), -1); s = Add(var, eps);
+//   n = Mul(x, Reciprocal(Sqrt(s)) | Div(1, Sqrt(s)) | Pow(s, -0.5)) | Div(x, Sqrt(s));  y = Mul(n, gamma) (optional)
+bool MatchRmsNorm(const Uses& u, Node* sq, Match& m) {
+  if (!sq || sq->outputs.size() != 1 || !sq->outputs[0]) return false;
+  Value* x = nullptr;
+  if (Is(sq, "Mul", 2) && sq->inputs[0] && sq->inputs[0] == sq->inputs[1]) x = sq->inputs[0];
+  else if (Value* b = fusion::OperandBesideConst(sq, "Pow", 2.0, 0.0); b && sq->inputs[0] == b) x = b;
+  if (!x || !fusion::IsFloatType(x->dtype) || !x->has_shape || x->shape.empty()) return false;
+  const Dim cd = x->shape.back();
+  if (!cd.known() || cd.value <= 0) return false;
+  const int64_t c = cd.value;
+  Node* var = u.Single(sq->outputs[0]);
+  if (!var || var->inputs.empty() || var->inputs[0] != sq->outputs[0] || !IsMeanOverLastAxis(var, sq->outputs[0]))
+    return false;
+  Node* add = u.Single(var->outputs[0]);
+  double eps = 0;
+  if (!add || fusion::OperandBesideAnyConst(add, "Add", &eps) != var->outputs[0] || eps < 0) return false;
+  Value* s = add->outputs[0];
+  std::vector<Node*> inner = {sq, var, add};
+  Node* norm = nullptr;
+  Node* step = u.Single(s);
+  auto reads_x_and = [&](const Node* n, const Value* r) {
+    return (n->inputs[0] == x && n->inputs[1] == r) || (n->inputs[1] == x && n->inputs[0] == r);
+  };
+  if (Is(step, "Sqrt", 1)) {
+    Value* sd = step->outputs[0];
+    Node* next = u.Single(sd);
+    inner.push_back(step);
+    if (Is(next, "Div", 2) && next->inputs[0] == x && next->inputs[1] == sd) {
+      norm = next;
+    } else if (Is(next, "Reciprocal", 1) ||
+               (Is(next, "Div", 2) && next->inputs[1] == sd && fusion::IsScalarConst(next->inputs[0], 1.0, 0.0))) {
+      Node* mul = u.Single(next->outputs[0]);
+      if (!Is(mul, "Mul", 2) || !reads_x_and(mul, next->outputs[0])) return false;
+      inner.push_back(next);
+      norm = mul;
+    }
+  } else if (fusion::OperandBesideConst(step, "Pow", -0.5, 0.0) == s && step->inputs[0] == s) {
+    Node* mul = u.Single(step->outputs[0]);
+    if (!Is(mul, "Mul", 2) || !reads_x_and(mul, step->outputs[0])) return false;
+    inner.push_back(step);
+    norm = mul;
+  }
+  if (!norm) return false;
+  m = Match{x, nullptr, nullptr, eps, norm, std::move(inner)};
+  if (Node* gm = AffineStep(u, m.last->outputs[0], "Mul", x, c, &m.gamma)) {
+    m.inner.push_back(m.last);
+    m.last = gm;
+  }
+  return true;
+}
+
 // A [C] constant of x's dtype: `v` reshaped, or filled with `fill` when v is null.
 Value* VectorConstant(Graph& g, Value* v, const Value* x, int64_t c, double fill, const std::string& hint) {
   if (v && v->const_value->rank() == 1) return v;
@@ -163,6 +217,27 @@ Result<PassReport> RecognizeLayerNormPass(Graph& g, const PassOptions& o) {
     report.details.push_back(fmt::format("layernorm: {} .. {} ({} nodes{}{}) -> LayerNormalization '{}' (eps {})",
                                          first, old, m.inner.size() + 1, m.gamma ? ", scale" : "",
                                          m.beta ? ", bias" : "", last->name, m.eps));
+    return true;
+  });
+  report.rewrites += fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* node) {
+    Match m;
+    if (!MatchRmsNorm(u, node, m)) return false;
+    const int64_t c = m.x->shape.back().value;
+    const std::string scope = fusion::Scope(m.last->name);
+    Value* gamma = VectorConstant(g, m.gamma, m.x, c, 1.0, scope + "/RMSNormalization.scale");
+    Node* last = m.last;
+    const std::string old = last->name, first = m.inner.front()->name;
+    last->op_type = "RMSNormalization";
+    last->domain.clear();
+    last->opset = std::max<int64_t>(last->opset, 23);
+    last->inputs = {m.x, gamma};
+    last->attrs.clear();
+    last->attrs["axis"] = Attribute::Int(-1);
+    last->attrs["epsilon"] = Attribute::Float(static_cast<float>(m.eps));
+    last->name = scope + "/RMSNormalization";
+    fusion::RemoveUnread(g, m.inner);
+    report.details.push_back(fmt::format("rmsnorm: {} .. {} ({} nodes{}) -> RMSNormalization '{}' (eps {})", first,
+                                         old, m.inner.size() + 1, m.gamma ? ", scale" : "", last->name, m.eps));
     return true;
   });
   return report;

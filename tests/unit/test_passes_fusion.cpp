@@ -171,6 +171,44 @@ TEST(RecognizeLayerNorm, NotOverAnotherAxis) {
   EXPECT_EQ(t.Count("ReduceMean"), 2);
 }
 
+// RMS normalization as T5 (Pow, Div(1, Sqrt)), LLaMA (Pow, Reciprocal(Sqrt)) and others (Mul(x, x), Pow(s, -0.5),
+// Div(x, Sqrt)) write it; with and without the scale.
+TEST(RecognizeLayerNorm, RmsNormInEveryForm) {
+  for (int form = 0; form < 4; ++form) {
+    SCOPED_TRACE(form);
+    TestGraph t;
+    Value* x = t.Input("x", {2, 3, 8});
+    Value* sq = form == 2 ? t.Op("Mul", "sq", {x, x}) : t.Op("Pow", "sq", {x, t.F(2.f)});
+    Value* var = t.Op("ReduceMean", "var", {sq, t.Const("axes", Tensor::FromInt64({-1}))}, {{"keepdims", Attribute::Int(1)}});
+    Value* s = t.Op("Add", "eps", {var, t.F(1e-6f)});
+    Value* n = nullptr;
+    if (form == 0) n = t.Op("Mul", "norm", {x, t.Op("Div", "inv", {t.F(1.f), t.Op("Sqrt", "sqrt", {s})})});
+    if (form == 1) n = t.Op("Mul", "norm", {t.Op("Reciprocal", "inv", {t.Op("Sqrt", "sqrt", {s})}), x});
+    if (form == 2) n = t.Op("Mul", "norm", {x, t.Op("Pow", "inv", {s, t.F(-0.5f)})});
+    if (form == 3) n = t.Op("Div", "norm", {x, t.Op("Sqrt", "sqrt", {s})});
+    if (form != 3) n = t.Op("Mul", "scale", {t.Const("w", {8}), n});
+    t.Output(t.Op("Relu", "after", {n}));
+    t.Finish();
+    EXPECT_EQ(Apply(t, RecognizeLayerNormPass), 1);
+    const Node* rn = t.Find("RMSNormalization");
+    ASSERT_TRUE(rn) << PrintGraph(t.g);
+    EXPECT_EQ(t.g.nodes().size(), 2u);
+    EXPECT_NEAR(rn->getf("epsilon", 0), 1e-6f, 1e-10);
+    EXPECT_EQ(rn->inputs[1]->const_value->shape(), (std::vector<int64_t>{8}));
+  }
+}
+
+TEST(RecognizeLayerNorm, RmsNormNotWhenTheSquareIsShared) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 8});
+  Value* sq = t.Op("Pow", "sq", {x, t.F(2.f)});
+  Value* var = t.Op("ReduceMean", "var", {sq, t.Const("axes", Tensor::FromInt64({-1}))}, {{"keepdims", Attribute::Int(1)}});
+  t.Output(t.Op("Div", "norm", {x, t.Op("Sqrt", "sqrt", {t.Op("Add", "eps", {var, t.F(1e-6f)})})}));
+  t.Output(sq);
+  t.Finish();
+  EXPECT_EQ(Apply(t, RecognizeLayerNormPass), 0);
+}
+
 // ---- recognize-attention ----
 
 // q, k, v [B, H, S, D]; K^T by Transpose(k) (or from a [B, S, H, D] tensor like BERT's when `bert_k`).
