@@ -147,6 +147,28 @@ TEST(GpuAttention, PackedQkvBs3hd) {
       }
 }
 
+// Swin's shifted windows as expose-window-attention and fuse-qkv-projection leave them: Q, K, V packed
+// [B, nW, N, 3, H, D] (two batch dims), the relative-position bias and window mask as one additive constant
+// [1, nW, H, N, N] broadcast over B, the output BSHD.
+TEST(GpuAttention, WindowBatchPackedWithPerWindowMask) {
+  struct Case {
+    int64_t b, nw, n, h, d;
+  };
+  for (const Case c : {Case{2, 4, 49, 3, 32}, Case{3, 16, 49, 6, 32}, Case{1, 5, 17, 2, 64}})
+    for (const auto& [dt, tactic] : AllConfigs()) {
+      OneNode n("Attention", "kiln");
+      const Tensor packed = Random(dt, {c.b, c.nw, c.n, 3, c.h, c.d}, 11, -2, 2);
+      n.Input(packed).Input(packed).Input(packed).Input(Random(dt, {1, c.nw, c.h, c.n, c.n}, 12, -4, 1));
+      for (const char* l : {"kiln_q_layout", "kiln_k_layout", "kiln_v_layout"}) n.Attr(l, Attribute::String("BS3HD"));
+      n.Attr("kiln_out_layout", Attribute::String("BSHD"));
+      n.Attr("scale", Attribute::Float(1.f / std::sqrt(static_cast<float>(c.d)))).Tactic(tactic);
+      if (dt != DataType::kFloat32) n.ReferenceInFloat32();
+      const double tol = dt == DataType::kFloat32 ? 1e-4 : 2e-2;
+      EXPECT_TRUE(n.MatchesCpu(tol, tol)) << DataTypeName(dt) << " " << tactic << " " << c.b << "x" << c.nw << "x"
+                                          << c.n << "x3x" << c.h << "x" << c.d;
+    }
+}
+
 TEST(GpuAttention, Float32SequenceLengthsAndHeadSizes) {
   for (int64_t s : {1, 7, 77, 128, 197})
     for (int64_t d : {32, 64, 80, 128, 17, 100, 256}) {
