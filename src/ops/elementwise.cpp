@@ -229,12 +229,72 @@ Status ClipShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// Equal over shape elements (exporters' expand(-1) handling: Where(Equal(shape, -1), 1, shape)): a dim is never
+// negative, equal to itself, and known dims compare; the result is then known (sym_value of 0/1 on a bool output,
+// which inference makes a constant).
+ShapeFn EqualShape() {
+  return [](InferContext& ctx) -> Status {
+    KILN_RETURN_IF_ERROR(Compare(Cat::kAll)(ctx));
+    if (!ctx.in(0).sym_value && !ctx.in(1).sym_value) return Status::Ok();
+    // Elements as (constant value) or (dim): constants are read directly, since Dim(-1) reads as unknown.
+    struct Elem {
+      std::optional<int64_t> c;
+      Dim d;
+    };
+    auto elems = [&](size_t i) -> std::optional<std::vector<Elem>> {
+      if (!ctx.has_input(i) || ctx.in(i).dtype != DataType::kInt64) return std::nullopt;
+      std::vector<Elem> r;
+      if (const Tensor* v = ctx.value(i)) {
+        if (v->rank() > 1 || v->numel() > 64) return std::nullopt;
+        for (int64_t k = 0; k < v->numel(); ++k) r.push_back({v->GetAsInt(k), Dim()});
+      } else if (ctx.in(i).sym_value) {
+        for (const Dim& d : *ctx.in(i).sym_value) r.push_back({d.known() ? std::optional<int64_t>(d.value) : std::nullopt, d});
+      } else {
+        return std::nullopt;
+      }
+      return r;
+    };
+    auto a = elems(0);
+    auto b = elems(1);
+    if (!a || !b || !ctx.out(0).has_shape || ctx.out(0).shape.size() > 1) return Status::Ok();
+    const size_t n = std::max(a->size(), b->size());
+    if ((a->size() != n && a->size() != 1) || (b->size() != n && b->size() != 1)) return Status::Ok();
+    std::vector<Dim> r(n);
+    for (size_t k = 0; k < n; ++k) {
+      const Elem& x = (*a)[a->size() == 1 ? 0 : k];
+      const Elem& y = (*b)[b->size() == 1 ? 0 : k];
+      if (x.c && y.c) r[k] = Dim(*x.c == *y.c ? 1 : 0);
+      else if (!x.c && !y.c && x.d.symbolic() && x.d.same(y.d)) r[k] = Dim(1);
+      else if ((!x.c && x.d.symbolic() && y.c && *y.c < 0) || (!y.c && y.d.symbolic() && x.c && *x.c < 0)) r[k] = Dim(0);
+      else return Status::Ok();
+    }
+    ctx.out(0).sym_value = std::move(r);
+    return Status::Ok();
+  };
+}
+
 Status WhereShape(InferContext& ctx) {
   KILN_RETURN_IF_ERROR(RequireInputs(ctx, 3));
   KILN_RETURN_IF_ERROR(CheckType(ctx, 0, Cat::kBool));
   KILN_RETURN_IF_ERROR(CheckType(ctx, 1, Cat::kAll));
   KILN_RETURN_IF_ERROR(CheckSameType(ctx, 1, 2));
-  return SetBroadcastOutput(ctx, {0, 1, 2}, ctx.in(1).dtype);
+  KILN_RETURN_IF_ERROR(SetBroadcastOutput(ctx, {0, 1, 2}, ctx.in(1).dtype));
+  // A known condition over shape elements picks between their symbolic contents.
+  const Tensor* cond = ctx.value(0);
+  if (!cond || (!ctx.in(1).sym_value && !ctx.in(2).sym_value)) return Status::Ok();
+  auto a = SymElements(ctx, 1);
+  auto b = SymElements(ctx, 2);
+  if (!a || !b || cond->rank() > 1 || !ctx.out(0).has_shape || ctx.out(0).shape.size() > 1) return Status::Ok();
+  const size_t c = static_cast<size_t>(cond->numel());
+  const size_t n = std::max({a->size(), b->size(), c});
+  if ((a->size() != n && a->size() != 1) || (b->size() != n && b->size() != 1) || (c != n && c != 1))
+    return Status::Ok();
+  std::vector<Dim> r(n);
+  for (size_t k = 0; k < n; ++k)
+    r[k] = cond->GetAsInt(c == 1 ? 0 : static_cast<int64_t>(k)) != 0 ? (*a)[a->size() == 1 ? 0 : k]
+                                                                      : (*b)[b->size() == 1 ? 0 : k];
+  ctx.out(0).sym_value = std::move(r);
+  return Status::Ok();
 }
 
 Status IsInfShape(InferContext& ctx) {
@@ -468,7 +528,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
   r.Onnx("Pow").Shape(PowShape).LayoutNeutral().Pointwise(PwOp::kPow, 2);
   // opset 13 only widened Mod's types; fmod (default 0) is read where used
   r.Onnx("Mod").Since(10).Shape(ModShape).LayoutNeutral();
-  r.Onnx("Equal").Shape(Compare(Cat::kAll));
+  r.Onnx("Equal").Shape(EqualShape());
   r.Onnx("Less").Shape(Compare(Cat::kNumeric));
   r.Onnx("Greater").Shape(Compare(Cat::kNumeric));
   r.Onnx("LessOrEqual").Since(12).Shape(Compare(Cat::kNumeric));

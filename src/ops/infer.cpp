@@ -142,7 +142,18 @@ Status InferGraph(Graph& g, const InferOptions& opts) {
       if (!o) continue;
       MergeDeclared(o, ctx.outputs[i]);
       o->sym_value = ctx.outputs[i].sym_value;
-      // A shape tensor whose contents are all known is a constant (Shape of a static tensor, and so on).
+      // A shape tensor whose contents are all known is a constant (Shape of a static tensor, and so on); a bool one
+      // too (Equal of shape elements, 0/1).
+      if (o->sym_value && o->dtype == DataType::kBool && o->has_shape && o->shape.size() <= 1 &&
+          std::all_of(o->sym_value->begin(), o->sym_value->end(), [](const Dim& d) { return d.known(); })) {
+        Tensor t(DataType::kBool, o->shape.empty() ? std::vector<int64_t>{}
+                                                   : std::vector<int64_t>{static_cast<int64_t>(o->sym_value->size())});
+        if (t.numel() == static_cast<int64_t>(o->sym_value->size())) {
+          for (int64_t k = 0; k < t.numel(); ++k) static_cast<uint8_t*>(t.raw())[k] = (*o->sym_value)[k].value != 0;
+          o->const_value = std::move(t);
+        }
+        o->sym_value.reset();
+      }
       if (o->sym_value && o->dtype == DataType::kInt64) {
         bool all_known = std::all_of(o->sym_value->begin(), o->sym_value->end(), [](const Dim& d) { return d.known(); });
         if (all_known && o->has_shape && o->shape.size() <= 1) {

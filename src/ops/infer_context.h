@@ -19,7 +19,7 @@ struct TensorInfo {
   Shape shape;
   bool has_shape = false;                    // false: rank unknown
   const Tensor* value = nullptr;             // known contents (constant at build time; always at run time)
-  std::optional<std::vector<Dim>> sym_value;  // known-symbolic contents of a small 1-D int64 tensor
+  std::optional<std::vector<Dim>> sym_value;  // known-symbolic contents of a small 1-D int64 tensor (bool: 0/1)
   // A sequence or an optional (ops/sequence.h): dtype is then the element type, and shape the elements' shape where
   // they all share one (has_shape false otherwise). Shape functions of tensor ops never see these (InferNode refuses
   // them); set_output leaves an output a tensor.

@@ -9,6 +9,9 @@
 // a second reader of the projections' outputs (the Shape node) that kept the fusions that follow (QKV packing,
 // attention layouts) from matching: dynamic engines had other layers than static ones.
 // Reshapes with allowzero = 1, or an output dim known to be 0, are left alone (0 would mean a literal zero).
+// Second: a Shape of an intermediate whose dims are constants or graph-input dims reads the graph inputs' shapes.
+#include <algorithm>
+#include <map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -53,6 +56,80 @@ Result<PassReport> SimplifyShapeInputsPass(Graph& g, const PassOptions&) {
   // The shape chains no one reads now go at once: a Shape node left reading a projection's output would keep the
   // fusion passes from seeing that output's only reader.
   fusion::RemoveUnread(g, released);
+
+  // A Shape of an intermediate whose dims are constants or dims of the graph inputs (T5's key length taken from its
+  // transposed K) reads the graph input's shape instead: Concat of slices of Shape(input) and constants. The
+  // intermediate then has no reader but its consumers, so the fusions see it whole.
+  std::map<std::string, std::pair<Value*, int64_t>> symbol_at;  // symbol -> (graph input, its axis)
+  for (Value* in : g.inputs)
+    if (in->has_shape)
+      for (size_t i = 0; i < in->shape.size(); ++i)
+        if (in->shape[i].symbolic() && !symbol_at.count(in->shape[i].sym))
+          symbol_at[in->shape[i].sym] = {in, static_cast<int64_t>(i)};
+  std::map<const Value*, Value*> input_shape;  // graph input -> Shape(input), made once, first in the graph
+  std::vector<Node*> shapes;
+  for (const auto& up : g.nodes())
+    if (up->domain.empty() && up->op_type == "Shape" && up->inputs.size() == 1 && up->outputs.size() == 1)
+      shapes.push_back(up.get());
+  for (Node* n : shapes) {
+    Value* v = n->inputs[0];
+    if (!v || v->is_graph_input || v->is_const() || !v->has_shape || !n->outputs[0]) continue;
+    const int64_t r = static_cast<int64_t>(v->shape.size());
+    auto clamp = [&](int64_t a) { return std::clamp<int64_t>(a < 0 ? a + r : a, 0, r); };
+    const int64_t start = clamp(n->geti("start", 0)), end = clamp(n->geti("end", r));
+    if (start >= end) continue;
+    bool ok = true, any_symbol = false;
+    for (int64_t i = start; i < end && ok; ++i) {
+      const Dim& d = v->shape[i];
+      ok = d.known() || (d.symbolic() && symbol_at.count(d.sym));
+      any_symbol |= !d.known();
+    }
+    if (!ok || !any_symbol) continue;
+    std::vector<Value*> parts;
+    size_t pos = 0;
+    while (g.nodes()[pos].get() != n) ++pos;
+    for (int64_t i = start; i < end; ++i) {
+      const Dim& d = v->shape[i];
+      if (d.known()) {
+        parts.push_back(g.AddConstant(n->name + "/dim" + std::to_string(i), Tensor::FromInt64({d.value})));
+        continue;
+      }
+      auto [in, axis] = symbol_at.at(d.sym);
+      Value*& sh = input_shape[in];
+      if (!sh) {
+        Node* s0 = g.InsertNode(0, "Shape", in->name + "/shape");
+        ++pos;
+        s0->opset = 15;
+        sh = g.AddValue(in->name + "_shape");
+        sh->dtype = DataType::kInt64;
+        sh->shape = {Dim(static_cast<int64_t>(in->shape.size()))};
+        sh->has_shape = true;
+        s0->inputs = {in};
+        s0->outputs = {sh};
+        sh->producer = s0;
+      }
+      Node* sl = g.InsertNode(pos++, "Slice", n->name + "/dim" + std::to_string(i));
+      sl->opset = 13;
+      Value* part = g.AddValue(n->name + "_dim" + std::to_string(i));
+      part->dtype = DataType::kInt64;
+      part->shape = {Dim(1)};
+      part->has_shape = true;
+      part->sym_value = std::vector<Dim>{d};
+      sl->inputs = {sh, g.AddConstant(sl->name + "/start", Tensor::FromInt64({axis})),
+                    g.AddConstant(sl->name + "/end", Tensor::FromInt64({axis + 1}))};
+      sl->outputs = {part};
+      part->producer = sl;
+      parts.push_back(part);
+    }
+    n->op_type = "Concat";
+    n->opset = std::max<int64_t>(n->opset, 13);
+    n->attrs.clear();
+    n->attrs["axis"] = Attribute::Int(0);
+    n->inputs = parts;
+    report.details.push_back(fmt::format("{}: the shape of '{}' ({}) read from the graph inputs' shapes", n->Where(),
+                                         v->name, ShapeToString(v->shape)));
+    ++report.rewrites;
+  }
   return report;
 }
 

@@ -357,6 +357,38 @@ TEST(SimplifyShapeInputs, RunTimeTargetsBecomeConstantsAtEveryShape) {
   ExpectSameOutputs(want, t.Run());
 }
 
+// A Shape of an intermediate (T5 takes its key length from the transposed K) reads the graph input's shape instead,
+// so that the intermediate keeps its consumers alone; the results stay the same at other shapes.
+void BuildShapeOfIntermediate(TestGraph& t, int64_t b, int64_t s) {
+  Value* x = t.Input("x", {b, s, 4});
+  x->shape = {Dim::Symbol("batch"), Dim::Symbol("seq"), Dim(4)};
+  Node* tr = t.Op("Transpose", "kt", {x});
+  tr->attrs["perm"] = Attribute::Ints({0, 2, 1});
+  t.Output(t.Out(t.Op("Relu", "relu", {t.Out(tr)})));
+  Node* sh = t.Op("Shape", "len", {t.Out(tr)}, 1, 15);
+  sh->attrs["start"] = Attribute::Int(1);  // [4, seq]
+  Node* cs = t.Op("ConstantOfShape", "zeros", {t.Out(sh)});
+  t.Output(t.Out(cs));
+  t.Finish();
+}
+
+TEST(SimplifyShapeInputs, ShapeOfAnIntermediateReadsTheInputsShape) {
+  TestGraph t;
+  BuildShapeOfIntermediate(t, 2, 5);
+  PassReport r = Apply(t, SimplifyShapeInputsPass);
+  EXPECT_EQ(r.rewrites, 1);
+  EXPECT_EQ(t.Named("len")->op_type, "Concat");
+  int readers = 0;
+  for (const auto& n : t.g.nodes())
+    for (const Value* in : n->inputs) readers += in == t.Named("kt")->outputs[0];
+  EXPECT_EQ(readers, 1);  // the Relu alone
+  TestGraph other;
+  BuildShapeOfIntermediate(other, 3, 7);
+  auto want = other.Run();
+  t.feeds = other.feeds;
+  ExpectSameOutputs(want, t.Run());
+}
+
 TEST(FoldReshapeTranspose, KeepsChainsWhoseIntermediateHasOtherReaders) {
   TestGraph t;
   Value* x = t.Input("x", {2, 3, 4});

@@ -533,5 +533,38 @@ TEST(TensorOps, SymbolicShapePropagation) {
   EXPECT_EQ(ShapeToString(rg2->outputs[0]->shape), "[?]");
 }
 
+// torch's expand(batch, seq) with -1 handling, as transformers' token type ids export: Where(Equal(shape, -1), 1,
+// shape). A dim is never -1, so the Equal is known (all false) and the Expand keeps the symbols.
+TEST(TensorOps, ExpandWithMinusOneHandlingKeepsSymbols) {
+  Graph g;
+  g.opsets[""] = 17;
+  Value* x = g.GetOrAddValue("x");
+  x->dtype = DataType::kInt64;
+  x->shape = {Dim::Symbol("batch"), Dim::Symbol("seq")};
+  x->has_shape = true;
+  x->is_graph_input = true;
+  g.inputs.push_back(x);
+  auto node = [&](const char* op, const char* name, std::vector<Value*> ins) {
+    Node* n = g.AddNode(op, name);
+    n->inputs = std::move(ins);
+    n->outputs = {g.GetOrAddValue(std::string(name) + "_out")};
+    return n;
+  };
+  Node* sh = node("Shape", "shape", {x});
+  Node* eq = node("Equal", "eq", {sh->outputs[0], g.AddConstant("minus1", Tensor::FromInt64({-1}, {}))});
+  Node* wh = node("Where", "where", {eq->outputs[0], g.AddConstant("ones", Tensor::FromInt64({1, 1})), sh->outputs[0]});
+  Node* ex = node("Expand", "expand", {g.AddConstant("ids", Tensor::FromInt64({0}, {1, 1})), wh->outputs[0]});
+  ex->outputs[0]->is_graph_output = true;
+  g.outputs.push_back(ex->outputs[0]);
+  ASSERT_TRUE(g.TopoSort().ok());
+  InferOptions opts;
+  opts.evaluator = cpu::MakeConstEvaluator();
+  ASSERT_TRUE(InferGraph(g, opts).ok());
+  ASSERT_TRUE(eq->outputs[0]->is_const());
+  EXPECT_EQ(eq->outputs[0]->const_value->GetAsInt(0), 0);
+  EXPECT_EQ(eq->outputs[0]->const_value->GetAsInt(1), 0);
+  EXPECT_EQ(ShapeToString(ex->outputs[0]->shape), "[batch,seq]");
+}
+
 }  // namespace
 }  // namespace kiln
