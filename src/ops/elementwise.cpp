@@ -265,7 +265,8 @@ ShapeFn EqualShape() {
       const Elem& y = (*b)[b->size() == 1 ? 0 : k];
       if (x.c && y.c) r[k] = Dim(*x.c == *y.c ? 1 : 0);
       else if (!x.c && !y.c && x.d.symbolic() && x.d.same(y.d)) r[k] = Dim(1);
-      else if ((!x.c && x.d.symbolic() && y.c && *y.c < 0) || (!y.c && y.d.symbolic() && x.c && *x.c < 0)) r[k] = Dim(0);
+      else if ((!x.c && NonNegativeDim(x.d) && y.c && *y.c < 0) || (!y.c && NonNegativeDim(y.d) && x.c && *x.c < 0))
+        r[k] = Dim(0);
       else return Status::Ok();
     }
     ctx.out(0).sym_value = std::move(r);

@@ -27,6 +27,11 @@ void RegisterSignalOps(OpRegistry& r);       // signal.cpp: DFT, STFT, MelWeight
 Status RequireFloat(const InferContext& ctx, size_t i);
 // Output i takes x's dtype and shape (rank unknown where x has no shape).
 void SetOutputLike(InferContext& ctx, size_t i, const TensorInfo& x);
+// A dim known never to be negative: a constant >= 0, or a symbol whose expression has no subtraction (a plain
+// name like "seq", or sums, products and quotients of such; "seq-5" may be negative).
+inline bool NonNegativeDim(const Dim& d) {
+  return d.known() || (d.symbolic() && d.sym.find('-') == std::string::npos);
+}
 
 // ---- helpers for converters (convert_helpers.cpp) ----
 // Moves int-list attribute `attr` to input slot `index` as an int64 constant (when present), padding the

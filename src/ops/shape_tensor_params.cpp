@@ -120,8 +120,11 @@ Result<SliceParams> ComputeSlice(const Node& n, const std::vector<int64_t>& in_s
   p.count = in_shape;
   for (size_t k = 0; k < axes.size(); ++k) {
     const int64_t ax = axes[k], d = in_shape[ax];
-    const int64_t step = steps.empty() ? 1 : steps[k];
+    int64_t step = steps.empty() ? 1 : steps[k];
     if (step == 0) return Err(StatusCode::kInvalidModel, "{}: slice step is 0 on axis {}", n.Where(), ax);
+    // A step past the axis takes one element at most; clamped, the counts below cannot overflow (INT64_MIN's
+    // negation, e - s + INT64_MAX).
+    step = std::clamp<int64_t>(step, -(d + 1), d + 1);
     int64_t s = starts[k], e = ends[k];
     if (s < 0) s += d;
     if (e < 0) e += d;

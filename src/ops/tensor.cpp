@@ -431,7 +431,7 @@ Status RangeShape(InferContext& c) {
     c.set_output(0, t, {Dim(n)});
   } else if (a && d && a->numel() == 1 && d->numel() == 1 && IsIntegerType(t) && a->GetAsInt(0) == 0 &&
              d->GetAsInt(0) == 1 && c.in(1).sym_value && c.in(1).sym_value->size() == 1 &&
-             c.in(1).sym_value->front().symbolic()) {
+             c.in(1).sym_value->front().symbolic() && NonNegativeDim(c.in(1).sym_value->front())) {
     // Range(0, n, 1) with n a dim known by name (torch.arange(x.size(1)) in position ids): n elements, so that
     // what it indexes keeps the sequence's symbol and meets the tensors it is added to as the same shape.
     c.set_output(0, t, {c.in(1).sym_value->front()});

@@ -1,6 +1,8 @@
 // Helpers of the cleanup passes (see cleanup_util.h).
 #include "passes/cleanup_util.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 std::vector<Node*> LiveConsumers(const Graph& g, const Value* v, const std::unordered_set<const Node*>& dead) {
@@ -57,6 +59,8 @@ std::optional<std::vector<int64_t>> ReshapeTargetFor(const Value* x, const Value
       if (++inferred > 1) return std::nullopt;
     }
   }
+  // A copied dim that is 0 at run time would leave the -1 undefined (0 / 0), where the model's own target worked.
+  if (inferred > 0 && std::find(t.begin(), t.end(), 0) != t.end()) return std::nullopt;
   return t;
 }
 

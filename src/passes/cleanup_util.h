@@ -32,7 +32,8 @@ std::optional<std::vector<int64_t>> ConstInts(const Value* v);
 
 // A constant Reshape target (allowzero = 0) that turns `x` into `out`'s inferred shape at every input shape: each
 // dim its known value, 0 where it is the same symbol as x's dim at that position, and -1 for at most one other
-// dim. Nothing when there are two such dims, a dim known to be 0, or either shape is unknown.
+// dim. Nothing when there are two such dims, a -1 beside a copied dim (0 at run time would make it undefined), a dim
+// known to be 0, or either shape is unknown.
 std::optional<std::vector<int64_t>> ReshapeTargetFor(const Value* x, const Value* out);
 
 }  // namespace kiln

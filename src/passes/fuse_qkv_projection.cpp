@@ -80,6 +80,9 @@ Result<bool> TryFuse(Graph& g, const PassOptions& o, const Uses& u, Node* at, Pa
   if (!x->has_shape || x->shape.empty() || !q->has_shape || q->shape.size() != x->shape.size() + 1) return false;
   const Dim h = q->shape[q->shape.size() - 2], d = q->shape.back();
   if (!h.known() || !d.known() || h.value * d.value != wq.dim(1)) return false;
+  // The heads view must keep x's leading dims ([B, S] stays [B, S]): the packed view copies them (0s).
+  for (size_t i = 0; i + 1 < x->shape.size(); ++i)
+    if (!q->shape[i].same(x->shape[i])) return false;
   // Bias-less projections read zeros.
   std::vector<Tensor> zeros;
   zeros.reserve(3);

@@ -15,8 +15,8 @@ namespace {
 
 constexpr int64_t kMaxIndices = int64_t{1} << 20;
 
-// The indices `s` (a Slice of `x` over axis `axis` only) takes along that axis, or nothing.
-std::optional<std::vector<int64_t>> SliceIndices(const Node& s, const Value* x, int64_t axis) {
+// The indices `s` (a Slice of `x` over axis `axis` only) takes along that axis, or nothing; at most `budget` of them.
+std::optional<std::vector<int64_t>> SliceIndices(const Node& s, const Value* x, int64_t axis, int64_t budget) {
   if (!s.domain.empty() || s.op_type != "Slice" || s.input(0) != x || s.outputs.size() != 1) return std::nullopt;
   auto starts = ConstInts(s.input(1));
   auto ends = ConstInts(s.input(2));
@@ -36,20 +36,26 @@ std::optional<std::vector<int64_t>> SliceIndices(const Node& s, const Value* x, 
   }
   if (a != axis || step == 0) return std::nullopt;
   const int64_t n = x->shape[axis].value;
+  if (n == 0) return std::vector<int64_t>{};
+  // Steps past the axis take one element at most: clamp them so that b + k * step cannot overflow.
+  step = std::clamp<int64_t>(step, -(n + 1), n + 1);
   // ONNX's clamping: negative values count from the end; starts clamp to [0, n] ([0, n-1] for negative steps),
   // ends to [0, n] ([-1, n-1]).
   auto norm = [&](int64_t v) { return v < 0 ? (v < -n ? -1 : v + n) : v; };
   int64_t b = norm((*starts)[0]), e = norm((*ends)[0]);
-  std::vector<int64_t> idx;
+  int64_t count = 0;
   if (step > 0) {
     b = std::clamp<int64_t>(b, 0, n);
     e = std::clamp<int64_t>(e, 0, n);
-    for (int64_t i = b; i < e; i += step) idx.push_back(i);
+    count = e > b ? (e - b - 1) / step + 1 : 0;
   } else {
     b = std::clamp<int64_t>(b, 0, n - 1);
     e = std::clamp<int64_t>(e, -1, n - 1);
-    for (int64_t i = b; i > e; i += step) idx.push_back(i);
+    count = b > e ? (b - e - 1) / -step + 1 : 0;
   }
+  if (count > budget) return std::nullopt;
+  std::vector<int64_t> idx(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) idx[k] = b + k * step;
   return idx;
 }
 
@@ -78,14 +84,14 @@ Result<PassReport> GatherConcatenatedSlicesPass(Graph& g, const PassOptions&) {
     bool ok = true;
     for (Value* in : cat->inputs) {
       Node* s = in ? in->producer : nullptr;
-      auto idx = s && !dead.count(s) ? SliceIndices(*s, x, axis) : std::nullopt;
+      const int64_t budget = kMaxIndices - static_cast<int64_t>(indices.size());
+      auto idx = s && !dead.count(s) ? SliceIndices(*s, x, axis, budget) : std::nullopt;
       if (!idx || IsGraphOutput(g, in) || LiveConsumers(g, in, dead).size() != 1) {
         ok = false;
         break;
       }
       indices.insert(indices.end(), idx->begin(), idx->end());
       slices.push_back(s);
-      if (static_cast<int64_t>(indices.size()) > kMaxIndices) ok = false;
     }
     if (!ok) continue;
     const std::string desc = fmt::format("{}: {} slices of '{}' along axis {} -> one Gather of {} indices",

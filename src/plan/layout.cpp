@@ -444,7 +444,9 @@ Result<LayoutReport> AssignLayout(Graph& g, const LayoutOptions& opts) {
       const std::vector<int64_t> axes = *SliceAxesNhwc(n);
       n.inputs[0] = nhwc.at(n.inputs[0]);
       if (n.inputs.size() < 4) n.inputs.resize(4, nullptr);
-      n.inputs[3] = g.AddConstant(n.name + "_axes_nhwc", Tensor::FromInt64(axes));
+      // In the starts' integer type: ONNX wants starts, ends, axes and steps of one type.
+      n.inputs[3] = g.AddConstant(n.name + "_axes_nhwc",
+                                  CastTensor(Tensor::FromInt64(axes), n.input(1)->const_value->dtype()));
       move_output(n);
       ++rep.nodes_nhwc;
       rewritten = true;

@@ -263,6 +263,22 @@ TEST(GatherConcatenatedSlices, StepsAndNegativeStepsGiveTheirIndices) {
   EXPECT_EQ(t.Named("pieces")->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{0, 2, 4, 6, 6, 3, 0}));
 }
 
+// Steps far past the axis (INT64_MAX / INT64_MIN) take one element, without overflow in the index arithmetic.
+TEST(GatherConcatenatedSlices, HugeStepsTakeOneElement) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 7});
+  Node* a = t.Op("Slice", "a", {x, t.Ints("s0", {1}), t.Ints("e0", {7}), t.Ints("a0", {1}), t.Ints("p0", {INT64_MAX})});
+  Node* b = t.Op("Slice", "b", {x, t.Ints("s1", {-1}), t.Ints("e1", {INT64_MIN}), t.Ints("a1", {1}),
+                                t.Ints("p1", {INT64_MIN})});
+  Node* cat = t.Op("Concat", "cat", {t.Out(a), t.Out(b)});
+  cat->attrs["axis"] = Attribute::Int(1);
+  t.Output(t.Out(cat));
+  t.Finish();
+  PassReport r = Apply(t, GatherConcatenatedSlicesPass);
+  EXPECT_EQ(r.rewrites, 1);
+  EXPECT_EQ(t.Named("cat")->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{1, 6}));
+}
+
 // ---- unflatten-gemm ----
 
 // GPT-2's Conv1D: view(-1, K) -> Gemm(x, W, b) -> view(.., N); with the input's heads merged by the first view, with

@@ -556,10 +556,16 @@ TEST(TensorOps, ExpandWithMinusOneHandlingKeepsSymbols) {
   Node* ex = node("Expand", "expand", {g.AddConstant("ids", Tensor::FromInt64({0}, {1, 1})), wh->outputs[0]});
   ex->outputs[0]->is_graph_output = true;
   g.outputs.push_back(ex->outputs[0]);
+  // A difference of dims may be negative (-1 at some shapes): its Equal with -1 stays unknown.
+  Node* sub = node("Sub", "sub", {sh->outputs[0], g.AddConstant("five", Tensor::FromInt64({5}, {}))});
+  Node* eq2 = node("Equal", "eq2", {sub->outputs[0], g.AddConstant("minus1b", Tensor::FromInt64({-1}, {}))});
+  eq2->outputs[0]->is_graph_output = true;
+  g.outputs.push_back(eq2->outputs[0]);
   ASSERT_TRUE(g.TopoSort().ok());
   InferOptions opts;
   opts.evaluator = cpu::MakeConstEvaluator();
   ASSERT_TRUE(InferGraph(g, opts).ok());
+  EXPECT_FALSE(eq2->outputs[0]->is_const());
   ASSERT_TRUE(eq->outputs[0]->is_const());
   EXPECT_EQ(eq->outputs[0]->const_value->GetAsInt(0), 0);
   EXPECT_EQ(eq->outputs[0]->const_value->GetAsInt(1), 0);
