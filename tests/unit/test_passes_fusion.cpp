@@ -726,6 +726,28 @@ TEST(FuseBiaslessMatMul, ActivationResidualAndQkvFuseOverAZeroBias) {
   EXPECT_EQ(a.Find("FusedMatMul")->input(1)->const_value->shape(), (std::vector<int64_t>{16, 48}));
 }
 
+// A heads view that regroups the leading dims ([2, 6, 16] viewed as [3, 4, 2, 8]) is not a per-token head split: the
+// packed view would copy x's [2, 6], so the projections stay apart.
+TEST(FuseQkvProjection, NotWhenTheHeadsViewRegroupsTheLeadingDims) {
+  TestGraph t;
+  Value* x = t.Input("x", {2, 6, 16});
+  auto proj = [&](const std::string& name) {
+    Value* m = t.Op("MatMul", "/attn/" + name + "/MatMul", {x, t.Const(name + ".weight", {16, 16})});
+    Value* r = t.Op("Reshape", "/attn/" + name + "/Reshape", {m, t.Const(name + ".shape", Tensor::FromInt64({3, 4, 2, 8}))});
+    return t.Op("Transpose", "/attn/" + name + "/Transpose", {r},
+                {{"perm", Attribute::Ints(name == "k" ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3})}});
+  };
+  Value* q = proj("q");
+  Value* k = proj("k");
+  Value* v = proj("v");
+  Value* p = t.Op("Softmax", "/attn/Softmax", {t.Op("MatMul", "/attn/MatMul", {q, k})}, {{"axis", Attribute::Int(-1)}});
+  t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, v}));
+  t.Finish();
+  EXPECT_GE(Apply(t, RecognizeAttentionPass), 1);
+  EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 0);
+  EXPECT_EQ(t.Count("MatMul"), 3);
+}
+
 // ---- fuse-bias-activation ----
 
 TEST(FuseBiasActivation, ConvWithEachActivation) {
