@@ -133,10 +133,12 @@ Result<SliceParams> ComputeSlice(const Node& n, const std::vector<int64_t>& in_s
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
       cnt = e > s ? (e - s + step - 1) / step : 0;
-    } else {
+    } else if (d > 0) {
       s = std::clamp<int64_t>(s, 0, d - 1);
       e = std::clamp<int64_t>(e, -1, d - 1);
-      cnt = (d > 0 && s > e) ? (s - e + (-step) - 1) / (-step) : 0;
+      cnt = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    } else {  // an empty axis: nothing to take (and no [0, -1] clamp range)
+      cnt = 0;
     }
     p.start[ax] = cnt > 0 ? s : 0;
     p.step[ax] = step;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "passes/cleanup_util.h"
 #include "passes/pass_list.h"
+#include "ops/shape_tensor_params.h"
 
 namespace kiln {
 namespace {
@@ -16,6 +17,7 @@ namespace {
 constexpr int64_t kMaxIndices = int64_t{1} << 20;
 
 // The indices `s` (a Slice of `x` over axis `axis` only) takes along that axis, or nothing; at most `budget` of them.
+// The start, step and count come from Slice's own shape arithmetic (ONNX's clamping), over that axis alone.
 std::optional<std::vector<int64_t>> SliceIndices(const Node& s, const Value* x, int64_t axis, int64_t budget) {
   if (!s.domain.empty() || s.op_type != "Slice" || s.input(0) != x || s.outputs.size() != 1) return std::nullopt;
   auto starts = ConstInts(s.input(1));
@@ -28,34 +30,17 @@ std::optional<std::vector<int64_t>> SliceIndices(const Node& s, const Value* x, 
     if (!axes || axes->size() != 1) return std::nullopt;
     a = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
   }
-  int64_t step = 1;
+  std::vector<int64_t> steps;
   if (s.input(4)) {
-    auto steps = ConstInts(s.input(4));
-    if (!steps || steps->size() != 1) return std::nullopt;
-    step = (*steps)[0];
+    auto st = ConstInts(s.input(4));
+    if (!st || st->size() != 1) return std::nullopt;
+    steps = *st;
   }
-  if (a != axis || step == 0) return std::nullopt;
-  const int64_t n = x->shape[axis].value;
-  if (n == 0) return std::vector<int64_t>{};
-  // Steps past the axis take one element at most: clamp them so that b + k * step cannot overflow.
-  step = std::clamp<int64_t>(step, -(n + 1), n + 1);
-  // ONNX's clamping: negative values count from the end; starts clamp to [0, n] ([0, n-1] for negative steps),
-  // ends to [0, n] ([-1, n-1]).
-  auto norm = [&](int64_t v) { return v < 0 ? (v < -n ? -1 : v + n) : v; };
-  int64_t b = norm((*starts)[0]), e = norm((*ends)[0]);
-  int64_t count = 0;
-  if (step > 0) {
-    b = std::clamp<int64_t>(b, 0, n);
-    e = std::clamp<int64_t>(e, 0, n);
-    count = e > b ? (e - b - 1) / step + 1 : 0;
-  } else {
-    b = std::clamp<int64_t>(b, 0, n - 1);
-    e = std::clamp<int64_t>(e, -1, n - 1);
-    count = b > e ? (b - e - 1) / -step + 1 : 0;
-  }
-  if (count > budget) return std::nullopt;
-  std::vector<int64_t> idx(static_cast<size_t>(count));
-  for (int64_t k = 0; k < count; ++k) idx[k] = b + k * step;
+  if (a != axis) return std::nullopt;
+  auto p = ComputeSlice(s, {x->shape[axis].value}, *starts, *ends, {0}, steps);
+  if (!p.ok() || p->count[0] > budget) return std::nullopt;
+  std::vector<int64_t> idx(static_cast<size_t>(p->count[0]));
+  for (int64_t k = 0; k < p->count[0]; ++k) idx[k] = p->start[0] + k * p->step[0];
   return idx;
 }
 
