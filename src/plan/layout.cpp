@@ -17,6 +17,8 @@ namespace {
 
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
 const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+// Where NCHW axis i sits in NHWC.
+constexpr int64_t kNhwcAxisOf[4] = {0, 3, 1, 2};
 
 // Runs unchanged in any layout (OpDef traits layout_neutral, or layout_neutral_scalar_params with every input
 // but the first a scalar constant).
@@ -81,10 +83,9 @@ std::optional<std::vector<int64_t>> SliceAxesNhwc(const Node& n) {
   } else {
     for (int64_t i = 0; i < k; ++i) axes[i] = i;
   }
-  static const int64_t kToNhwcAxis[4] = {0, 3, 1, 2};
   for (int64_t& a : axes) {
     if (a < -4 || a > 3) return std::nullopt;
-    a = kToNhwcAxis[a < 0 ? a + 4 : a];
+    a = kNhwcAxisOf[a < 0 ? a + 4 : a];
   }
   return axes;
 }
@@ -92,14 +93,13 @@ std::optional<std::vector<int64_t>> SliceAxesNhwc(const Node& n) {
 // Rewrites a Resize of a rank-4 NCHW tensor's per-axis operands (roi, scales, sizes: constants) or its axes
 // attribute for the NHWC twin; false (and nothing changed) when they are not constants of the expected lengths.
 bool ResizeParamsNhwc(Graph& g, Node& n) {
-  static const int64_t kToNhwcAxis[4] = {0, 3, 1, 2};
   for (size_t i = 1; i < n.inputs.size(); ++i)
     if (n.input(i) && !n.input(i)->is_const()) return false;
   if (n.has_attr("axes")) {
     std::vector<int64_t> axes = n.getints("axes", {});
     for (int64_t& a : axes) {
       if (a < -4 || a > 3) return false;
-      a = kToNhwcAxis[a < 0 ? a + 4 : a];
+      a = kNhwcAxisOf[a < 0 ? a + 4 : a];
     }
     n.attrs["axes"] = Attribute::Ints(axes);
     return true;
