@@ -192,54 +192,40 @@ Value* VectorConstant(Graph& g, Value* v, const Value* x, int64_t c, double fill
   return g.AddConstant(hint, std::move(t));
 }
 
+// Rewrites a match's last node in place into `op` (LayerNormalization with scale and bias, or RMSNormalization with
+// scale) over the last axis; the output value and its name stay. Returns the detail line.
+std::string RewriteNorm(Graph& g, Match& m, bool rms) {
+  const char* op = rms ? "RMSNormalization" : "LayerNormalization";
+  const int64_t c = m.x->shape.back().value;
+  const std::string scope = fusion::Scope(m.last->name);
+  std::vector<Value*> inputs = {m.x, VectorConstant(g, m.gamma, m.x, c, 1.0, scope + "/" + op + ".scale")};
+  if (!rms) inputs.push_back(VectorConstant(g, m.beta, m.x, c, 0.0, scope + "/LayerNormalization.bias"));
+  Node* last = m.last;
+  const std::string old = last->name, first = m.inner.front()->name;
+  last->op_type = op;
+  last->domain.clear();
+  last->opset = std::max<int64_t>(last->opset, rms ? 23 : 17);
+  last->inputs = std::move(inputs);
+  last->attrs.clear();
+  last->attrs["axis"] = Attribute::Int(-1);
+  last->attrs["epsilon"] = Attribute::Float(static_cast<float>(m.eps));
+  last->name = scope + "/" + op;
+  fusion::RemoveUnread(g, m.inner);
+  return fmt::format("{}: {} .. {} ({} nodes{}{}) -> {} '{}' (eps {})", rms ? "rmsnorm" : "layernorm", first, old,
+                     m.inner.size() + 1, m.gamma ? ", scale" : "", m.beta ? ", bias" : "", op, last->name, m.eps);
+}
+
 }  // namespace
 
 Result<PassReport> RecognizeLayerNormPass(Graph& g, const PassOptions& o) {
   PassReport report;
-  report.rewrites = fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* node) {
-    Match m;
-    if (!MatchLayerNorm(u, node, m)) return false;
-    const int64_t c = m.x->shape.back().value;
-    const std::string scope = fusion::Scope(m.last->name);
-    Value* gamma = VectorConstant(g, m.gamma, m.x, c, 1.0, scope + "/LayerNormalization.scale");
-    Value* beta = VectorConstant(g, m.beta, m.x, c, 0.0, scope + "/LayerNormalization.bias");
-    Node* last = m.last;
-    const std::string old = last->name, first = m.inner.front()->name;
-    last->op_type = "LayerNormalization";
-    last->domain.clear();
-    last->opset = std::max<int64_t>(last->opset, 17);
-    last->inputs = {m.x, gamma, beta};
-    last->attrs.clear();
-    last->attrs["axis"] = Attribute::Int(-1);
-    last->attrs["epsilon"] = Attribute::Float(static_cast<float>(m.eps));
-    last->name = scope + "/LayerNormalization";
-    fusion::RemoveUnread(g, m.inner);
-    report.details.push_back(fmt::format("layernorm: {} .. {} ({} nodes{}{}) -> LayerNormalization '{}' (eps {})",
-                                         first, old, m.inner.size() + 1, m.gamma ? ", scale" : "",
-                                         m.beta ? ", bias" : "", last->name, m.eps));
-    return true;
-  });
-  report.rewrites += fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* node) {
-    Match m;
-    if (!MatchRmsNorm(u, node, m)) return false;
-    const int64_t c = m.x->shape.back().value;
-    const std::string scope = fusion::Scope(m.last->name);
-    Value* gamma = VectorConstant(g, m.gamma, m.x, c, 1.0, scope + "/RMSNormalization.scale");
-    Node* last = m.last;
-    const std::string old = last->name, first = m.inner.front()->name;
-    last->op_type = "RMSNormalization";
-    last->domain.clear();
-    last->opset = std::max<int64_t>(last->opset, 23);
-    last->inputs = {m.x, gamma};
-    last->attrs.clear();
-    last->attrs["axis"] = Attribute::Int(-1);
-    last->attrs["epsilon"] = Attribute::Float(static_cast<float>(m.eps));
-    last->name = scope + "/RMSNormalization";
-    fusion::RemoveUnread(g, m.inner);
-    report.details.push_back(fmt::format("rmsnorm: {} .. {} ({} nodes{}) -> RMSNormalization '{}' (eps {})", first,
-                                         old, m.inner.size() + 1, m.gamma ? ", scale" : "", last->name, m.eps));
-    return true;
-  });
+  for (bool rms : {false, true})  // LayerNorm first: its variance is an RMS of the centred input
+    report.rewrites += fusion::RewriteToFixpoint(g, [&](const Uses& u, Node* node) {
+      Match m;
+      if (!(rms ? MatchRmsNorm(u, node, m) : MatchLayerNorm(u, node, m))) return false;
+      report.details.push_back(RewriteNorm(g, m, rms));
+      return true;
+    });
   return report;
 }
 
