@@ -80,8 +80,7 @@ bool TryMatMul(Graph& g, const Uses& u, Node* n, PassReport& report) {
     // No bias (T5's and LLaMA's projections): an activation that follows still fuses, over a zero bias, when the
     // weight is a constant matrix (the GEMM layer's bias epilogue costs next to nothing).
     Activation act = MatchActivation(u, y);
-    const Value* w = n->inputs[1];
-    if (act.kind.empty() || !w->is_const() || w->const_value->rank() != 2 || w->dtype != y->dtype) return false;
+    if (act.kind.empty() || !fusion::IsMatMulByConstMatrix(n)) return false;
     Value* zero = g.AddConstant(n->name + "/zero_bias", Tensor(y->dtype, {nd.value}));
     report.details.push_back(
         Rewrite(g, n, act.last, "FusedMatMul", {n->inputs[0], n->inputs[1], zero}, act, act.inner));

@@ -38,13 +38,13 @@ std::optional<Projection> MatchProjection(const Uses& u, Node* at, size_t slot) 
   Node* g = u.Producer(y);
   if (!g || !u.OnlyBy(y, r)) return std::nullopt;
   // A bias-less MatMul by a constant matrix (T5, LLaMA) counts as a projection with a zero bias.
-  const bool plain = fusion::Is(g, "MatMul", 2);
-  if (!plain && (g->domain != "kiln" || g->op_type != "FusedMatMul" || g->inputs.size() != 3)) return std::nullopt;
-  if (!plain && g->gets("kiln_activation", "None") != "None") return std::nullopt;
+  if (fusion::IsMatMulByConstMatrix(g)) return Projection{r, g};
+  if (g->domain != "kiln" || g->op_type != "FusedMatMul" || g->inputs.size() != 3) return std::nullopt;
+  if (g->gets("kiln_activation", "None") != "None") return std::nullopt;
   const Value* w = g->inputs[1];
-  const Value* b = plain ? nullptr : g->inputs[2];
-  if (!g->inputs[0] || !w || !w->is_const() || w->const_value->rank() != 2 || w->dtype != y->dtype) return std::nullopt;
-  if (!plain && (!b || !b->is_const() || b->const_value->rank() != 1 || b->const_value->dim(0) != w->const_value->dim(1)))
+  const Value* b = g->inputs[2];
+  if (!g->inputs[0] || !w || !w->is_const() || w->const_value->rank() != 2 || w->dtype != y->dtype || !b ||
+      !b->is_const() || b->const_value->rank() != 1 || b->const_value->dim(0) != w->const_value->dim(1))
     return std::nullopt;
   return Projection{r, g};
 }

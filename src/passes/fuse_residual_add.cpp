@@ -49,15 +49,12 @@ bool GemmCIsBias(const Node* g) {
 
 // A GEMM node whose epilogue can take a residual: kiln.FusedMatMul (A, B, bias) or Gemm / kiln.FusedGemm, with
 // activation None and no residual yet.
-// MatMul(a, W) with W a constant float matrix of the output's type (T5's and LLaMA's bias-less projections): it takes
-// the residual as a FusedMatMul over a zero bias.
+// A bias-less MatMul by a constant matrix whose output's last dim is known: it takes the residual as a FusedMatMul over
+// a zero bias.
 bool IsBiaslessMatMul(const Node* g) {
-  if (!fusion::Is(g, "MatMul", 2) || !g->inputs[0] || !g->inputs[1] || g->outputs.size() != 1 || !g->outputs[0])
-    return false;
-  const Value* w = g->inputs[1];
+  if (!fusion::IsMatMulByConstMatrix(g)) return false;
   const Value* y = g->outputs[0];
-  return w->is_const() && w->const_value->rank() == 2 && w->dtype == y->dtype && y->has_shape && !y->shape.empty() &&
-         y->shape.back().known();
+  return y->has_shape && !y->shape.empty() && y->shape.back().known();
 }
 
 bool IsResidualCandidate(const Node* g) {

@@ -101,6 +101,12 @@ bool IsFloatType(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }
 
+bool IsMatMulByConstMatrix(const Node* n) {
+  if (!Is(n, "MatMul", 2) || !n->inputs[0] || !n->inputs[1] || n->outputs.size() != 1 || !n->outputs[0]) return false;
+  const Value* w = n->inputs[1];
+  return w->is_const() && w->const_value->rank() == 2 && w->dtype == n->outputs[0]->dtype;
+}
+
 std::string Scope(const std::string& name) {
   const auto p = name.rfind('/');
   return p == std::string::npos ? std::string() : name.substr(0, p);

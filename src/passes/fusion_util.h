@@ -51,6 +51,9 @@ Value ConstantStandIn(const std::string& name, const Tensor& t);
 // Both shapes are known with the same rank and each pair of dims is the same constant or symbol.
 bool SameShape(const Value* a, const Value* b);
 bool IsFloatType(DataType t);  // float32, float16, bfloat16
+// MatMul(a, W) of the default domain with W a constant matrix of the output's type: a bias-less projection (T5's,
+// LLaMA's), which the fusion passes give a zero bias to make it a kiln.FusedMatMul.
+bool IsMatMulByConstMatrix(const Node* n);
 // "/a/b/Mul_1" -> "/a/b"
 std::string Scope(const std::string& node_name);
 // Removes the given nodes when nothing reads their outputs any more (repeatedly, so chains go too); returns
