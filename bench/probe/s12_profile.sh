@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Session 12: per-layer profiles of the widened zoo's slowest models (issue 17), FP16 at the large batch, CUDA graph
 # timing plus a separate profiling run; build reports (the layers and their tactics) kept. Lands in $OUT/r.
-tar xJf .bundle.txz
-NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH=$NV/cudnn/lib:/usr/local/cuda/lib64:$PWD/.bundle/lib:$NV/cufft/lib:$NV/cu13/lib
-PY=/opt/torch/.venv/bin/python3
+source bench/probe/device_env.sh
 R=$OUT/r
 mkdir -p $R
 nvidia-smi -L > $R/gpu.txt
@@ -16,10 +13,10 @@ wait
 for m in $MODELS; do
   [ $SECONDS -gt ${BUDGET:-500} ] && { echo "$m: skipped (time)" >> $R/zoo.log; continue; }
   shapes=$($PY -c "import sys; sys.path.insert(0,'bench'); import zoo; s=zoo.SPECS['$m']; print(s.kiln_shapes(s.large_batch))")
-  timeout 90 .bundle/bin/kiln build --onnx=bench/models/$m.onnx --shapes=$shapes --fp16 --saveEngine=e_$m.engine \
+  timeout 90 $K build --onnx=bench/models/$m.onnx --shapes=$shapes --fp16 --saveEngine=e_$m.engine \
     --profilingVerbosity=detailed --json=$R/build_$m.json > $R/build_$m.log 2>&1
   b=$?
-  timeout 30 .bundle/bin/kiln bench --loadEngine=e_$m.engine --useCudaGraph --noDataTransfers --duration=2 \
+  timeout 30 $K bench --loadEngine=e_$m.engine --useCudaGraph --noDataTransfers --duration=2 \
     --separateProfileRun --exportProfile=$R/profile_$m.json --json=$R/bench_$m.json > $R/bench_$m.log 2>&1
   echo "$m $shapes build_rc=$b bench_rc=$? $(grep -h -E 'Throughput|GPU Compute Time: min' $R/bench_$m.log | tr '\n' ' ')" >> $R/zoo.log
 done

@@ -3,11 +3,7 @@
 # CUDA FP16 engine at its large batch (the build report's layer count and fusions kept), compared against
 # onnxruntime at batch 2 (FP32 engine, TF32 off, rtol 1e-3; FP16 engine, rel L2 reported), and timed with CUDA
 # graphs. MODELS picks a subset (the 16 take two calls); lands in $OUT/r (one log per model, zoo.log a line each).
-tar xJf .bundle.txz
-NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH=$NV/cudnn/lib:/usr/local/cuda/lib64:$PWD/.bundle/lib:$NV/cufft/lib:$NV/cu13/lib
-PY=/opt/torch/.venv/bin/python3
-K=.bundle/bin/kiln
+source bench/probe/device_env.sh
 R=$OUT/r
 mkdir -p $R
 nvidia-smi -L > $R/gpu.txt

@@ -4,17 +4,14 @@
 # PRECISIONS is set; batch 1 and each model's large batch), merging into $OUT/r/results (carry the previous
 # results.json in as bench/results/<card>/results.json to accumulate). Usage:
 #   KILN_COMMIT=$(git rev-parse --short HEAD) bash bench/probe/zoo_chunk.sh convnext_tiny swin_t
-tar xJf .bundle.txz
-NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH=$NV/cudnn/lib:/usr/local/cuda/lib64:$PWD/.bundle/lib:$NV/cufft/lib:$NV/cu13/lib
-PY=/opt/torch/.venv/bin/python3
+source bench/probe/device_env.sh
 R=$OUT/r
 mkdir -p $R/results
 nvidia-smi -L > $R/gpu.txt
 MODELS=$(echo "$@" | tr ' ' ',')
 cp -r bench/results/* $R/results/ 2>/dev/null
 timeout 200 $PY bench/export_zoo.py --models "$MODELS" > $R/export.log 2>&1; echo "rc=$?" >> $R/export.log
-timeout $((560 - SECONDS)) $PY bench/run_bench.py --kiln .bundle/bin/kiln --models "$MODELS" \
+timeout $((560 - SECONDS)) $PY bench/run_bench.py --kiln $K --models "$MODELS" \
   --precisions "${PRECISIONS:-fp16}" ${MODES:+--modes "$MODES"} --timeout 240 --results-dir $R/results > $R/bench.log 2>&1
 echo "rc=$?" >> $R/bench.log
 card=$($PY -c "import sys; sys.path.insert(0, 'bench'); import report, torch; print(report.slug(torch.cuda.get_device_name()))")
