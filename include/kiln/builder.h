@@ -171,7 +171,9 @@ struct BuildReport {
   int tactics_selected = 0;
   // cuda: tactic selection and precision planning.
   int layers_timed = 0, timing_cache_hits = 0, candidates_timed = 0;
+  int tactic_repeats = 0;  // layers given the tactic of an identical layer timed earlier in the build
   double tuning_time_s = 0;
+  double tactic_create_s = 0, tactic_timing_s = 0;  // of tuning_time_s: creating candidates (plans), timing them
   int layers_reduced_precision = 0, layers_fp32 = 0, casts_inserted = 0;
   // INT8: layers running as INT8 kernels, Q/DQ pairs placed from calibrated ranges (implicit INT8), and the INT8
   // layers left in float for want of a range (their names).

@@ -132,7 +132,7 @@ std::string EngineReportJson(const BuildReport& rep, const BuilderConfig& cfg, b
   nlohmann::json j = nlohmann::json::parse(rep.ToJson("", "", cfg, dynamic_shapes), nullptr, false);
   if (j.is_discarded()) return rep.ToJson("", "", cfg, dynamic_shapes);
   for (const char* k : {"build_time_s", "phases_s", "estimated_latency_ms"}) j["performance"].erase(k);
-  j["optimization"].erase("tuning_time_s");
+  for (const char* k : {"tuning_time_s", "tactic_create_s", "tactic_timing_s"}) j["optimization"].erase(k);
   j["int8"].erase("calibration_source");  // how the ranges were obtained (a run or its cache): the same ranges
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -252,6 +252,69 @@ TEST(GpuEngine, TimingCacheRebuildPicksTheSameTacticsWithoutTiming) {
   std::filesystem::remove(cache);
 }
 
+// Two identical convolutions (same shapes and attributes, different weights) and a third of another shape: the first
+// of the pair is timed, the second takes its tactic without timing, and the engine still equals the CPU's.
+TEST(GpuEngine, IdenticalLayersAreTimedOnce) {
+  auto build = [](const std::string& backend, BuildReport* rep) -> std::unique_ptr<Engine> {
+    Builder b(Logger());
+    auto net = b.createNetwork();
+    EXPECT_TRUE(net->addInput("x", DataType::kFloat32, {4, 16, 12, 12}).ok());
+    const std::vector<float> w1 = RandomVec(16 * 16 * 9, 11, 0.2f), w2 = RandomVec(16 * 16 * 9, 12, 0.2f),
+                             w3 = RandomVec(8 * 16, 13, 0.2f);
+    EXPECT_TRUE(net->addConstant("W1", DataType::kFloat32, {16, 16, 3, 3}, w1.data()).ok());
+    EXPECT_TRUE(net->addConstant("W2", DataType::kFloat32, {16, 16, 3, 3}, w2.data()).ok());
+    EXPECT_TRUE(net->addConstant("W3", DataType::kFloat32, {8, 16, 1, 1}, w3.data()).ok());
+    const AttrMap pads{{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    EXPECT_TRUE(net->addOp("Conv", "conv1", {"x", "W1"}, {"c1"}, pads).ok());
+    EXPECT_TRUE(net->addOp("Relu", "relu1", {"c1"}, {"r1"}).ok());
+    EXPECT_TRUE(net->addOp("Conv", "conv2", {"r1", "W2"}, {"c2"}, pads).ok());
+    EXPECT_TRUE(net->addOp("Relu", "relu2", {"c2"}, {"r2"}).ok());
+    EXPECT_TRUE(net->addOp("Conv", "conv3", {"r2", "W3"}, {"y"}).ok());
+    EXPECT_TRUE(net->markOutput("y").ok());
+    auto cfg = b.createBuilderConfig();
+    cfg->setBackend(backend);
+    cfg->clearFlag(BuilderFlag::kTF32);
+    auto bytes = b.buildSerializedNetwork(*net, *cfg, rep);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+    if (!bytes.ok()) return nullptr;
+    auto e = Runtime(Logger()).deserializeEngine(bytes->data(), bytes->size());
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? std::move(*e) : nullptr;
+  };
+  BuildReport gpu_rep, cpu_rep;
+  auto gpu = build("cuda", &gpu_rep), cpu = build("cpu", &cpu_rep);
+  ASSERT_TRUE(gpu && cpu);
+  EXPECT_EQ(gpu_rep.tactic_repeats, 1);
+  EXPECT_EQ(gpu_rep.timing_cache_hits, 0);
+  const auto& nodes = ImplOf(*gpu).graph->nodes();
+  const auto& tactics = ImplOf(*gpu).tactics;
+  ASSERT_EQ(nodes.size(), tactics.size());
+  std::vector<std::string> conv_tactics;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i]->name.find("conv1") != std::string::npos || nodes[i]->name.find("conv2") != std::string::npos)
+      conv_tactics.push_back(tactics[i]);
+  ASSERT_EQ(conv_tactics.size(), 2u);
+  EXPECT_EQ(conv_tactics[0], conv_tactics[1]);
+  const std::vector<float> x = RandomVec(4 * 16 * 12 * 12, 14);
+  std::vector<float> want(4 * 8 * 12 * 12), got(want.size());
+  auto cctx = cpu->createExecutionContext();
+  ASSERT_TRUE(cctx.ok());
+  ASSERT_TRUE((*cctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
+  ASSERT_TRUE((*cctx)->setTensorAddress("y", want.data()).ok());
+  ASSERT_TRUE((*cctx)->enqueue(nullptr).ok());
+  auto dx = cuda::DeviceBuffer::Allocate(x.size() * 4), dy = cuda::DeviceBuffer::Allocate(got.size() * 4);
+  ASSERT_TRUE(dx.ok() && dy.ok());
+  ASSERT_TRUE(cuda::CopyToDevice(dx->get(), x.data(), x.size() * 4, nullptr).ok());
+  auto gctx = gpu->createExecutionContext();
+  ASSERT_TRUE(gctx.ok());
+  ASSERT_TRUE((*gctx)->setTensorAddress("x", dx->get()).ok());
+  ASSERT_TRUE((*gctx)->setTensorAddress("y", dy->get()).ok());
+  ASSERT_TRUE((*gctx)->enqueue(nullptr).ok());
+  ASSERT_TRUE(cuda::CopyToHost(got.data(), dy->get(), got.size() * 4, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ExpectClose(got, want, 1e-4, 1e-4);
+}
+
 // The WORKSPACE pool: the float32 Gemm's tactics are cuBLASLt's, each taking 32 MiB of scratch memory. Under 1 MiB
 // the build fails naming the node and the limit; at 32 MiB it builds and matches the CPU.
 TEST(GpuEngine, WorkspaceLimitBoundsTheChosenKernels) {

@@ -181,11 +181,16 @@ class CudaBackendImpl final : public Backend {
     rep.layers_timed = tr.timed;
     rep.timing_cache_hits = tr.cache_hits;
     rep.candidates_timed = tr.candidates;
+    rep.tactic_repeats = tr.repeats;
     rep.tuning_time_s = tr.seconds;
-    logger.log(Severity::kInfo, fmt::format("tactics: {} layer(s), {} timed ({} candidates, {:.2f} s), {} from the "
-                                            "timing cache",
-                                            tr.layers, tr.timed, tr.candidates, tr.seconds, tr.cache_hits)
-                                    .c_str());
+    rep.tactic_create_s = tr.create_seconds;
+    rep.tactic_timing_s = tr.timing_seconds;
+    logger.log(Severity::kInfo,
+               fmt::format("tactics: {} layer(s), {} timed ({} candidates, {:.2f} s: {:.2f} s creating them, {:.2f} s "
+                           "timing them), {} repeating an identical layer, {} from the timing cache",
+                           tr.layers, tr.timed, tr.candidates, tr.seconds, tr.create_seconds, tr.timing_seconds,
+                           tr.repeats, tr.cache_hits)
+                   .c_str());
     if (!path.empty()) KILN_RETURN_IF_ERROR(cache.Save(path));
     if (auto device = CurrentDevice(); device.ok())  // tactics were timed on the calling thread's current device
       if (auto info = GetDeviceInfo(*device); info.ok()) rep.device = info->name;

@@ -26,8 +26,11 @@ struct TuneReport {
   int layers = 0;          // layers given a tactic
   int timed = 0;           // layers whose candidates were timed
   int cache_hits = 0;      // layers answered by the timing cache
+  int repeats = 0;         // layers that took the choice of an identical earlier layer of this build (same signature)
   int candidates = 0;      // candidates timed in all
-  double seconds = 0;      // time spent timing
+  double seconds = 0;      // time spent selecting tactics, all of it
+  double create_seconds = 0;  // of which creating candidate layers (cuDNN plans and their kernel compilation, uploads)
+  double timing_seconds = 0;  // of which running and timing them
   std::vector<std::string> failures;  // the node's name and the candidate's error, for candidates that failed
   int over_workspace = 0;  // candidates left out for needing more scratch memory than TuneOptions::workspace_limit
 };
