@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/handles.h"
+#include "backends/cuda/tuning_fill.h"
 #include "core/error.h"
 
 namespace kiln::cuda {
@@ -80,12 +81,24 @@ struct Bench {
   std::vector<DeviceTensor> inputs, outputs;
 };
 
+// n elements of v's type on the device: uniform in [-1, 1) for float types (drawn on the device), zeros otherwise.
 Result<DeviceBuffer> RandomBuffer(const Value& v, int64_t n, std::mt19937& rng) {
-  Tensor h(v.dtype, {n});
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
   const bool fl = IsFloatType(v.dtype);
-  for (int64_t i = 0; i < n; ++i) h.SetFromDouble(i, fl ? u(rng) : 0.0);
-  return UploadToDevice(h.raw(), h.nbytes(), v.name);
+  const uint32_t seed = static_cast<uint32_t>(rng());
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(std::max<size_t>(
+                                            static_cast<size_t>(n) * DataTypeSize(v.dtype), 1)));
+  if (fl && FillTuningInput(d.get(), v.dtype, n, seed, nullptr).ok()) return d;
+  if (!fl) {
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.get(), 0, static_cast<size_t>(n) * DataTypeSize(v.dtype), nullptr));
+    return d;
+  }
+  // The narrow float types (float8, float4 codes): encoded on the host.
+  Tensor h(v.dtype, {n});
+  std::mt19937 local(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) h.SetFromDouble(i, u(local));
+  KILN_RETURN_IF_ERROR(CopyToDevice(d.get(), h.raw(), h.nbytes(), nullptr));
+  return d;
 }
 
 Result<Bench> MakeBench(const Node& tn, const LayerSpec& spec, std::mt19937& rng) {
