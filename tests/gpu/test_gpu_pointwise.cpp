@@ -596,6 +596,26 @@ TEST(GpuPointwise, FloatArithmeticSameShapeVectorized) {
         }
 }
 
+TEST(GpuPointwise, FloatArithmeticPerChannelRows) {
+  // Per-channel broadcasts (the row path: an operand runs along 16-byte chunks of the inner dim or holds one value
+  // per row): NHWC squeeze-excitation scales, biases, NCHW scales, either operand order, inner extents that are and
+  // are not a multiple of the vector width, float32 and the 16-bit floats.
+  const std::vector<std::pair<Shape, Shape>> pairs = {
+      {{2, 5, 7, 24}, {2, 1, 1, 24}}, {{2, 1, 1, 40}, {2, 3, 3, 40}}, {{6, 64}, {64}}, {{64}, {6, 64}},
+      {{2, 16, 3, 8}, {2, 16, 1, 1}}, {{2, 5, 7, 12}, {2, 1, 1, 12}}, {{3, 2, 16}, {1, 2, 16}}, {{3, 2, 16}, {3, 2, 1}},
+  };
+  uint32_t seed = 7100;
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"})
+    for (DataType t : {kF32, kF16, kBF16})
+      for (const auto& [a, b] : pairs) {
+        if (std::string(op) == "PRelu" && b.size() > a.size()) continue;  // slope broadcasts to x
+        OneNode node(op);
+        node.Input(Random(t, a, seed++, -2, 2)).Input(Random(t, b, seed++, 0.5, 2));
+        EXPECT_TRUE(CheckFloat(node, t)) << op << " " << DataTypeName(t) << " " << ShapeToString(a) << " "
+                                         << ShapeToString(b);
+      }
+}
+
 // Bandwidth of FusedPointwise's tactics and of the plain Add on ResNet-50's residual shape (run with
 // --gtest_also_run_disabled_tests; prints, asserts nothing about speed).
 std::unique_ptr<Graph> OneNodeGraph(const std::string& op, const std::string& domain, DataType t,

@@ -144,12 +144,107 @@ void LaunchArithVec(int op, const T* a, const T* b, T* y, const PwBroadcast& bc,
   }
 }
 
+// The arithmetic ops the vectorized kernels instantiate.
+inline bool IsVecArithOp(int op) {
+  return op == kPwArAdd || op == kPwArSub || op == kPwArMul || op == kPwArDiv || op == kPwArMax || op == kPwArMin ||
+         op == kPwArPRelu;
+}
+
 // Whether LaunchArith may take the vectorized path.
 inline bool ArithVecOk(int dtype, const void* a, const void* b, const void* y, const PwBroadcast& bc) {
   if (dtype != kF32 && dtype != kF16 && dtype != kBF16) return false;
   if (bc.general || bc.num_operands != 2 || bc.numel >= (int64_t{1} << 31)) return false;
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   return aligned(y) && (!bc.step[0] || aligned(a)) && (!bc.step[1] || aligned(b));
+}
+
+// Float arithmetic where an operand broadcasts along outer dims (a per-channel scale or bias: NHWC [N,H,W,C] x
+// [N,1,1,C], [M,C] + [C]; or NCHW [N,C,H,W] x [N,C,1,1]) and the merged output has at most three dims whose innermost
+// extent is a multiple of V = 16 / sizeof(T): every 16-byte chunk of the output then lies in one inner row, and each
+// operand either runs along that row (one 16-byte load: its inner stride is 1 and its outer strides keep 16-byte
+// alignment) or holds one value for the whole row (inner stride 0: one scalar load). The coordinates of a chunk cost
+// one division per outer dim instead of one per element and dim (ArithKernel).
+struct RowBroadcast {
+  uint32_t chunks = 0;          // output chunks of V elements
+  uint32_t inner_chunks = 0;    // chunks per inner row
+  uint32_t mid = 1;             // extent of the middle dim (1 for two dims)
+  uint32_t stride[2][3] = {};   // per operand: outer, middle, inner (0 or 1) strides in elements
+};
+
+template <typename T, int OP>
+__global__ void ArithRowKernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
+                               const RowBroadcast rb) {
+  constexpr int V = 16 / sizeof(T);
+  for (uint32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < rb.chunks; c += gridDim.x * blockDim.x) {
+    const uint32_t row = c / rb.inner_chunks, k = (c - row * rb.inner_chunks) * V;
+    const uint32_t o = row / rb.mid, m = row - o * rb.mid;
+    const T* src[2] = {a, b};
+    float v[2][V];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t off = o * rb.stride[j][0] + m * rb.stride[j][1];
+      if (rb.stride[j][2]) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(src[j] + off + k);
+        const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[j][i] = ToF32(e[i]);
+      } else {
+        const float x = ToF32(src[j][off]);
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[j][i] = x;
+      }
+    }
+    uint4 ry;
+    T* vy = reinterpret_cast<T*>(&ry);
+#pragma unroll
+    for (int i = 0; i < V; ++i) vy[i] = FromF32<T>(ArithOp<float>(OP, v[0][i], v[1][i]));
+    *reinterpret_cast<uint4*>(y + static_cast<size_t>(c) * V) = ry;
+  }
+}
+
+// The RowBroadcast of a two-operand float broadcast, when ArithRowKernel can run it (see there).
+template <typename T>
+bool RowBroadcastFor(const PwBroadcast& bc, const void* a, const void* b, const void* y, RowBroadcast* rb) {
+  constexpr int V = 16 / sizeof(T);
+  if (!bc.general || bc.num_operands != 2 || bc.rank < 2 || bc.rank > 3 || bc.numel >= (int64_t{1} << 31)) return false;
+  const int r = bc.rank;
+  const int64_t inner = bc.dims[r - 1];
+  if (inner % V != 0) return false;
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  if (!aligned(y)) return false;
+  const void* ptr[2] = {a, b};
+  for (int j = 0; j < 2; ++j) {
+    const int64_t in_stride = bc.strides[j][r - 1];
+    if (in_stride != 0 && in_stride != 1) return false;
+    for (int d = 0; d < r - 1; ++d)
+      if (in_stride == 1 && bc.strides[j][d] % V != 0) return false;
+    if (in_stride == 1 && !aligned(ptr[j])) return false;
+    rb->stride[j][2] = static_cast<uint32_t>(in_stride);
+    rb->stride[j][1] = static_cast<uint32_t>(r == 3 ? bc.strides[j][1] : 0);
+    rb->stride[j][0] = static_cast<uint32_t>(bc.strides[j][0]);
+  }
+  rb->mid = static_cast<uint32_t>(r == 3 ? bc.dims[1] : 1);
+  rb->inner_chunks = static_cast<uint32_t>(inner / V);
+  rb->chunks = static_cast<uint32_t>(bc.numel / V);
+  return true;
+}
+
+template <typename T>
+void LaunchArithRow(int op, const T* a, const T* b, T* y, const RowBroadcast& rb, cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((rb.chunks + pw::kBlock - 1) / pw::kBlock, 1 << 20));
+  switch (op) {
+#define KILN_ARITH_ROW(OPC) \
+  case OPC: ArithRowKernel<T, OPC><<<grid, pw::kBlock, 0, stream>>>(a, b, y, rb); break;
+    KILN_ARITH_ROW(kPwArAdd)
+    KILN_ARITH_ROW(kPwArSub)
+    KILN_ARITH_ROW(kPwArMul)
+    KILN_ARITH_ROW(kPwArDiv)
+    KILN_ARITH_ROW(kPwArMax)
+    KILN_ARITH_ROW(kPwArMin)
+    KILN_ARITH_ROW(kPwArPRelu)
+#undef KILN_ARITH_ROW
+    default: break;
+  }
 }
 
 template <typename T, typename I>
@@ -331,6 +426,16 @@ cudaError_t LaunchArith(int op, int dtype, const void* a, const void* b, void* y
       LaunchArithVec<T>(op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), bc, stream);
     });
     return pw::LaunchResult(ok);
+  }
+  if ((dtype == kF32 || dtype == kF16 || dtype == kBF16) && IsVecArithOp(op)) {
+    bool row = false;
+    const bool ok = DispatchLowFloat(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      RowBroadcast rb;
+      row = RowBroadcastFor<T>(bc, a, b, y, &rb);
+      if (row) LaunchArithRow<T>(op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), rb, stream);
+    });
+    if (row) return pw::LaunchResult(ok);
   }
   const bool ok = DispatchNumeric(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
