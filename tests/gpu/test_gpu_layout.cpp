@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -61,6 +62,64 @@ TEST(GpuLayout, NhwcConvMatchesCpu) {
                                  {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"group", Attribute::Int(2)}}, "Sigmoid"),
                         dt));
   }
+}
+
+// kiln's own depthwise kernel (tactic kiln:depthwise-nhwc) against the CPU: windows 3/5/7 at stride 1 (the row kept in
+// registers), stride 2, dilation, a 1x3 window, channel counts that are and are not a multiple of the vector width,
+// odd image sizes, activations and a residual, in float16, bfloat16 and float32. The tactic is listed for every one.
+TEST(GpuLayout, DepthwiseKernelMatchesCpu) {
+  struct Case {
+    std::vector<int64_t> x, w;
+    Attrs a;
+    std::string act;
+    bool residual;
+  };
+  auto pads = [](int64_t h, int64_t w) { return Attribute::Ints({h, w, h, w}); };
+  const std::vector<Case> cases = {
+      {{2, 11, 13, 96}, {96, 1, 7, 7}, {{"pads", pads(3, 3)}}, "", false},
+      {{2, 11, 13, 96}, {96, 1, 7, 7}, {{"pads", pads(3, 3)}}, "Gelu", true},
+      {{3, 9, 10, 40}, {40, 1, 5, 5}, {{"pads", pads(2, 2)}}, "SiLU", false},
+      {{2, 15, 17, 24}, {24, 1, 3, 3}, {{"pads", pads(1, 1)}, {"strides", Attribute::Ints({2, 2})}}, "Relu", false},
+      {{1, 12, 12, 32}, {32, 1, 3, 3}, {{"pads", pads(2, 2)}, {"dilations", Attribute::Ints({2, 2})}}, "", false},
+      {{2, 7, 9, 12}, {12, 1, 3, 3}, {{"pads", pads(1, 1)}}, "HardSigmoid", true},
+      {{2, 6, 8, 16}, {16, 1, 1, 3}, {{"pads", pads(0, 1)}}, "Clip", false},
+      {{2, 8, 8, 8}, {8, 1, 5, 5}, {{"strides", Attribute::Ints({2, 1})}}, "", false},
+  };
+  const std::string tactic = "kiln:depthwise-nhwc";
+  uint32_t seed = 300;
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32})
+    for (const Case& c : cases) {
+      Attrs a = c.a;
+      a["group"] = Attribute::Int(c.w[0]);
+      const std::string act = c.act.empty() && c.residual ? "None" : c.act;
+      OneNode one = NhwcConv(dt, c.x, c.w, a, act, seed);
+      if (act == "Clip") {
+        one.Attr("kiln_activation_alpha", Attribute::Float(-0.5f));
+        one.Attr("kiln_activation_beta", Attribute::Float(0.5f));
+      } else if (act == "HardSigmoid") {
+        one.Attr("kiln_activation_alpha", Attribute::Float(0.2f));
+        one.Attr("kiln_activation_beta", Attribute::Float(0.5f));
+      }
+      std::vector<int64_t> y = c.x;  // only the residual cases need Y's shape: stride 1, same pads
+      if (c.residual) one.Input(Random(dt, y, seed + 7));
+      seed += 10;
+      one.Tactic(tactic);
+      EXPECT_TRUE(Matches(std::move(one), dt)) << DataTypeName(dt) << " X [" << fmt::format("{}", fmt::join(c.x, ","))
+                                               << "] W [" << fmt::format("{}", fmt::join(c.w, ",")) << "] " << act;
+    }
+  // Listed beside cuDNN's for a depthwise FP16 layer.
+  Graph g;
+  Node* n = g.AddNode("Conv", "dw");
+  n->attrs = {{"pads", pads(3, 3)}, {"group", Attribute::Int(64)}, {"kiln_layout", Attribute::String("NHWC")}};
+  Value* x = g.GetOrAddValue("x");
+  x->dtype = DataType::kFloat16;
+  x->shape = FromStatic({4, 14, 14, 64});
+  x->has_shape = true;
+  n->inputs = {x, g.AddConstant("w", Random(DataType::kFloat16, {64, 1, 7, 7}, 2))};
+  cuda::LayerSpec spec{*n, {{4, 14, 14, 64}, {64, 1, 7, 7}}, {}, true};
+  auto tactics = cuda::TacticsFor(spec);
+  ASSERT_TRUE(tactics.ok()) << tactics.status().ToString();
+  EXPECT_NE(std::find(tactics->begin(), tactics->end(), tactic), tactics->end());
 }
 
 // NHWC FusedConv with a residual in Y's (NHWC) layout, every listed tactic: ResNet's conv3 + Add + Relu.

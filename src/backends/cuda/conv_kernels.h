@@ -33,6 +33,18 @@ struct ConvEpilogueParams {
 };
 // In place: y = act(y + bias[channel] + residual) (bias and residual may be null; the residual has y's shape and
 // layout), computed in float32. dtype: kF32, kF16 or kBF16.
+// A depthwise 2-D convolution (groups = channels, one filter each) in channels-last layout: x [n, h, w, c], w packed
+// [kh, kw, c], y [n, oh, ow, c]; y = act(conv + bias[c] + residual) in float32 (bias and residual may be null; the
+// residual has y's shape). Pads are the leading ones (the trailing ones follow from oh/ow). dtype: kF32, kF16, kBF16.
+struct DepthwiseConvParams {
+  int64_t n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0;
+  int kh = 0, kw = 0, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  ConvAct act = ConvAct::kNone;
+  float alpha = 0.f, beta = 0.f;
+};
+cudaError_t LaunchDepthwiseConv(int dtype, const void* x, const void* w, const void* bias, const void* residual,
+                                void* y, const DepthwiseConvParams& p, cudaStream_t stream);
+
 // An empty kernel: the next kernel on the stream starts only after it, hence after everything before it (a kernel
 // launched for programmatic dependent launch cannot overlap the kernel before this one).
 cudaError_t LaunchStreamBarrier(cudaStream_t stream);

@@ -5,7 +5,8 @@
 // bias, residual and activation with one small kernel after it (conv_kernels.cu); "cudnn-fused:eng=..." runs
 // conv -> add bias -> add residual -> activation as one cuDNN operation graph (listed only where cuDNN finalizes
 // such a plan for the node's dtype and shapes; Conv/FusedConv only). "cudnn:auto" (also "default") takes the heuristics'
-// first acceptable engine at every shape.
+// first acceptable engine at every shape. "kiln:depthwise-nhwc" is kiln's own depthwise kernel with the epilogue fused
+// (depthwise_conv.cu), listed for channels-last 2-D convolutions with one filter per channel and symmetric pads.
 //
 // Plans: create() builds the plan for the spec's shapes. A layer met with other input shapes (dynamic shapes)
 // or with pointers not 16-byte aligned builds a plan for them on first use, under the layer's mutex, keeps it in
@@ -49,6 +50,7 @@ enum class ConvOp { kConv, kFusedConv, kConvTranspose };
 
 constexpr size_t kMaxPlainTactics = 6, kMaxFusedTactics = 3;
 constexpr std::string_view kPlainPrefix = "cudnn:", kFusedPrefix = "cudnn-fused:";
+constexpr std::string_view kDepthwiseTactic = "kiln:depthwise-nhwc";
 
 Result<cudnnDataType_t> CudnnType(const Node& n, DataType t) {
   switch (t) {
@@ -111,6 +113,7 @@ struct ConvConfig {
   bool has_residual = false;                // FusedConv input 3: Y = act(conv + B + R)
   Epilogue epi;
   bool nhwc = false;                        // kiln_layout = "NHWC": X, Y channels-last, W repacked to KRSC
+  bool depthwise = false;                   // kDepthwiseTactic: W repacked to [kh, kw, C] instead
   ConvGraphOptions graph;                   // alignment is set per plan
   std::optional<dnn::EngineChoice> choice;  // empty: heuristics' first acceptable engine
 };
@@ -146,6 +149,13 @@ Result<ConvConfig> ReadConfig(const LayerSpec& spec, ConvOp op) {
   return c;
 }
 
+// Whether kiln's depthwise kernel runs this convolution: channels-last 2-D forward convolution, one input channel
+// per filter and as many filters as channels (groups = C), pads the same on both sides (no window copy).
+bool DepthwiseFits(const ConvConfig& c, const ConvGeometry& g) {
+  return c.nhwc && c.op != ConvOp::kConvTranspose && !g.transpose && !g.window && !g.degenerate &&
+         g.conv_x.size() == 4 && g.conv_w.size() == 4 && g.conv_w[1] == 1 && g.conv_w[0] == g.conv_x[1];
+}
+
 bool CanFuse(const ConvConfig& c) {
   return c.op != ConvOp::kConvTranspose && c.epi.fusable && (c.has_bias || c.has_residual || c.epi.mode.has_value());
 }
@@ -154,11 +164,15 @@ bool CanFuse(const ConvConfig& c) {
 Status ApplyTactic(const Node& n, const std::string& tactic, ConvConfig& c) {
   const std::string_view t(tactic);
   if (t == "default" || t == "cudnn:auto") return Status::Ok();
+  if (t == kDepthwiseTactic) {
+    c.depthwise = true;
+    return Status::Ok();
+  }
   const bool fused = t.substr(0, kFusedPrefix.size()) == kFusedPrefix;
   if (!fused && t.substr(0, kPlainPrefix.size()) != kPlainPrefix)
     return Err(StatusCode::kInvalidArgument,
-               "{}: unknown tactic '{}' (expected 'cudnn:auto', 'cudnn:eng=...' or 'cudnn-fused:eng=...')",
-               n.Where(), tactic);
+               "{}: unknown tactic '{}' (expected 'cudnn:auto', 'cudnn:eng=...', 'cudnn-fused:eng=...' or '{}')",
+               n.Where(), tactic, kDepthwiseTactic);
   if (fused && !CanFuse(c))
     return Err(StatusCode::kInvalidArgument,
                "{}: tactic '{}' fuses bias/residual/activation into cuDNN, but this node has none of them or an "
@@ -195,7 +209,8 @@ class ConvLayer final : public Layer {
       Tensor t = *v->const_value;
       if (t.dtype() != cfg_.dtype) t = CastTensor(t, cfg_.dtype);
       const std::vector<int64_t> logical = t.shape();
-      if (i == 1 && cfg_.nhwc) t = PermuteTensor(t, {0, 2, 3, 1});  // KCRS -> KRSC, once
+      if (i == 1 && cfg_.depthwise) t = PermuteTensor(t, {1, 2, 3, 0});  // [C, 1, kh, kw] -> [1, kh, kw, C]
+      else if (i == 1 && cfg_.nhwc) t = PermuteTensor(t, {0, 2, 3, 1});  // KCRS -> KRSC, once
       Constant& k = i == 1 ? w_ : b_;
       KILN_ASSIGN_OR_RETURN(k.buf, UploadToDevice(t.raw(), t.nbytes(), v->name));
       k.present = true;
@@ -214,6 +229,18 @@ class ConvLayer final : public Layer {
     if (it != plans_.end()) return it->second;
     KILN_ASSIGN_OR_RETURN(ConvGeometry g, ComputeConvGeometry(node_, cfg_.op == ConvOp::kConvTranspose,
                                                               cfg_.nhwc ? NhwcToNchw(x) : x, w));
+    if (cfg_.depthwise && !g.degenerate && NumElements(g.y_node) > 0) {
+      if (!DepthwiseFits(cfg_, g))
+        return Err(StatusCode::kUnsupported,
+                   "{}: tactic '{}' runs channels-last 2-D convolutions with groups = channels and symmetric pads; "
+                   "X [{}] W [{}] is not one",
+                   node_.Where(), kDepthwiseTactic, fmt::join(x, ","), fmt::join(w, ","));
+      auto p = std::make_shared<ConvPlan>();
+      p->geo = std::move(g);
+      p->engine = std::string(kDepthwiseTactic);
+      auto [pos, inserted] = plans_.emplace(std::move(key), std::move(p));
+      return pos->second;
+    }
     if (cfg_.nhwc && g.window)
       return Err(StatusCode::kUnsupported,
                  "{}: asymmetric pads need a zero-padding copy, which the channels-last (NHWC) convolution lacks",
@@ -299,6 +326,28 @@ class ConvLayer final : public Layer {
       return Err(StatusCode::kInvalidArgument, "{}: Y has shape [{}] but the convolution gives [{}]", node_.Where(),
                  fmt::join(y.shape, ","), fmt::join(y_expect, ","));
     const bool cudnn_epilogue = plan->plan.get() && cfg_.graph.fused;
+    if (cfg_.depthwise && !g.degenerate) {
+      DepthwiseConvParams p;
+      p.n = g.conv_x[0];
+      p.c = g.conv_x[1];
+      p.h = g.conv_x[2];
+      p.w = g.conv_x[3];
+      p.oh = g.conv_y[2];
+      p.ow = g.conv_y[3];
+      p.kh = static_cast<int>(g.conv_w[2]);
+      p.kw = static_cast<int>(g.conv_w[3]);
+      p.sh = static_cast<int>(g.strides[0]);
+      p.sw = static_cast<int>(g.strides[1]);
+      p.ph = static_cast<int>(g.pre_pads[0]);
+      p.pw = static_cast<int>(g.pre_pads[1]);
+      p.dh = static_cast<int>(g.dilations[0]);
+      p.dw = static_cast<int>(g.dilations[1]);
+      p.act = cfg_.epi.act;
+      p.alpha = cfg_.epi.alpha;
+      p.beta = cfg_.epi.beta;
+      return KILN_CUDA_STATUS(
+          LaunchDepthwiseConv(static_cast<int>(cfg_.dtype), x.data, w, b, r, y.data, p, ctx.stream));
+    }
     if (g.degenerate) {
       KILN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(y.data, 0, y.nbytes(), ctx.stream));
     } else {
@@ -378,6 +427,7 @@ Result<std::vector<std::string>> ListTactics(const LayerSpec& spec, ConvOp op) {
   auto plain = ListConvEngines(g, c.graph, kMaxPlainTactics);
   if (plain.ok())
     for (const auto& e : *plain) names.push_back(std::string(kPlainPrefix) + e);
+  if (DepthwiseFits(c, g)) names.push_back(std::string(kDepthwiseTactic));
   if (CanFuse(c)) {
     ConvGraphOptions o = c.graph;
     o.fused = true;
