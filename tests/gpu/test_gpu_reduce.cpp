@@ -130,7 +130,9 @@ TEST(GpuReduce, ColumnPacks) {
   const std::vector<ReduceCase> cases = {
       {{4, 7, 7, 64}, {1, 2}}, {{3, 50, 16}, {1}},  {{2, 5, 3, 8}, {1, 2}}, {{1000, 8}, {0}},
       {{9, 24}, {0}},          {{5, 12}, {0}},      {{2, 3, 4, 40}, {0, 2}}, {{4, 0, 16}, {1}},
-      {{130, 2, 32}, {0}},     {{3, 1, 4, 1, 16}, {1, 2, 3}}};
+      {{130, 2, 32}, {0}},     {{3, 1, 4, 1, 16}, {1, 2, 3}},
+      // Few packs and long reductions (an NHWC global average pool over a large image): narrow blocks, many rows.
+      {{2, 45, 47, 16}, {1, 2}}, {{3, 60, 61, 64}, {1, 2}}};
   uint32_t seed = 150;
   for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
     for (const char* op : kReduceOps) {

@@ -329,6 +329,10 @@ bool RunColumnPacks(const T* x, Out* y, const Plan& p, const Op& op, cudaStream_
     const int64_t packs = p.out_count / V;
     int bx = 32;  // fewer packs than a warp: narrower blocks leave room for more rows of threads
     while (bx > 1 && bx / 2 >= packs) bx /= 2;
+    // Few blocks for a long reduction (the global average pool of an NHWC image: 64 x 56 x 56 x 64 made 16 blocks of
+    // 3136 rows each): halve the block's width, doubling the blocks and the rows of threads per reduction, while the
+    // GPU has fewer than 512 blocks and each thread keeps at least 8 rows. Two packs (32 bytes) stay one sector.
+    while (bx > 2 && (packs + bx - 1) / bx < 512 && p.red_count >= 8LL * (kPackThreads / (bx / 2))) bx /= 2;
     const int max_ny = std::min(kPackThreads / bx, kPackSmemBytes / (V * kAccBytes * bx));
     int ny = 1;  // about four reduced rows per thread
     while (ny * 2 <= max_ny && ny * 4 < p.red_count) ny *= 2;
