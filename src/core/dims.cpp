@@ -1,5 +1,7 @@
 #include "core/dims.h"
 
+#include <charconv>
+
 #include <limits>
 
 namespace kiln {
@@ -104,6 +106,21 @@ Dim DimDiv(const Dim& a, const Dim& b) {
   if (a.same(b) && !a.unknown()) return Dim(1);
   if (a.unknown() || b.unknown()) return Dim::Unknown();
   return Dim::Symbol(Paren(a) + "/" + Paren(b));
+}
+
+Dim ContentDim(int64_t v) { return v >= 0 ? Dim(v) : Dim::Symbol("#" + std::to_string(v)); }
+
+bool IsNegativeContent(const Dim& d) { return d.symbolic() && d.sym.size() > 1 && d.sym[0] == '#'; }
+
+std::optional<int64_t> ContentValue(const Dim& d) {
+  if (d.known()) return d.value;
+  if (!IsNegativeContent(d)) return std::nullopt;
+  int64_t v = 0;
+  const char* first = d.sym.data() + 1;
+  const char* last = d.sym.data() + d.sym.size();
+  auto [p, ec] = std::from_chars(first, last, v);
+  if (ec != std::errc() || p != last) return std::nullopt;
+  return v;
 }
 
 std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {

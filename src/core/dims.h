@@ -45,6 +45,15 @@ Dim DimAdd(const Dim& a, const Dim& b);
 Dim DimSub(const Dim& a, const Dim& b);
 Dim DimDiv(const Dim& a, const Dim& b);  // floor division; symbolic only when exact is unknown
 
+// ---- shape tensors' symbolic contents (sym_value): the elements of a small int64 tensor as dims ----
+// A negative integer among them (Reshape's -1, the -1 of an exported expand(-1)) cannot be a Dim's value, which
+// reads as unknown when negative; it is held as the symbol "#<value>" ("#-1"), which no dimension symbol can be
+// (symbols are names and expressions of names). Consumers that read contents as a shape see it as unknown
+// (InputDims); those that read integers see the value (InputInts, ContentValue).
+Dim ContentDim(int64_t v);                          // v >= 0: Dim(v); else the "#v" symbol
+bool IsNegativeContent(const Dim& d);               // a "#v" symbol
+std::optional<int64_t> ContentValue(const Dim& d);  // the integer of a known dim or a "#v" symbol
+
 // Normalizes a possibly negative axis against rank; nullopt when out of range.
 std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank);
 

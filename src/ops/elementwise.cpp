@@ -110,7 +110,7 @@ std::optional<std::vector<Dim>> SymElements(const InferContext& ctx, size_t i) {
   const Tensor* v = ctx.value(i);
   if (!v || v->rank() > 1 || v->numel() > 64) return std::nullopt;
   std::vector<Dim> r;
-  for (int64_t k = 0; k < v->numel(); ++k) r.push_back(Dim(v->GetAsInt(k)));
+  for (int64_t k = 0; k < v->numel(); ++k) r.push_back(ContentDim(v->GetAsInt(k)));
   return r;
 }
 
@@ -126,7 +126,8 @@ void PropagateSymArith(InferContext& ctx, const std::function<Dim(const Dim&, co
   for (size_t k = 0; k < n; ++k) {
     const Dim& x = (*a)[a->size() == 1 ? 0 : k];
     const Dim& y = (*b)[b->size() == 1 ? 0 : k];
-    r[k] = op(x, y);
+    // Dim arithmetic is for dims; a negative integer among the contents makes the element unknown.
+    r[k] = IsNegativeContent(x) || IsNegativeContent(y) ? Dim::Unknown() : op(x, y);
   }
   ctx.out(0).sym_value = std::move(r);
 }
@@ -248,7 +249,7 @@ ShapeFn EqualShape() {
         if (v->rank() > 1 || v->numel() > 64) return std::nullopt;
         for (int64_t k = 0; k < v->numel(); ++k) r.push_back({v->GetAsInt(k), Dim()});
       } else if (ctx.in(i).sym_value) {
-        for (const Dim& d : *ctx.in(i).sym_value) r.push_back({d.known() ? std::optional<int64_t>(d.value) : std::nullopt, d});
+        for (const Dim& d : *ctx.in(i).sym_value) r.push_back({ContentValue(d), d});
       } else {
         return std::nullopt;
       }

@@ -30,7 +30,7 @@ void SetOutputLike(InferContext& ctx, size_t i, const TensorInfo& x);
 // A dim known never to be negative: a constant >= 0, or a symbol whose expression has no subtraction (a plain
 // name like "seq", or sums, products and quotients of such; "seq-5" may be negative).
 inline bool NonNegativeDim(const Dim& d) {
-  return d.known() || (d.symbolic() && d.sym.find('-') == std::string::npos);
+  return d.known() || (d.symbolic() && d.sym.find('-') == std::string::npos && d.sym[0] != '#');
 }
 
 // ---- helpers for converters (convert_helpers.cpp) ----

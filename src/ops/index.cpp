@@ -48,7 +48,7 @@ std::optional<std::vector<Dim>> SymContents(const InferContext& ctx, size_t i) {
   const Tensor* t = ctx.value(i);
   if (!t || !IsIndexType(t->dtype()) || t->rank() > 1 || t->numel() > 64) return std::nullopt;
   std::vector<Dim> r;
-  for (int64_t k = 0; k < t->numel(); ++k) r.emplace_back(t->GetAsInt(k));
+  for (int64_t k = 0; k < t->numel(); ++k) r.push_back(ContentDim(t->GetAsInt(k)));
   return r;
 }
 
@@ -232,7 +232,8 @@ Status OneHotShape(InferContext& ctx) {
     if (!(dv >= 1) || dv > 1e12)
       return Err(StatusCode::kInvalidArgument, "{}: depth must be >= 1, got {}", ctx.node.Where(), dv);
     depth = Dim(static_cast<int64_t>(dv));
-  } else if (ctx.in(1).sym_value && ctx.in(1).sym_value->size() == 1) {
+  } else if (ctx.in(1).sym_value && ctx.in(1).sym_value->size() == 1 &&
+             !IsNegativeContent((*ctx.in(1).sym_value)[0])) {
     depth = (*ctx.in(1).sym_value)[0];
   }
   if (depth.known()) {

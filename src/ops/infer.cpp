@@ -155,10 +155,11 @@ Status InferGraph(Graph& g, const InferOptions& opts) {
         o->sym_value.reset();
       }
       if (o->sym_value && o->dtype == DataType::kInt64) {
-        bool all_known = std::all_of(o->sym_value->begin(), o->sym_value->end(), [](const Dim& d) { return d.known(); });
+        bool all_known = std::all_of(o->sym_value->begin(), o->sym_value->end(),
+                                     [](const Dim& d) { return ContentValue(d).has_value(); });
         if (all_known && o->has_shape && o->shape.size() <= 1) {
           std::vector<int64_t> vals;
-          for (const Dim& d : *o->sym_value) vals.push_back(d.value);
+          for (const Dim& d : *o->sym_value) vals.push_back(*ContentValue(d));
           std::vector<int64_t> shape = o->shape.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{(int64_t)vals.size()};
           if (NumElements(shape) == static_cast<int64_t>(vals.size())) o->const_value = Tensor::FromInt64(vals, shape);
         }

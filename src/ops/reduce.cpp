@@ -83,7 +83,8 @@ Status ReduceShape(InferContext& ctx) {
   ctx.set_output(0, x.dtype, out);
   // Shape arithmetic on symbolic shape tensors: ReduceProd/ReduceSum of Shape(x) keep their symbols.
   const bool prod = n.op_type == "ReduceProd", sum = n.op_type == "ReduceSum";
-  if ((prod || sum) && rank == 1 && x.sym_value && !axes.empty()) {
+  if ((prod || sum) && rank == 1 && x.sym_value && !axes.empty() &&
+      std::none_of(x.sym_value->begin(), x.sym_value->end(), [](const Dim& d) { return IsNegativeContent(d); })) {
     Dim acc = prod ? Dim(1) : Dim(0);
     for (const Dim& d : *x.sym_value) acc = prod ? DimMul(acc, d) : DimAdd(acc, d);
     if (!acc.unknown()) ctx.out(0).sym_value = std::vector<Dim>{acc};
@@ -158,7 +159,7 @@ Status TopKShape(InferContext& ctx) {
       return Err(StatusCode::kInvalidArgument, "{}: K = {} exceeds the size {} of axis {}", n.Where(), kv, ad.value,
                  axis);
     kd = Dim(kv);
-  } else if (k.sym_value && k.sym_value->size() == 1) {
+  } else if (k.sym_value && k.sym_value->size() == 1 && !IsNegativeContent((*k.sym_value)[0])) {
     kd = (*k.sym_value)[0];
   }
   Shape out = x.shape;

@@ -93,6 +93,9 @@ Status ResizeShape(InferContext& ctx) {
     }
   } else if (sizes_given && policy == "stretch") {
     std::optional<std::vector<Dim>> sv = ctx.in(3).sym_value;
+    if (sv)
+      for (Dim& d : *sv)
+        if (IsNegativeContent(d)) d = Dim::Unknown();
     if (sizes) {
       sv.emplace();
       for (int64_t i = 0; i < sizes->numel(); ++i) sv->emplace_back(sizes->GetAsInt(i));

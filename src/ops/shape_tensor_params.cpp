@@ -17,6 +17,24 @@ std::optional<std::vector<Dim>> InputDims(const InferContext& c, size_t i) {
     for (int64_t v : t.value->ToInt64Vector()) r.emplace_back(v);
     return r;
   }
+  if (t.sym_value) {
+    std::vector<Dim> r = *t.sym_value;
+    for (Dim& d : r)
+      if (IsNegativeContent(d)) d = Dim::Unknown();  // a negative integer is no dim (as a constant's reads)
+    return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<Dim>> InputContents(const InferContext& c, size_t i) {
+  if (!c.has_input(i)) return std::nullopt;
+  const TensorInfo& t = c.in(i);
+  if (t.value && (IsIntegerType(t.value->dtype()) || t.value->dtype() == DataType::kBool)) {
+    if (t.value->rank() > 1 || t.value->numel() > 64) return std::nullopt;
+    std::vector<Dim> r;
+    for (int64_t v : t.value->ToInt64Vector()) r.push_back(ContentDim(v));
+    return r;
+  }
   if (t.sym_value) return *t.sym_value;
   return std::nullopt;
 }
@@ -27,8 +45,9 @@ std::optional<std::vector<int64_t>> InputInts(const InferContext& c, size_t i) {
   if (!c.in(i).sym_value) return std::nullopt;
   std::vector<int64_t> r;
   for (const Dim& x : *c.in(i).sym_value) {
-    if (!x.known()) return std::nullopt;
-    r.push_back(x.value);
+    const std::optional<int64_t> v = ContentValue(x);
+    if (!v) return std::nullopt;
+    r.push_back(*v);
   }
   return r;
 }

@@ -46,8 +46,12 @@ Result<std::vector<int64_t>> ComputePads(const Node& n, int64_t rank, const std:
 Result<int64_t> RangeCount(const Node& n, double start, double limit, double delta);
 
 // Contents of input i of a shape function as dims: its constant value (any int type) or its symbolic
-// value (sym_value); nullopt when the input is omitted or its contents are not known.
+// value (sym_value); nullopt when the input is omitted or its contents are not known. Negative integers read as
+// unknown dims.
 std::optional<std::vector<Dim>> InputDims(const InferContext& c, size_t i);
+// Contents of input i as they are, for propagating them (Concat): negative integers as ContentDim's "#v" symbols;
+// nullopt when unknown or not a small (<= 64 elements, rank <= 1) integer tensor.
+std::optional<std::vector<Dim>> InputContents(const InferContext& c, size_t i);
 // Contents of input i when every element is known (constant, or a sym_value of known dims).
 std::optional<std::vector<int64_t>> InputInts(const InferContext& c, size_t i);
 

@@ -122,10 +122,13 @@ Status ReshapeShape(InferContext& c) {
     }
   } else if (s.sym_value) {
     req = *s.sym_value;
-    int unknowns = 0;
-    for (const Dim& d : req) unknowns += d.unknown() ? 1 : 0;
-    // A constant -1 inside a symbolic shape reads as unknown; take a single one as the inferred dim.
-    for (const Dim& d : req) minus_one.push_back(unknowns == 1 && d.unknown());
+    // A -1 inside symbolic contents is ContentDim's "#-1"; other negative contents are invalid, read as unknown
+    // here and refused when the values are known at run time.
+    for (Dim& d : req) {
+      const std::optional<int64_t> v = IsNegativeContent(d) ? ContentValue(d) : std::nullopt;
+      minus_one.push_back(v && *v == -1);
+      if (v) d = Dim::Unknown();
+    }
   } else {
     if (s.has_shape && s.rank() == 1 && s.shape[0].known()) {
       if (s.shape[0].value > kMaxShapeRank)
@@ -343,7 +346,7 @@ Status ConcatShape(InferContext& c) {
   if (r == 1) {
     std::vector<Dim> sym;
     for (size_t i = 0; i < c.num_inputs(); ++i) {
-      auto d = InputDims(c, i);
+      auto d = InputContents(c, i);
       if (!d) return Status::Ok();
       sym.insert(sym.end(), d->begin(), d->end());
     }
@@ -431,7 +434,8 @@ Status RangeShape(InferContext& c) {
     c.set_output(0, t, {Dim(n)});
   } else if (a && d && a->numel() == 1 && d->numel() == 1 && IsIntegerType(t) && a->GetAsInt(0) == 0 &&
              d->GetAsInt(0) == 1 && c.in(1).sym_value && c.in(1).sym_value->size() == 1 &&
-             c.in(1).sym_value->front().symbolic() && NonNegativeDim(c.in(1).sym_value->front())) {
+             c.in(1).sym_value->front().symbolic() && !IsNegativeContent(c.in(1).sym_value->front()) &&
+             NonNegativeDim(c.in(1).sym_value->front())) {
     // Range(0, n, 1) with n a dim known by name (torch.arange(x.size(1)) in position ids): n elements, so that
     // what it indexes keeps the sequence's symbol and meets the tensors it is added to as the same shape.
     c.set_output(0, t, {c.in(1).sym_value->front()});

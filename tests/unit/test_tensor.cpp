@@ -7,6 +7,7 @@
 #include <random>
 
 #include "backends/cpu/executor.h"
+#include "ops/families.h"
 #include "ops/infer.h"
 #include "testing.h"
 
@@ -570,6 +571,68 @@ TEST(TensorOps, ExpandWithMinusOneHandlingKeepsSymbols) {
   EXPECT_EQ(eq->outputs[0]->const_value->GetAsInt(0), 0);
   EXPECT_EQ(eq->outputs[0]->const_value->GetAsInt(1), 0);
   EXPECT_EQ(ShapeToString(ex->outputs[0]->shape), "[batch,seq]");
+}
+
+// transformers 5's causal-mask expand: Concat(batch, -1, seq, seq) -> Equal(.., -1) -> Where(.., 1, ..) -> Expand.
+// The -1 inside the symbolic contents is kept ("#-1"), so the Equal is known ([0, 1, 0, 0]) and the Expand's shape
+// is [batch, 1, seq, seq]; a Reshape whose symbolic target holds -1 infers that dim; the "#-1" never reaches a shape.
+TEST(TensorOps, MinusOneInsideSymbolicContents) {
+  EXPECT_EQ(ContentDim(-1).ToString(), "#-1");
+  EXPECT_EQ(ContentValue(ContentDim(-7)), std::optional<int64_t>(-7));
+  EXPECT_EQ(ContentValue(Dim(5)), std::optional<int64_t>(5));
+  EXPECT_FALSE(ContentValue(Dim::Symbol("seq")).has_value());
+  EXPECT_FALSE(ContentValue(Dim::Symbol("#x")).has_value());
+  EXPECT_TRUE(IsNegativeContent(ContentDim(-1)));
+  EXPECT_FALSE(NonNegativeDim(ContentDim(-1)));
+  Graph g;
+  g.opsets[""] = 17;
+  Value* x = g.GetOrAddValue("x");
+  x->dtype = DataType::kInt64;
+  x->shape = {Dim::Symbol("batch"), Dim::Symbol("seq")};
+  x->has_shape = true;
+  x->is_graph_input = true;
+  g.inputs.push_back(x);
+  auto node = [&](const char* op, const char* name, std::vector<Value*> ins) {
+    Node* n = g.AddNode(op, name);
+    n->inputs = std::move(ins);
+    n->outputs = {g.GetOrAddValue(std::string(name) + "_out")};
+    return n;
+  };
+  auto out = [&](Node* n) {
+    n->outputs[0]->is_graph_output = true;
+    g.outputs.push_back(n->outputs[0]);
+  };
+  Node* sh = node("Shape", "shape", {x});
+  Node* b = node("Gather", "b", {sh->outputs[0], g.AddConstant("i0", Tensor::FromInt64({0}, {1}))});
+  Node* s = node("Gather", "s", {sh->outputs[0], g.AddConstant("i1", Tensor::FromInt64({1}, {1}))});
+  Node* cat = node("Concat", "cat", {b->outputs[0], g.AddConstant("m1", Tensor::FromInt64({-1}, {1})), s->outputs[0],
+                                     s->outputs[0]});
+  cat->attrs["axis"] = Attribute::Int(0);
+  Node* eq = node("Equal", "eq", {cat->outputs[0], g.AddConstant("minus1", Tensor::FromInt64({-1, -1, -1, -1}))});
+  Node* wh = node("Where", "where", {eq->outputs[0], g.AddConstant("ones", Tensor::FromInt64({1, 1, 1, 1})),
+                                     cat->outputs[0]});
+  Node* ex = node("Expand", "expand", {g.AddConstant("mask", Tensor::FromInt64({0}, {1, 1, 1, 1})), wh->outputs[0]});
+  out(ex);
+  // Reshape(x, [batch, -1]) with the target known only symbolically: the -1 is inferred.
+  Node* tgt = node("Concat", "tgt", {b->outputs[0], g.AddConstant("m1b", Tensor::FromInt64({-1}, {1}))});
+  tgt->attrs["axis"] = Attribute::Int(0);
+  Node* rs = node("Reshape", "reshape", {x, tgt->outputs[0]});
+  out(rs);
+  // The contents read as a shape (Expand straight from the Concat): the -1 is an unknown dim there, as a constant's.
+  Node* ex2 = node("Expand", "expand2", {g.AddConstant("mask2", Tensor::FromInt64({0}, {1, 1, 1, 1})), cat->outputs[0]});
+  out(ex2);
+  ASSERT_TRUE(g.TopoSort().ok());
+  InferOptions opts;
+  opts.evaluator = cpu::MakeConstEvaluator();
+  Status st = InferGraph(g, opts);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(cat->outputs[0]->sym_value.has_value());
+  EXPECT_EQ(ShapeToString(*cat->outputs[0]->sym_value), "[batch,#-1,seq,seq]");
+  ASSERT_TRUE(eq->outputs[0]->is_const());
+  EXPECT_EQ(eq->outputs[0]->const_value->ToInt64Vector(), (std::vector<int64_t>{0, 1, 0, 0}));
+  EXPECT_EQ(ShapeToString(ex->outputs[0]->shape), "[batch,1,seq,seq]");
+  EXPECT_EQ(ShapeToString(rs->outputs[0]->shape), "[batch,seq]");
+  for (const Dim& d : ex2->outputs[0]->shape) EXPECT_FALSE(IsNegativeContent(d)) << ShapeToString(ex2->outputs[0]->shape);
 }
 
 }  // namespace
