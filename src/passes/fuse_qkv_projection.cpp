@@ -213,7 +213,9 @@ bool TryPackLastAxisSplit(Graph& g, const Uses& u, Node* at, PassReport& report)
   std::vector<Node*> views;
   for (int s = 0; s < 3; ++s) {
     Value* in = at->input(s);
-    if (!in || !u.OnlyBy(in, at) || !in->has_shape || in->shape.size() < 3 || !IsStatic(in->shape)) return false;
+    if (!in || !u.OnlyBy(in, at) || !in->has_shape || in->shape.size() < 3) return false;
+    for (const Dim& dd : in->shape)
+      if (dd.unknown()) return false;  // known or named dims (dynamic shapes) only
     Node* r = u.Producer(in);
     if (!fusion::Is(r, "Reshape", 2) || !r->inputs[0] || !u.OnlyBy(r->inputs[0], r)) return false;
     Node* p = u.Producer(r->inputs[0]);
@@ -224,22 +226,38 @@ bool TryPackLastAxisSplit(Graph& g, const Uses& u, Node* at, PassReport& report)
     views.push_back(r);
   }
   Value* y = sp->inputs[0];
-  if (!y || !y->has_shape || !IsStatic(y->shape) || y->shape.size() + 1 != at->input(0)->shape.size()) return false;
+  if (!y || !y->has_shape || y->shape.size() + 1 != at->input(0)->shape.size()) return false;
   const int64_t rank = static_cast<int64_t>(y->shape.size());
   if (sp->geti("axis", 0) != rank - 1 && sp->geti("axis", 0) != -1) return false;
-  const std::vector<int64_t> ys = ToStatic(y->shape), qs = ToStatic(at->input(0)->shape);
+  const Shape& ys = y->shape;
+  const Shape& qs = at->input(0)->shape;
+  auto same_shape = [](const Shape& a, const Shape& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!a[i].same(b[i])) return false;
+    return true;
+  };
   for (int s = 0; s < 3; ++s)
-    if (ToStatic(at->input(s)->shape) != qs) return false;
-  const int64_t h = qs[qs.size() - 2], d = qs.back();
-  if (ys.back() != 3 * h * d || !std::equal(ys.begin(), ys.end() - 1, qs.begin())) return false;
-  std::vector<int64_t> ps(ys.begin(), ys.end() - 1);
+    if (!same_shape(at->input(s)->shape, qs)) return false;
+  if (!qs[qs.size() - 2].known() || !qs.back().known() || !ys.back().known()) return false;
+  const int64_t h = qs[qs.size() - 2].value, d = qs.back().value;
+  if (ys.back().value != 3 * h * d) return false;
+  // P's target: y's leading dims (known ones as they are, named ones copied with 0 from the same position), 3, H, D.
+  std::vector<int64_t> ps;
+  Shape p_shape;
+  for (size_t i = 0; i + 1 < ys.size(); ++i) {
+    if (!ys[i].same(qs[i]) || (ys[i].known() && ys[i].value == 0)) return false;
+    ps.push_back(ys[i].known() ? ys[i].value : 0);
+    p_shape.push_back(ys[i]);
+  }
   ps.insert(ps.end(), {3, h, d});
+  for (int64_t v : {int64_t{3}, h, d}) p_shape.push_back(Dim(v));
   // The query's view becomes the packed one.
   Node* view = views[0];
   view->inputs = {y, g.AddConstant(view->name + "/qkv_shape", Tensor::FromInt64(ps))};
   view->attrs.erase("allowzero");
   Value* p5 = view->outputs[0];
-  p5->shape = FromStatic(ps);
+  p5->shape = p_shape;
   for (int s = 0; s < 3; ++s) at->inputs[s] = p5;
   for (const char* l : fused::kAttentionInputLayouts) at->attrs[l] = Attribute::String("BS3HD");
   report.details.push_back(fmt::format("'{}' reads Q, K and V packed (BS3HD) from '{}': {} and the views removed",

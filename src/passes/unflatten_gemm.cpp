@@ -5,7 +5,9 @@
 // (x of another shape, e.g. [.., H, D] with H * D = K, is read through a view [.., K]).
 // The reshapes stood between the product and what follows it, so the bias, the GELU and the residual Add were
 // never fused into the GEMM (GPT-2: 4 layers a block ran as 8). W' is W (transposed when transB), C' the bias as
-// [N]. Only alpha 1, no transA, beta 1 with a [N] or [1, N] constant bias (or none), static shapes.
+// [N]. Only alpha 1, no transA, beta 1 with a [N] or [1, N] constant bias (or none). Shapes may be symbolic (an
+// engine with dynamic shapes): K and N known, every other dim known or named; the view [lead.., K] of x then copies
+// (0) each named leading dim from x's dim at the same position.
 #include <cstring>
 #include <optional>
 #include <unordered_set>
@@ -17,8 +19,12 @@
 namespace kiln {
 namespace {
 
-bool StaticRank(const Value* v, size_t min_rank) {
-  return v && v->has_shape && v->shape.size() >= min_rank && IsStatic(v->shape);
+// A shape of at least min_rank dims, each known or symbolic.
+bool RankedShape(const Value* v, size_t min_rank) {
+  if (!v || !v->has_shape || v->shape.size() < min_rank) return false;
+  for (const Dim& d : v->shape)
+    if (d.unknown()) return false;
+  return true;
 }
 
 Tensor Transposed2D(const Tensor& w) {
@@ -54,19 +60,34 @@ Result<PassReport> UnflattenGemmPass(Graph& g, const PassOptions&) {
         LiveConsumers(g, a, dead).size() != 1)
       continue;
     Value* x = r1->input(0);
-    if (!StaticRank(x, 2) || !StaticRank(a, 2) || a->shape.size() != 2 || !StaticRank(y, 2)) continue;
+    if (!RankedShape(x, 2) || !RankedShape(a, 2) || a->shape.size() != 2 || !RankedShape(y, 2) ||
+        y->shape.size() != 2 || !a->shape[1].known() || !y->shape[1].known())
+      continue;
     auto readers = LiveConsumers(g, y, dead);
     if (readers.size() != 1 || IsGraphOutput(g, y)) continue;
     Node* r2 = readers[0];
-    if (!r2->domain.empty() || r2->op_type != "Reshape" || r2->input(0) != y || !StaticRank(r2->output(0), 2)) continue;
-    const std::vector<int64_t> xs = ToStatic(x->shape), zs = ToStatic(r2->output(0)->shape);
-    const int64_t k = ToStatic(a->shape)[1], n = ToStatic(y->shape)[1];
+    if (!r2->domain.empty() || r2->op_type != "Reshape" || r2->input(0) != y || !RankedShape(r2->output(0), 2)) continue;
+    const Shape& xs = x->shape;
+    const Shape& zs = r2->output(0)->shape;
+    const int64_t k = a->shape[1].value, n = y->shape[1].value;
     // r2 restores leading dims whose product is M; x is read as [those dims.., K] (itself, or r1 retargeted to
     // that view when x's last dims were merged into K: GPT-2's heads [.., H, D] into its c_proj).
-    std::vector<int64_t> lead(zs.begin(), zs.end() - 1), xk = lead;
-    xk.push_back(k);
-    if (zs.size() < 2 || zs.back() != n) continue;
-    const bool view = xs != xk;
+    if (!zs.back().known() || zs.back().value != n) continue;
+    const Shape lead(zs.begin(), zs.end() - 1);
+    Shape xk = lead;
+    xk.push_back(Dim(k));
+    bool view = xs.size() != xk.size();
+    for (size_t i = 0; !view && i < xs.size(); ++i) view = !xs[i].same(xk[i]);
+    // The view's target: known dims as they are, named ones copied (0) from x's dim at the same position.
+    std::vector<int64_t> target;
+    bool expressible = true;
+    for (size_t i = 0; i < lead.size() && expressible; ++i) {
+      if (lead[i].known()) expressible = lead[i].value > 0;  // a literal 0 would read as "copy"
+      else expressible = i < xs.size() && lead[i].same(xs[i]);
+      target.push_back(lead[i].known() ? lead[i].value : 0);
+    }
+    target.push_back(k);
+    if (view && !expressible) continue;
     const bool trans_b = gemm->geti("transB", 0) != 0;
     const Tensor& wt = *w->const_value;
     if ((trans_b ? wt.dim(1) : wt.dim(0)) != k || (trans_b ? wt.dim(0) : wt.dim(1)) != n) continue;
@@ -84,9 +105,9 @@ Result<PassReport> UnflattenGemmPass(Graph& g, const PassOptions&) {
     gemm->opset = std::max<int64_t>(gemm->opset, 13);
     gemm->attrs.clear();
     if (view) {  // r1 stays, as the view [lead.., K]
-      r1->inputs[1] = g.AddConstant(r1->name + "_unflattened_shape", Tensor::FromInt64(xk));
+      r1->inputs[1] = g.AddConstant(r1->name + "_unflattened_shape", Tensor::FromInt64(target));
       r1->attrs.erase("allowzero");
-      a->shape = FromStatic(xk);
+      a->shape = xk;
       gemm->inputs = {a, w2};
     } else {
       gemm->inputs = {x, w2};

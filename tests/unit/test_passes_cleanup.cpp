@@ -313,6 +313,53 @@ TEST(UnflattenGemm, FlattenedGemmsBecomeMatMulAndAdd) {
   EXPECT_EQ(t.Named("scaled")->op_type, "Gemm");
 }
 
+// The same Conv1D with dynamic shapes: x [batch, seq, 8] and h [batch, seq, 2, 4] named, the restoring views' targets
+// computed from Shape(x) at run time. The products are unflattened; h's view becomes [0, 0, 8] (the named dims copied),
+// and the rewritten graph gives the same results at another batch and sequence.
+void BuildSymbolicConv1D(TestGraph& t, int64_t b, int64_t s) {
+  Value* x = t.Input("x", {b, s, 8});
+  x->shape = {Dim::Symbol("batch"), Dim::Symbol("seq"), Dim(8)};
+  Value* h = t.Input("h", {b, s, 2, 4});
+  h->shape = {Dim::Symbol("batch"), Dim::Symbol("seq"), Dim(2), Dim(4)};
+  Value* shape = t.Out(t.Op("Shape", "shape", {x}));
+  auto dim = [&](int64_t i) {
+    Value* g = t.Out(t.Op("Gather", "gather" + std::to_string(i), {shape, t.Const("i" + std::to_string(i),
+                                                                        Tensor::FromInt64({i}, {}))}));
+    return t.Out(t.Op("Unsqueeze", "unsq" + std::to_string(i), {g, t.Ints("ax" + std::to_string(i), {0})}));
+  };
+  Value* bd = dim(0);
+  Value* sd = dim(1);
+  auto target = [&](const std::string& name) {
+    Node* c = t.Op("Concat", name, {bd, sd, t.Ints(name + "_n", {5})});
+    c->attrs["axis"] = Attribute::Int(0);
+    return t.Out(c);
+  };
+  Node* r1 = t.Op("Reshape", "r1", {x, t.Ints("s1", {-1, 8})});
+  Node* gm = t.Op("Gemm", "fc", {t.Out(r1), t.Const("w", Random({8, 5}, 3)), t.Const("b", Random({5}, 4))});
+  Node* r2 = t.Op("Reshape", "r2", {t.Out(gm), target("t2")});
+  t.Output(t.Out(t.Op("Relu", "relu", {t.Out(r2)})));
+  Node* r3 = t.Op("Reshape", "r3", {h, t.Ints("s3", {-1, 8})});
+  Node* gm2 = t.Op("Gemm", "proj", {t.Out(r3), t.Const("w2", Random({8, 5}, 5)), t.Const("b2", Random({5}, 6))});
+  t.Output(t.Out(t.Op("Reshape", "r4", {t.Out(gm2), target("t4")})));
+  t.Finish();
+}
+
+TEST(UnflattenGemm, SymbolicShapesUnflattenToo) {
+  TestGraph t;
+  BuildSymbolicConv1D(t, 2, 3);
+  PassReport r = Apply(t, UnflattenGemmPass);
+  EXPECT_EQ(r.rewrites, 2);
+  EXPECT_EQ(t.Named("fc")->op_type, "MatMul");
+  EXPECT_EQ(t.Named("proj")->op_type, "MatMul");
+  EXPECT_EQ(ShapeToString(t.Named("proj")->inputs[0]->shape), "[batch,seq,8]");
+  EXPECT_EQ(t.Named("r3")->inputs[1]->const_value->ToInt64Vector(), (std::vector<int64_t>{0, 0, 8}));
+  TestGraph other;
+  BuildSymbolicConv1D(other, 3, 5);
+  auto want = other.Run();
+  t.feeds = other.feeds;
+  ExpectSameOutputs(want, t.Run());
+}
+
 // ---- simplify-shape-inputs ----
 
 // x: [batch, seq, 24] (symbolic), Reshapes whose targets are computed from Shape(x) as exporters write them.
