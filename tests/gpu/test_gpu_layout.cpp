@@ -84,6 +84,7 @@ TEST(GpuLayout, DepthwiseKernelMatchesCpu) {
       {{2, 7, 9, 12}, {12, 1, 3, 3}, {{"pads", pads(1, 1)}}, "HardSigmoid", true},
       {{2, 6, 8, 16}, {16, 1, 1, 3}, {{"pads", pads(0, 1)}}, "Clip", false},
       {{2, 8, 8, 8}, {8, 1, 5, 5}, {{"strides", Attribute::Ints({2, 1})}}, "", false},
+      {{2, 9, 7, 6}, {6, 1, 3, 3}, {{"pads", pads(1, 1)}}, "Relu", true},  // 6 channels: one element per thread
   };
   const std::string tactic = "kiln:depthwise-nhwc";
   uint32_t seed = 300;

@@ -596,6 +596,16 @@ TEST(GpuPointwise, FloatArithmeticSameShapeVectorized) {
         }
 }
 
+// Whether b broadcasts to a without growing it (PRelu's slope against X).
+bool BroadcastsTo(const Shape& b, const Shape& a) {
+  if (b.size() > a.size()) return false;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const int64_t bd = b[b.size() - 1 - i], ad = a[a.size() - 1 - i];
+    if (bd != 1 && bd != ad) return false;
+  }
+  return true;
+}
+
 TEST(GpuPointwise, FloatArithmeticPerChannelRows) {
   // Per-channel broadcasts (the row path: an operand runs along 16-byte chunks of the inner dim or holds one value
   // per row): NHWC squeeze-excitation scales, biases, NCHW scales, either operand order, inner extents that are and
@@ -608,7 +618,7 @@ TEST(GpuPointwise, FloatArithmeticPerChannelRows) {
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"})
     for (DataType t : {kF32, kF16, kBF16})
       for (const auto& [a, b] : pairs) {
-        if (std::string(op) == "PRelu" && b.size() > a.size()) continue;  // slope broadcasts to x
+        if (std::string(op) == "PRelu" && !BroadcastsTo(b, a)) continue;  // the slope broadcasts to X
         OneNode node(op);
         node.Input(Random(t, a, seed++, -2, 2)).Input(Random(t, b, seed++, 0.5, 2));
         EXPECT_TRUE(CheckFloat(node, t)) << op << " " << DataTypeName(t) << " " << ShapeToString(a) << " "

@@ -203,9 +203,9 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
   KILN_RETURN_IF_ERROR(handles.Init(stream.get()));
   std::mt19937 rng(7);
   std::vector<std::string> chosen;
-  // The choice made for each layer signature timed in this build: a network repeats its layers (ResNet's blocks of a
-  // stage, a transformer's layers), and an identical layer (same op, attributes, types and shapes) gets the same
-  // answer without being timed again, as a timing cache would give it.
+  // The choice made for each layer signature (with its candidate list) decided in this build: a network repeats its
+  // layers (ResNet's blocks of a stage, a transformer's layers), and an identical layer (same op, attributes, types,
+  // shapes and candidates) gets the same answer without being timed again, as a timing cache would give it.
   std::map<std::string, std::string> chosen_for;
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
@@ -218,6 +218,17 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     bool shapes_known = true;
     for (const Value* v : tn.inputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
     for (const Value* v : tn.outputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
+    // An identical earlier layer (same signature and candidates, hence the same workspace needs) decided already.
+    std::string repeat_key;
+    if (tactics.size() > 1 && shapes_known) {
+      repeat_key = LayerSignature(spec);
+      for (const std::string& t : tactics) repeat_key += "|" + t;
+      if (auto it = chosen_for.find(repeat_key); it != chosen_for.end()) {
+        chosen.push_back(it->second);
+        ++rep.repeats;
+        continue;
+      }
+    }
     // With a workspace limit: the candidates whose scratch memory at the tuning shapes fits it (each measured on
     // a bench of the node), or an error naming what each needs.
     std::vector<std::string> fitting = tactics;
@@ -252,19 +263,15 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     }
     if (fitting.size() == 1 || !shapes_known) {
       chosen.push_back(fitting.front());
+      if (!repeat_key.empty()) chosen_for[repeat_key] = fitting.front();
       continue;
     }
     const std::string sig = LayerSignature(spec);
-    if (auto it = chosen_for.find(sig); it != chosen_for.end()) {
-      chosen.push_back(it->second);
-      ++rep.repeats;
-      continue;
-    }
     if (opts.cache) {
       if (const TimingEntry* e = opts.cache->Find(sig);
           e && std::find(fitting.begin(), fitting.end(), e->tactic) != fitting.end()) {
         chosen.push_back(e->tactic);
-        chosen_for[sig] = e->tactic;
+        chosen_for[repeat_key] = e->tactic;
         ++rep.cache_hits;
         continue;
       }
@@ -312,7 +319,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     // build without the limit would reuse it.
     if (opts.cache && fitting.size() == tactics.size())
       opts.cache->Put(sig, TimingEntry{best, best_ms, static_cast<int>(tactics.size())});
-    chosen_for[sig] = best;
+    chosen_for[repeat_key] = best;
     chosen.push_back(best);
   }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

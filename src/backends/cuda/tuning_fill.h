@@ -12,9 +12,10 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace kiln::cuda {
 
-// Writes n values of `dtype` at `data` on `stream`, uniform in [-1, 1) (a hash of the seed and the index: the same
-// seed gives the same data) for float32/float16/bfloat16/float64. Returns kUnsupported for every other type, which
-// the caller fills itself (zeros for integers, the narrow float encodings on the host).
+// Writes n values of `dtype` at `data` on `stream`, uniform in [-1, 1] (a hash of the seed and the index: the same
+// seed gives the same data; [-1, 1) before rounding to 16-bit floats) for float32/float16/bfloat16/float64.
+// Returns kUnsupported for every other type, which the caller fills itself (zeros for integers, the narrow float
+// encodings on the host).
 Status FillTuningInput(void* data, DataType dtype, int64_t n, uint32_t seed, cudaStream_t stream);
 
 }  // namespace kiln::cuda
