@@ -112,6 +112,8 @@ Dim ContentDim(int64_t v) { return v >= 0 ? Dim(v) : Dim::Symbol("#" + std::to_s
 
 bool IsNegativeContent(const Dim& d) { return d.symbolic() && d.sym.size() > 1 && d.sym[0] == '#'; }
 
+Dim ShapeDimAsContent(const Dim& d) { return d.symbolic() && d.sym[0] == '#' ? Dim::Unknown() : d; }
+
 std::optional<int64_t> ContentValue(const Dim& d) {
   if (d.known()) return d.value;
   if (!IsNegativeContent(d)) return std::nullopt;

@@ -53,6 +53,9 @@ Dim DimDiv(const Dim& a, const Dim& b);  // floor division; symbolic only when e
 Dim ContentDim(int64_t v);                          // v >= 0: Dim(v); else the "#v" symbol
 bool IsNegativeContent(const Dim& d);               // a "#v" symbol
 std::optional<int64_t> ContentValue(const Dim& d);  // the integer of a known dim or a "#v" symbol
+// A shape's dim as contents (Shape, Size): a dim whose name a model happened to start with '#' is unknown there, so
+// that no dimension name is ever read as a "#v" integer.
+Dim ShapeDimAsContent(const Dim& d);
 
 // Normalizes a possibly negative axis against rank; nullopt when out of range.
 std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank);

@@ -114,7 +114,8 @@ std::optional<std::vector<Dim>> SymElements(const InferContext& ctx, size_t i) {
   return r;
 }
 
-void PropagateSymArith(InferContext& ctx, const std::function<Dim(const Dim&, const Dim&)>& op) {
+void PropagateSymArith(InferContext& ctx, const std::function<Dim(const Dim&, const Dim&)>& op,
+                       const std::function<std::optional<int64_t>(int64_t, int64_t)>& int_op = nullptr) {
   if (!ctx.in(0).sym_value && !ctx.in(1).sym_value) return;  // constants fold by evaluation
   auto a = SymElements(ctx, 0);
   auto b = SymElements(ctx, 1);
@@ -126,19 +127,27 @@ void PropagateSymArith(InferContext& ctx, const std::function<Dim(const Dim&, co
   for (size_t k = 0; k < n; ++k) {
     const Dim& x = (*a)[a->size() == 1 ? 0 : k];
     const Dim& y = (*b)[b->size() == 1 ? 0 : k];
-    // Dim arithmetic is for dims; a negative integer among the contents makes the element unknown.
-    r[k] = IsNegativeContent(x) || IsNegativeContent(y) ? Dim::Unknown() : op(x, y);
+    // Dim arithmetic is for dims; with a negative integer among the contents the integers are computed (int_op, when
+    // both are integers and it does not overflow), else the element is unknown.
+    if (IsNegativeContent(x) || IsNegativeContent(y)) {
+      const auto cx = ContentValue(x), cy = ContentValue(y);
+      const auto v = cx && cy && int_op ? int_op(*cx, *cy) : std::nullopt;
+      r[k] = v ? ContentDim(*v) : Dim::Unknown();
+    } else {
+      r[k] = op(x, y);
+    }
   }
   ctx.out(0).sym_value = std::move(r);
 }
 
-ShapeFn Arith(Cat c, std::function<Dim(const Dim&, const Dim&)> sym_op) {
-  return [c, sym_op](InferContext& ctx) -> Status {
+ShapeFn Arith(Cat c, std::function<Dim(const Dim&, const Dim&)> sym_op,
+              std::function<std::optional<int64_t>(int64_t, int64_t)> int_op = nullptr) {
+  return [c, sym_op, int_op](InferContext& ctx) -> Status {
     KILN_RETURN_IF_ERROR(RequireInputs(ctx, 2));
     KILN_RETURN_IF_ERROR(CheckType(ctx, 0, c));
     KILN_RETURN_IF_ERROR(CheckSameType(ctx, 0, 1));
     KILN_RETURN_IF_ERROR(SetBroadcastOutput(ctx, {0, 1}, ctx.in(0).dtype));
-    if (sym_op) PropagateSymArith(ctx, sym_op);
+    if (sym_op) PropagateSymArith(ctx, sym_op, int_op);
     return Status::Ok();
   };
 }
@@ -522,9 +531,20 @@ void RegisterElementwiseOps(OpRegistry& r) {
   r.Onnx("Clip").Convert(ConvertClip).Shape(ClipShape).LayoutNeutral().Pointwise(PwOp::kClip, 1);
 
   // binary and variadic, numpy broadcasting
-  r.Onnx("Add").Shape(Arith(Cat::kNumeric, DimAdd)).LayoutNeutral().Pointwise(PwOp::kAdd, 2);
-  r.Onnx("Sub").Shape(Arith(Cat::kNumeric, DimSub)).LayoutNeutral().Pointwise(PwOp::kSub, 2);
-  r.Onnx("Mul").Shape(Arith(Cat::kNumeric, DimMul)).LayoutNeutral().Pointwise(PwOp::kMul, 2);
+  // Integer arithmetic of shape contents that hold negative integers (overflow: unknown).
+  auto checked = [](bool (*f)(int64_t, int64_t, int64_t*)) {
+    return [f](int64_t a, int64_t b) -> std::optional<int64_t> {
+      int64_t r = 0;
+      if (f(a, b, &r)) return std::nullopt;
+      return r;
+    };
+  };
+  auto add = [](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); };
+  auto sub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
+  auto mul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
+  r.Onnx("Add").Shape(Arith(Cat::kNumeric, DimAdd, checked(add))).LayoutNeutral().Pointwise(PwOp::kAdd, 2);
+  r.Onnx("Sub").Shape(Arith(Cat::kNumeric, DimSub, checked(sub))).LayoutNeutral().Pointwise(PwOp::kSub, 2);
+  r.Onnx("Mul").Shape(Arith(Cat::kNumeric, DimMul, checked(mul))).LayoutNeutral().Pointwise(PwOp::kMul, 2);
   r.Onnx("Div").Shape(Arith(Cat::kNumeric, DimDiv)).LayoutNeutral().Pointwise(PwOp::kDiv, 2);
   r.Onnx("PRelu").Shape(Arith(Cat::kNumeric, nullptr)).LayoutNeutral().Pointwise(PwOp::kPRelu, 2);
   r.Onnx("Pow").Shape(PowShape).LayoutNeutral().Pointwise(PwOp::kPow, 2);

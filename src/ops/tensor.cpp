@@ -51,7 +51,7 @@ Status ShapeOfShape(InferContext& c) {
   start = std::clamp<int64_t>(start, 0, r);
   end = std::clamp<int64_t>(end, 0, r);
   std::vector<Dim> dims;
-  for (int64_t i = start; i < end; ++i) dims.push_back(x.shape[i]);
+  for (int64_t i = start; i < end; ++i) dims.push_back(ShapeDimAsContent(x.shape[i]));
   c.set_output(0, kI64, {Dim(static_cast<int64_t>(dims.size()))});
   c.out(0).sym_value = std::move(dims);
   return Status::Ok();
@@ -60,7 +60,8 @@ Status ShapeOfShape(InferContext& c) {
 Status SizeShape(InferContext& c) {
   KILN_RETURN_IF_ERROR(RequireInputs(c, 1));
   c.set_output(0, kI64, {});
-  if (c.in(0).has_shape) c.out(0).sym_value = std::vector<Dim>{DimProduct(c.in(0).shape, 0, c.in(0).shape.size())};
+  if (c.in(0).has_shape)
+    c.out(0).sym_value = std::vector<Dim>{ShapeDimAsContent(DimProduct(c.in(0).shape, 0, c.in(0).shape.size()))};
   return Status::Ok();
 }
 
@@ -125,9 +126,10 @@ Status ReshapeShape(InferContext& c) {
     // A -1 inside symbolic contents is ContentDim's "#-1"; other negative contents are invalid, read as unknown
     // here and refused when the values are known at run time.
     for (Dim& d : req) {
-      const std::optional<int64_t> v = IsNegativeContent(d) ? ContentValue(d) : std::nullopt;
+      const bool content = IsNegativeContent(d);
+      const std::optional<int64_t> v = content ? ContentValue(d) : std::nullopt;
       minus_one.push_back(v && *v == -1);
-      if (v) d = Dim::Unknown();
+      if (content) d = Dim::Unknown();  // parsed or not, never a dim of the output
     }
   } else {
     if (s.has_shape && s.rank() == 1 && s.shape[0].known()) {

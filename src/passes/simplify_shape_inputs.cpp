@@ -114,7 +114,7 @@ Result<PassReport> SimplifyShapeInputsPass(Graph& g, const PassOptions&) {
       part->dtype = DataType::kInt64;
       part->shape = {Dim(1)};
       part->has_shape = true;
-      part->sym_value = std::vector<Dim>{d};
+      part->sym_value = std::vector<Dim>{ShapeDimAsContent(d)};
       sl->inputs = {sh, g.AddConstant(sl->name + "/start", Tensor::FromInt64({axis})),
                     g.AddConstant(sl->name + "/end", Tensor::FromInt64({axis + 1}))};
       sl->outputs = {part};

@@ -621,11 +621,28 @@ TEST(TensorOps, MinusOneInsideSymbolicContents) {
   // The contents read as a shape (Expand straight from the Concat): the -1 is an unknown dim there, as a constant's.
   Node* ex2 = node("Expand", "expand2", {g.AddConstant("mask2", Tensor::FromInt64({0}, {1, 1, 1, 1})), cat->outputs[0]});
   out(ex2);
+  // Integer arithmetic on such contents: Mul([batch, -1], [1, 1]) is [batch, -1], still a Reshape target.
+  Node* mul = node("Mul", "mul", {tgt->outputs[0], g.AddConstant("ones2", Tensor::FromInt64({1, 1}))});
+  Node* rs2 = node("Reshape", "reshape2", {x, mul->outputs[0]});
+  out(rs2);
+  // A dimension a model named "#3" is a name, not the integer 3: Shape of it is not a constant.
+  Value* z = g.GetOrAddValue("z");
+  z->dtype = DataType::kFloat32;
+  z->shape = {Dim::Symbol("#3"), Dim(4)};
+  z->has_shape = true;
+  z->is_graph_input = true;
+  g.inputs.push_back(z);
+  Node* zs = node("Shape", "zshape", {z});
+  out(zs);
   ASSERT_TRUE(g.TopoSort().ok());
   InferOptions opts;
   opts.evaluator = cpu::MakeConstEvaluator();
   Status st = InferGraph(g, opts);
   ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(ShapeToString(rs2->outputs[0]->shape), "[batch,seq]");
+  EXPECT_FALSE(zs->outputs[0]->is_const());
+  ASSERT_TRUE(zs->outputs[0]->sym_value.has_value());
+  EXPECT_TRUE((*zs->outputs[0]->sym_value)[0].unknown());
   ASSERT_TRUE(cat->outputs[0]->sym_value.has_value());
   EXPECT_EQ(ShapeToString(*cat->outputs[0]->sym_value), "[batch,#-1,seq,seq]");
   ASSERT_TRUE(eq->outputs[0]->is_const());
