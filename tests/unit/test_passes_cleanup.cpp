@@ -313,6 +313,13 @@ TEST(UnflattenGemm, FlattenedGemmsBecomeMatMulAndAdd) {
   EXPECT_EQ(t.Named("scaled")->op_type, "Gemm");
 }
 
+// Unsqueeze(Gather(shape, i)): dim i of a Shape output as a 1-element tensor, as exporters build reshape targets.
+Value* ShapeDim(TestGraph& t, Value* shape, int64_t i) {
+  Value* g = t.Out(t.Op("Gather", "gather" + std::to_string(i), {shape, t.Const("i" + std::to_string(i),
+                                                                      Tensor::FromInt64({i}, {}))}));
+  return t.Out(t.Op("Unsqueeze", "unsq" + std::to_string(i), {g, t.Ints("ax" + std::to_string(i), {0})}));
+}
+
 // The same Conv1D with dynamic shapes: x [batch, seq, 8] and h [batch, seq, 2, 4] named, the restoring views' targets
 // computed from Shape(x) at run time. The products are unflattened; h's view becomes [0, 0, 8] (the named dims copied),
 // and the rewritten graph gives the same results at another batch and sequence.
@@ -322,13 +329,8 @@ void BuildSymbolicConv1D(TestGraph& t, int64_t b, int64_t s) {
   Value* h = t.Input("h", {b, s, 2, 4});
   h->shape = {Dim::Symbol("batch"), Dim::Symbol("seq"), Dim(2), Dim(4)};
   Value* shape = t.Out(t.Op("Shape", "shape", {x}));
-  auto dim = [&](int64_t i) {
-    Value* g = t.Out(t.Op("Gather", "gather" + std::to_string(i), {shape, t.Const("i" + std::to_string(i),
-                                                                        Tensor::FromInt64({i}, {}))}));
-    return t.Out(t.Op("Unsqueeze", "unsq" + std::to_string(i), {g, t.Ints("ax" + std::to_string(i), {0})}));
-  };
-  Value* bd = dim(0);
-  Value* sd = dim(1);
+  Value* bd = ShapeDim(t, shape, 0);
+  Value* sd = ShapeDim(t, shape, 1);
   auto target = [&](const std::string& name) {
     Node* c = t.Op("Concat", name, {bd, sd, t.Ints(name + "_n", {5})});
     c->attrs["axis"] = Attribute::Int(0);
@@ -367,13 +369,8 @@ void BuildShapeChains(TestGraph& t, int64_t b, int64_t s) {
   Value* x = t.Input("x", {b, s, 24});
   x->shape = {Dim::Symbol("batch"), Dim::Symbol("seq"), Dim(24)};
   Value* shape = t.Out(t.Op("Shape", "shape", {x}));
-  auto dim = [&](int64_t i) {
-    Value* g = t.Out(t.Op("Gather", "gather" + std::to_string(i), {shape, t.Const("i" + std::to_string(i),
-                                                                        Tensor::FromInt64({i}, {}))}));
-    return t.Out(t.Op("Unsqueeze", "unsq" + std::to_string(i), {g, t.Ints("ax" + std::to_string(i), {0})}));
-  };
-  Value* bd = dim(0);
-  Value* sd = dim(1);
+  Value* bd = ShapeDim(t, shape, 0);
+  Value* sd = ShapeDim(t, shape, 1);
   auto concat = [&](const std::string& name, std::vector<Value*> parts) {
     Node* c = t.Op("Concat", name, std::move(parts));
     c->attrs["axis"] = Attribute::Int(0);

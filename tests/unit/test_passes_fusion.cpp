@@ -660,16 +660,18 @@ TEST(ExposeWindowAttention, NotWhenTheMaskVariesOverTheBatch) {
   EXPECT_EQ(Apply(t, ExposeWindowAttentionPass), 0);
 }
 
-// GPT-2's attention: one projection split in three along its last axis, each third viewed as [B, S, H, D].
-TEST(FuseQkvProjection, LastAxisSplitIsReadPacked) {
-  TestGraph t;
-  Value* y = t.Input("y", {2, 5, 24});
+// GPT-2's attention: one projection split in three along its last axis, each third viewed as [B, S, H, D]. `named`:
+// y's batch and sequence are named (dynamic shapes) and the heads views copy them with 0.
+void BuildSplitAttention(TestGraph& t, int64_t b, int64_t s, bool named) {
+  Value* y = t.Input("y", {b, s, 24});
+  if (named) y->shape = {Dim::Symbol("batch"), Dim::Symbol("seq"), Dim(24)};
   Node* sp = t.OpNode("Split", "/attn/Split", {y, t.Const("split", Tensor::FromInt64({8, 8, 8}))},
                       {{"axis", Attribute::Int(2)}}, 3);
+  const std::vector<int64_t> heads = named ? std::vector<int64_t>{0, 0, 2, 4} : std::vector<int64_t>{b, s, 2, 4};
   Value* parts[3];
   for (int i = 0; i < 3; ++i) {
     Value* v = t.Op("Reshape", "/attn/Reshape_" + std::to_string(i),
-                    {sp->outputs[i], t.Const("hs" + std::to_string(i), Tensor::FromInt64({2, 5, 2, 4}))});
+                    {sp->outputs[i], t.Const("hs" + std::to_string(i), Tensor::FromInt64(heads))});
     parts[i] = t.Op("Transpose", "/attn/Transpose_" + std::to_string(i), {v},
                     {{"perm", Attribute::Ints(i == 1 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3})}});
   }
@@ -677,6 +679,11 @@ TEST(FuseQkvProjection, LastAxisSplitIsReadPacked) {
                    {{"axis", Attribute::Int(-1)}});
   t.Output(t.Op("MatMul", "/attn/MatMul_1", {pr, parts[2]}));
   t.Finish();
+}
+
+TEST(FuseQkvProjection, LastAxisSplitIsReadPacked) {
+  TestGraph t;
+  BuildSplitAttention(t, 2, 5, false);
   EXPECT_GE(Apply(t, RecognizeAttentionPass), 1);
   EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 1);
   const Node* at = t.Find("Attention");
@@ -687,29 +694,11 @@ TEST(FuseQkvProjection, LastAxisSplitIsReadPacked) {
   EXPECT_EQ(t.Count("Reshape"), 1);
 }
 
-// The same with dynamic shapes (y [batch, seq, 24] named; the heads views copy the named dims with 0): packed too,
-// and the packed graph gives the same results at another batch and sequence.
-void BuildSymbolicSplitAttention(TestGraph& t, int64_t b, int64_t s) {
-  Value* y = t.Input("y", {b, s, 24});
-  y->shape = {Dim::Symbol("batch"), Dim::Symbol("seq"), Dim(24)};
-  Node* sp = t.OpNode("Split", "/attn/Split", {y, t.Const("split", Tensor::FromInt64({8, 8, 8}))},
-                      {{"axis", Attribute::Int(2)}}, 3);
-  Value* parts[3];
-  for (int i = 0; i < 3; ++i) {
-    Value* v = t.Op("Reshape", "/attn/Reshape_" + std::to_string(i),
-                    {sp->outputs[i], t.Const("hs" + std::to_string(i), Tensor::FromInt64({0, 0, 2, 4}))});
-    parts[i] = t.Op("Transpose", "/attn/Transpose_" + std::to_string(i), {v},
-                    {{"perm", Attribute::Ints(i == 1 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3})}});
-  }
-  Value* pr = t.Op("Softmax", "/attn/Softmax", {t.Op("Div", "/attn/Div", {t.Op("MatMul", "/attn/MatMul", {parts[0], parts[1]}), t.F(2.f)})},
-                   {{"axis", Attribute::Int(-1)}});
-  t.Output(t.Op("MatMul", "/attn/MatMul_1", {pr, parts[2]}));
-  t.Finish();
-}
-
+// The same with dynamic shapes: packed too, and the packed graph gives the same results at another batch and
+// sequence.
 TEST(FuseQkvProjection, LastAxisSplitIsReadPackedWithSymbolicShapes) {
   TestGraph t;
-  BuildSymbolicSplitAttention(t, 2, 5);
+  BuildSplitAttention(t, 2, 5, true);
   EXPECT_GE(Apply(t, RecognizeAttentionPass), 1);
   EXPECT_EQ(Apply(t, FuseQkvProjectionPass), 1);
   const Node* at = t.Find("Attention");
@@ -717,7 +706,7 @@ TEST(FuseQkvProjection, LastAxisSplitIsReadPackedWithSymbolicShapes) {
   EXPECT_EQ(ShapeToString(at->inputs[0]->shape), "[batch,seq,3,2,4]");
   EXPECT_EQ(t.Count("Split") + t.Count("Transpose"), 0);
   TestGraph other;
-  BuildSymbolicSplitAttention(other, 3, 4);
+  BuildSplitAttention(other, 3, 4, true);
   auto want = other.Run();
   t.feeds = other.feeds;
   ExpectSameOutputs(want, t.Run());

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <random>
 #include <regex>
@@ -81,15 +81,15 @@ struct Bench {
   std::vector<DeviceTensor> inputs, outputs;
 };
 
-// n elements of v's type on the device: uniform in [-1, 1) for float types (drawn on the device), zeros otherwise.
+// n elements of v's type on the device: uniform in [-1, 1] for float types (drawn on the device), zeros otherwise.
 Result<DeviceBuffer> RandomBuffer(const Value& v, int64_t n, std::mt19937& rng) {
   const bool fl = IsFloatType(v.dtype);
   const uint32_t seed = static_cast<uint32_t>(rng());
-  KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(std::max<size_t>(
-                                            static_cast<size_t>(n) * DataTypeSize(v.dtype), 1)));
+  const size_t bytes = static_cast<size_t>(n) * DataTypeSize(v.dtype);
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(std::max<size_t>(bytes, 1)));
   if (fl && FillTuningInput(d.get(), v.dtype, n, seed, nullptr).ok()) return d;
   if (!fl) {
-    KILN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.get(), 0, static_cast<size_t>(n) * DataTypeSize(v.dtype), nullptr));
+    KILN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d.get(), 0, bytes, nullptr));
     return d;
   }
   // The narrow float types (float8, float4 codes): encoded on the host.
@@ -219,9 +219,10 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     for (const Value* v : tn.inputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
     for (const Value* v : tn.outputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
     // An identical earlier layer (same signature and candidates, hence the same workspace needs) decided already.
-    std::string repeat_key;
+    std::string sig, repeat_key;
     if (tactics.size() > 1 && shapes_known) {
-      repeat_key = LayerSignature(spec);
+      sig = LayerSignature(spec);
+      repeat_key = sig;
       for (const std::string& t : tactics) repeat_key += "|" + t;
       if (auto it = chosen_for.find(repeat_key); it != chosen_for.end()) {
         chosen.push_back(it->second);
@@ -266,7 +267,6 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
       if (!repeat_key.empty()) chosen_for[repeat_key] = fitting.front();
       continue;
     }
-    const std::string sig = LayerSignature(spec);
     if (opts.cache) {
       if (const TimingEntry* e = opts.cache->Find(sig);
           e && std::find(fitting.begin(), fitting.end(), e->tactic) != fitting.end()) {
@@ -322,7 +322,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     chosen_for[repeat_key] = best;
     chosen.push_back(best);
   }
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.seconds = seconds_since(t0);
   if (report) *report = rep;
   return chosen;
 }
