@@ -102,30 +102,50 @@ TEST(GpuTensor, TransposeDefaultPermLargeAndEmpty) {
 
 // ---- Concat / Split ----
 
+// Both tactics: one launch for every input, and a strided copy per input.
+const std::vector<std::string> kConcatTactics = {"concat.one", "concat.copies"};
+
 TEST(GpuTensor, ConcatAxesAndDtypes) {
   for (DataType t : kMoveTypes) {
     SCOPED_TRACE(DataTypeName(t));
     EXPECT_TRUE(OneNode("Concat").Input(Data(t, {2, 3}, 1)).Input(Data(t, {5, 3}, 2)).Input(Data(t, {1, 3}, 3))
-                    .Attr("axis", Attribute::Int(0)).MatchesCpu(0, 0));
+                    .Attr("axis", Attribute::Int(0)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
     EXPECT_TRUE(OneNode("Concat").Input(Data(t, {2, 7, 5}, 4)).Input(Data(t, {2, 1, 5}, 5))
-                    .Attr("axis", Attribute::Int(1)).MatchesCpu(0, 0));
+                    .Attr("axis", Attribute::Int(1)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
     EXPECT_TRUE(OneNode("Concat").Input(Data(t, {3, 4, 5}, 6)).Input(Data(t, {3, 4, 33}, 7)).Input(Data(t, {3, 4, 1}, 8))
-                    .Attr("axis", Attribute::Int(-1)).MatchesCpu(0, 0));
+                    .Attr("axis", Attribute::Int(-1)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
     EXPECT_TRUE(OneNode("Concat").Input(Data(t, {1000}, 9)).Input(Data(t, {37}, 10))
-                    .Attr("axis", Attribute::Int(0)).MatchesCpu(0, 0));
+                    .Attr("axis", Attribute::Int(0)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
   }
   // Large, vector-friendly and misaligned slabs; a zero-size input; a constant input; rank 5.
   EXPECT_TRUE(OneNode("Concat").Input(Data(DataType::kFloat32, {4, 64, 256}, 11))
-                  .Input(Data(DataType::kFloat32, {4, 32, 256}, 12)).Attr("axis", Attribute::Int(1)).MatchesCpu(0, 0));
+                  .Input(Data(DataType::kFloat32, {4, 32, 256}, 12)).Attr("axis", Attribute::Int(1)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
   EXPECT_TRUE(OneNode("Concat").Input(Data(DataType::kFloat16, {6, 9, 13}, 13))
-                  .Input(Data(DataType::kFloat16, {6, 9, 3}, 14)).Attr("axis", Attribute::Int(2)).MatchesCpu(0, 0));
+                  .Input(Data(DataType::kFloat16, {6, 9, 3}, 14)).Attr("axis", Attribute::Int(2)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
   EXPECT_TRUE(OneNode("Concat").Input(Data(DataType::kFloat32, {2, 0, 4}, 15))
-                  .Input(Data(DataType::kFloat32, {2, 3, 4}, 16)).Attr("axis", Attribute::Int(1)).MatchesCpu(0, 0));
+                  .Input(Data(DataType::kFloat32, {2, 3, 4}, 16)).Attr("axis", Attribute::Int(1)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
   EXPECT_TRUE(OneNode("Concat").Input(Data(DataType::kInt64, {3, 2}, 17)).Const(Data(DataType::kInt64, {3, 5}, 18))
-                  .Attr("axis", Attribute::Int(1)).MatchesCpu(0, 0));
+                  .Attr("axis", Attribute::Int(1)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
   EXPECT_TRUE(OneNode("Concat").Input(Data(DataType::kFloat32, {2, 3, 1, 4, 5}, 19))
                   .Input(Data(DataType::kFloat32, {2, 3, 6, 4, 5}, 20)).Attr("axis", Attribute::Int(2))
-                  .MatchesCpu(0, 0));
+                  .MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
+}
+
+// Many inputs (more than one launch of the one-launch tactic takes: 64), as DenseNet's channel concats in NHWC:
+// 16-byte pieces, odd pieces that force narrower units (down to single bytes), and long rows on the outermost axis.
+TEST(GpuTensor, ConcatManyInputs) {
+  OneNode nhwc("Concat");
+  nhwc.Input(Data(DataType::kFloat16, {2, 5, 7, 64}, 1));
+  for (int i = 0; i < 70; ++i) nhwc.Input(Data(DataType::kFloat16, {2, 5, 7, 32}, 100 + i));
+  EXPECT_TRUE(nhwc.Attr("axis", Attribute::Int(3)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
+  OneNode odd("Concat");
+  for (int i = 0; i < 67; ++i) odd.Input(Data(DataType::kFloat32, {3, 1 + i % 5, 9}, 200 + i));
+  EXPECT_TRUE(odd.Attr("axis", Attribute::Int(1)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
+  OneNode bytes("Concat");
+  for (int i = 0; i < 9; ++i) bytes.Input(Data(DataType::kInt8, {4, 3 + 2 * i}, 300 + i));
+  EXPECT_TRUE(bytes.Attr("axis", Attribute::Int(-1)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
+  EXPECT_TRUE(OneNode("Concat").Input(Data(DataType::kFloat32, {1, 100003}, 400)).Input(Data(DataType::kFloat32, {2, 100003}, 401))
+                  .Attr("axis", Attribute::Int(0)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
 }
 
 TEST(GpuTensor, SplitSizesAndNumOutputs) {

@@ -18,6 +18,12 @@ namespace kiln::cuda {
 cudaError_t LaunchStridedCopy(const void* src, void* dst, int rank, const int64_t* shape, const int64_t* src_strides,
                               const int64_t* dst_strides, int elem_size, cudaStream_t stream);
 
+// Concat in one launch (concat_copy.cu): dst is [outer, sum(widths)] elements and input i, [outer, widths[i]]
+// contiguous, fills its columns of every row. Inputs of width 0 are skipped; more than 64 inputs take one launch per
+// 64. elem_size 1/2/4/8; copies in the widest unit (up to 16 bytes) every width and pointer allows.
+cudaError_t LaunchConcat(int n, const void* const* srcs, const int64_t* widths, void* dst, int64_t outer,
+                         int elem_size, cudaStream_t stream);
+
 // Tile: out (contiguous, out_shape) at index o reads the contiguous input at o[d] % in_shape[d]. rank <= 8.
 cudaError_t LaunchTileCopy(const void* src, void* dst, int rank, const int64_t* in_shape, const int64_t* out_shape,
                            int elem_size, cudaStream_t stream);

@@ -42,14 +42,32 @@ Result<int64_t> Axis(const NodeInfo& ni, int64_t rank) {
   return *ax;
 }
 
-// A factory for a movement layer: checks input 0's element type (and `validate` the node), then `body` runs at Enqueue with the element size.
+// A factory for a movement layer with one or more tactics, each a `body` run at Enqueue with the element size: checks
+// input 0's element type (and `validate` the node). The first tactic is the default when the builder does not time.
 using Body = std::function<Status(const NodeInfo&, cudaStream_t, int, const std::vector<DeviceTensor>&,
                                   std::vector<DeviceTensor>&)>;
-LayerFactory MovementFactory(Body body, std::function<Status(const Node&)> validate = nullptr) {
-  return SingleTactic([body, validate](const LayerSpec& spec) -> Result<std::unique_ptr<Layer>> {
+LayerFactory MovementTactics(std::vector<std::pair<std::string, Body>> bodies,
+                             std::function<Status(const Node&)> validate = nullptr) {
+  auto check = [validate](const LayerSpec& spec) -> Status {
     KILN_RETURN_IF_ERROR(CheckInputElements(spec));
     if (validate) KILN_RETURN_IF_ERROR(validate(spec.node));
+    return Status::Ok();
+  };
+  LayerFactory f;
+  f.tactics = [check, bodies](const LayerSpec& spec) -> Result<std::vector<std::string>> {
+    KILN_RETURN_IF_ERROR(check(spec));
+    std::vector<std::string> names;
+    for (const auto& b : bodies) names.push_back(b.first);
+    return names;
+  };
+  f.create = [check, bodies](const LayerSpec& spec, const std::string& tactic) -> Result<std::unique_ptr<Layer>> {
+    KILN_RETURN_IF_ERROR(check(spec));
+    auto it = std::find_if(bodies.begin(), bodies.end(), [&](const auto& b) { return b.first == tactic; });
+    if (it == bodies.end())
+      return Err(StatusCode::kInvalidArgument, "{}: the CUDA {} layer has no tactic '{}'", spec.node.Where(),
+                 spec.node.op_type, tactic);
     NodeInfo ni = Capture(spec.node);
+    Body body = it->second;
     return Fn([ni, body](const LaunchContext& ctx, const std::vector<DeviceTensor>& ins,
                          std::vector<DeviceTensor>& outs) -> Status {
       if (!Has(ins, 0) || outs.empty())
@@ -57,7 +75,12 @@ LayerFactory MovementFactory(Body body, std::function<Status(const Node&)> valid
       KILN_ASSIGN_OR_RETURN(int es, ElemSize(ni.node(), ins[0].dtype));
       return body(ni, ctx.stream, es, ins, outs);
     });
-  });
+  };
+  return f;
+}
+
+LayerFactory MovementFactory(Body body, std::function<Status(const Node&)> validate = nullptr) {
+  return MovementTactics({{"default", std::move(body)}}, std::move(validate));
 }
 
 Status Transpose(const NodeInfo& ni, cudaStream_t stream, int es, const std::vector<DeviceTensor>& ins,
@@ -74,12 +97,9 @@ Status Transpose(const NodeInfo& ni, cudaStream_t stream, int es, const std::vec
   return StridedCopy(ni, stream, x.data, outs[0].data, shape, src, ContiguousStrides(shape), es);
 }
 
-// Concat: one strided copy per input into its slab of the output (a few large contiguous runs when the axis is
-// an outer one).
-Status Concat(const NodeInfo& ni, cudaStream_t stream, int es, const std::vector<DeviceTensor>& ins,
-              std::vector<DeviceTensor>& outs) {
+// Concat's axis and its output checked against the inputs.
+Result<int64_t> ConcatAxis(const NodeInfo& ni, const std::vector<DeviceTensor>& ins, const DeviceTensor& o) {
   const DeviceTensor& first = ins[0];
-  DeviceTensor& o = outs[0];
   const int64_t rank = static_cast<int64_t>(first.shape.size());
   KILN_ASSIGN_OR_RETURN(int64_t ax, Axis(ni, rank));
   std::vector<int64_t> shape = first.shape;
@@ -96,7 +116,36 @@ Status Concat(const NodeInfo& ni, cudaStream_t stream, int es, const std::vector
     shape[ax] += t.shape[ax];
   }
   KILN_RETURN_IF_ERROR(CheckOutputShape(ni, o, shape));
-  const auto os = ContiguousStrides(shape);
+  return ax;
+}
+
+// Concat, tactic "one": every input in one launch (LaunchConcat), the output seen as [outer, row].
+Status ConcatOne(const NodeInfo& ni, cudaStream_t stream, int es, const std::vector<DeviceTensor>& ins,
+                 std::vector<DeviceTensor>& outs) {
+  DeviceTensor& o = outs[0];
+  KILN_ASSIGN_OR_RETURN(int64_t ax, ConcatAxis(ni, ins, o));
+  int64_t outer = 1;
+  for (int64_t d = 0; d < ax; ++d) outer *= o.shape[d];
+  std::vector<const void*> srcs;
+  std::vector<int64_t> widths;
+  for (const DeviceTensor& t : ins) {
+    int64_t w = 1;
+    for (size_t d = static_cast<size_t>(ax); d < t.shape.size(); ++d) w *= t.shape[d];
+    srcs.push_back(t.data);
+    widths.push_back(w);
+  }
+  return LaunchStatus(ni, LaunchConcat(static_cast<int>(srcs.size()), srcs.data(), widths.data(), o.data, outer, es,
+                                       stream),
+                      "LaunchConcat");
+}
+
+// Concat, tactic "copies": one strided copy per input into its slab of the output (a memcpy each when the axis is
+// the outermost; faster than one launch for a few large inputs).
+Status ConcatCopies(const NodeInfo& ni, cudaStream_t stream, int es, const std::vector<DeviceTensor>& ins,
+                    std::vector<DeviceTensor>& outs) {
+  DeviceTensor& o = outs[0];
+  KILN_ASSIGN_OR_RETURN(int64_t ax, ConcatAxis(ni, ins, o));
+  const auto os = ContiguousStrides(o.shape);
   int64_t offset = 0;
   for (const DeviceTensor& t : ins) {
     if (t.numel() > 0)
@@ -346,7 +395,7 @@ Status Trilu(const NodeInfo& ni, cudaStream_t stream, int es, const std::vector<
 
 void RegisterTensorCopyLayers(LayerRegistry& r) {
   r.Add("Transpose", MovementFactory(Transpose));
-  r.Add("Concat", MovementFactory(Concat));
+  r.Add("Concat", MovementTactics({{"concat.one", ConcatOne}, {"concat.copies", ConcatCopies}}));
   r.Add("Split", MovementFactory(Split));
   r.Add("Slice", MovementFactory(Slice));
   r.Add("Expand", MovementFactory(Expand));
