@@ -6,13 +6,16 @@
 //     made from a [B, 1, 1, S] one, which a model exported without an attention-mask input turns into a constant of
 //     zeros. A mask that does not vary over the query rows lets the CUDA kernel apply it per key from shared memory
 //     instead of loading one value per score (BERT-base, batch 32: 0.032 ms a layer with the [B, 1, S, S] mask).
-// Masks that are not constants are left alone. A constant read by several attentions is simplified once.
+// A mask that is not a constant is dropped where its producers prove it uniform (passes/uniform_value.h: the masks
+// transformers builds from a symbolic sequence length, all zeros or all true, which a static build folds away);
+// other non-constant masks are left alone. A constant read by several attentions is simplified once.
 #include <cstring>
 #include <map>
 
 #include "core/error.h"
 #include "ops/fused_ops.h"
 #include "passes/pass_list.h"
+#include "passes/uniform_value.h"
 
 namespace kiln {
 namespace {
@@ -83,14 +86,17 @@ Result<PassReport> SimplifyAttentionMaskPass(Graph& g, const PassOptions& o) {
     bool changed = false;
     std::string what;
     Value* mask = n->input(3);
-    if (mask && mask->is_const() && IsFloatMask(mask->dtype) && AllZero(*mask->const_value)) {
+    if (mask && IsFloatMask(mask->dtype) &&
+        (mask->is_const() ? AllZero(*mask->const_value) : UniformValue(mask) == std::optional<double>(0.0))) {
       n->inputs[3] = nullptr;
       what = "additive mask '" + mask->name + "' is all zeros: dropped";
       changed = true;
     }
     Value* keep = n->input(4);
     const bool keep_if_true = n->geti("kiln_keep_if_true", 1) != 0;
-    if (keep && keep->is_const() && keep->dtype == DataType::kBool && KeepsAll(*keep->const_value, keep_if_true)) {
+    if (keep && keep->dtype == DataType::kBool &&
+        (keep->is_const() ? KeepsAll(*keep->const_value, keep_if_true)
+                          : UniformValue(keep) == std::optional<double>(keep_if_true ? 1.0 : 0.0))) {
       n->inputs[4] = nullptr;
       n->attrs.erase("kiln_mask_fill");
       n->attrs.erase("kiln_keep_if_true");

@@ -12,6 +12,7 @@
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "passes/pass_list.h"
+#include "passes/uniform_value.h"
 #include "ops/infer.h"
 #include "testing.h"
 
@@ -468,6 +469,94 @@ TEST(SimplifyAttentionMask, LeavesVaryingMasks) {
     EXPECT_EQ(Apply(m.t, SimplifyAttentionMaskPass), 1);
     EXPECT_EQ(at->inputs[3]->const_value->shape(), (std::vector<int64_t>{1, 1, 5, 5}));
   }
+}
+
+// transformers' mask chain over a symbolic sequence length, as a dynamic-shape build keeps it: Where(Expand(
+// GreaterOrEqual(Range(0, S, 1) as [1, 1, S, 1], bound), [B, 1, S, S]), 0, -inf). With bound 0 every score is kept,
+// so the additive mask is all zeros and goes, as the keep mask Where(that, scores, fill) does; with bound 1 the
+// first row is masked and both stay.
+TEST(SimplifyAttentionMask, UniformMasksFromTheSequenceLengthAreDropped) {
+  for (int bound : {0, 1}) {
+    for (bool keep_form : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "bound " << bound << (keep_form ? " keep mask" : " additive mask"));
+      AttnGraph a(2, 2, 5, 4, false);
+      TestGraph& t = a.t;
+      Value* seq = t.Input("seq", {}, DataType::kInt64, 5, 5);  // the sequence length, unknown to the build
+      Value* r = t.Op("Range", "/m/Range", {t.Const("start", Tensor::FromInt64({0}, {})), seq,
+                                            t.Const("one", Tensor::FromInt64({1}, {}))});
+      Value* r4 = t.Op("Unsqueeze", "/m/Unsqueeze", {r, t.Ints({0, 1, 3})});
+      Value* ge = t.Op("GreaterOrEqual", "/m/GreaterOrEqual", {r4, t.Const("bound", Tensor::FromInt64({bound}, {}))});
+      Value* keep = t.Op("Expand", "/m/Expand", {ge, t.Ints("shape", {2, 1, 5, 5})});
+      Value* s = t.Op("MatMul", "/attn/MatMul", {a.q, a.k});
+      if (keep_form) {
+        s = t.Op("Where", "/attn/Where", {keep, s, t.F(-1e9f)});
+      } else {
+        Value* add = t.Op("Where", "/m/Where", {keep, t.F(0.f), t.F(-1e9f)});
+        s = t.Op("Add", "/attn/Add", {s, add});
+      }
+      Value* p = t.Op("Softmax", "/attn/Softmax", {s}, {{"axis", Attribute::Int(-1)}});
+      t.Output(t.Op("MatMul", "/attn/MatMul_1", {p, a.v}));
+      t.Finish();
+      ASSERT_EQ(Apply(t, RecognizeAttentionPass), 1);
+      Node* at = const_cast<Node*>(t.Find("Attention"));
+      ASSERT_TRUE(at);
+      const size_t before = at->inputs.size();
+      ASSERT_EQ(before, keep_form ? 5u : 4u);
+      EXPECT_EQ(Apply(t, SimplifyAttentionMaskPass), bound == 0 ? 1 : 0);
+      EXPECT_EQ(at->inputs.size(), bound == 0 ? 3u : before);
+    }
+  }
+}
+
+// What UniformValue proves and what it leaves alone.
+TEST(UniformValue, ProvesOnlyWhatTheProducersDecide) {
+  TestGraph t;
+  auto to = [](DataType d) { return std::map<std::string, Attribute>{{"to", Attribute::Int(static_cast<int64_t>(d))}}; };
+  Value* x = t.Input("x", {3, 4});
+  Value* n = t.Input("n", {}, DataType::kInt64, 6, 6);
+  Value* dims = t.Input("dims", {2}, DataType::kInt64, 3, 4);
+  Value* ones = t.Op("ConstantOfShape", "/ones", {dims}, {{"value", Attribute::TensorValue(Tensor::FromFloat({1.f}, {1}))}});
+  Value* zeros = t.Op("ConstantOfShape", "/zeros", {dims});
+  Value* r = t.Op("Range", "/r", {t.Const("s", Tensor::FromInt64({2}, {})), n, t.Const("d", Tensor::FromInt64({1}, {}))});
+  Value* rdown = t.Op("Range", "/rdown", {t.Const("s2", Tensor::FromInt64({2}, {})), n,
+                                          t.Const("d2", Tensor::FromInt64({-1}, {}))});
+  Value* two = t.Const("two", Tensor::FromInt64({2}, {}));
+  Value* three = t.Const("three", Tensor::FromInt64({3}, {}));
+  Value* ge = t.Op("GreaterOrEqual", "/ge", {r, two});
+  Value* gt = t.Op("Greater", "/gt", {r, two});
+  Value* lt = t.Op("Less", "/lt", {r, two});
+  Value* ge3 = t.Op("GreaterOrEqual", "/ge3", {r, three});
+  Value* gedown = t.Op("GreaterOrEqual", "/gedown", {rdown, two});
+  Value* any = t.Op("Greater", "/any", {x, t.F(0.f)});
+  Value* yes = t.Op("Cast", "/yes", {ones}, to(DataType::kBool));
+  Value* either = t.Op("Or", "/or", {any, yes});
+  Value* both = t.Op("And", "/and", {any, yes});
+  Value* no = t.Op("Not", "/not", {yes});
+  Value* w = t.Op("Where", "/w", {any, zeros, t.F(0.f)});
+  Value* w2 = t.Op("Where", "/w2", {any, zeros, ones});
+  Value* w3 = t.Op("Where", "/w3", {yes, t.F(-3.f), x});
+  Value* third = t.Op("Cast", "/third", {t.Op("Where", "/w4", {yes, t.F(0.3f), x})}, to(DataType::kFloat16));
+  Value* neg = t.Op("Cast", "/neg", {w3}, to(DataType::kUInt8));
+  for (Value* v : {ge, gt, lt, ge3, gedown, either, both, no, w, w2, w3, third, neg}) t.Output(v);
+  t.Finish();
+  EXPECT_EQ(UniformValue(ones), 1.0);
+  EXPECT_EQ(UniformValue(zeros), 0.0);
+  EXPECT_EQ(UniformValue(x), std::nullopt);  // a graph input
+  EXPECT_EQ(UniformValue(r), std::nullopt);  // a Range varies
+  EXPECT_EQ(UniformValue(ge), 1.0);
+  EXPECT_EQ(UniformValue(gt), std::nullopt);  // its first element equals 2
+  EXPECT_EQ(UniformValue(lt), 0.0);
+  EXPECT_EQ(UniformValue(ge3), std::nullopt);
+  EXPECT_EQ(UniformValue(gedown), std::nullopt);  // a falling Range
+  EXPECT_EQ(UniformValue(yes), 1.0);
+  EXPECT_EQ(UniformValue(either), 1.0);
+  EXPECT_EQ(UniformValue(both), std::nullopt);
+  EXPECT_EQ(UniformValue(no), 0.0);
+  EXPECT_EQ(UniformValue(w), 0.0);  // both branches zero
+  EXPECT_EQ(UniformValue(w2), std::nullopt);
+  EXPECT_EQ(UniformValue(w3), -3.0);
+  EXPECT_EQ(UniformValue(third), std::nullopt);  // 0.3 is not exact in float16
+  EXPECT_EQ(UniformValue(neg), std::nullopt);    // -3 wraps in an unsigned type
 }
 
 // ---- fuse-qkv-projection ----
