@@ -1,6 +1,6 @@
 // Shape functions of the internal ops the optimizer creates (domain kiln; see shape/fused_ops.h):
 // FusedConv / FusedGemm (the base op's shape function plus the activation attributes), FusedMatMul,
-// FusedPointwise (broadcast of the inputs) and Attention.
+// FusedPointwise (broadcast of the inputs), Attention and Reformat.
 #include "core/error.h"
 #include "ops/families.h"
 #include "ops/fused_ops.h"
@@ -227,6 +227,29 @@ Status AttentionShape(InferContext& ctx) {
   return Status::Ok();
 }
 
+// Reformat(X): X's dims permuted, the last one zero-padded to kiln_pad_last (fused_ops.h).
+Status ReformatShape(InferContext& ctx) {
+  const Node& n = ctx.node;
+  KILN_RETURN_IF_ERROR(RequireInputs(ctx, 1));
+  const TensorInfo& x = ctx.in(0);
+  if (!x.has_shape) {
+    KILN_ASSIGN_OR_RETURN(const int64_t to, n.attr_int("to", static_cast<int64_t>(x.dtype)));
+    ctx.set_output_rank_unknown(0, static_cast<DataType>(to));
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(const fused::ReformatParams p, fused::ReadReformat(n, x.dtype, x.rank()));
+  Shape y;
+  for (int64_t a : p.perm) y.push_back(x.shape[a]);
+  if (p.pad_last > 0) {
+    if (y.back().known() && y.back().value > p.pad_last)
+      return Err(StatusCode::kInvalidModel, "{}: the last output axis has {} entries, more than kiln_pad_last {}",
+                 n.Where(), y.back().value, p.pad_last);
+    y.back() = Dim(p.pad_last);
+  }
+  ctx.set_output(0, p.to, std::move(y));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterFusedOps(OpRegistry& r) {
@@ -235,6 +258,7 @@ void RegisterFusedOps(OpRegistry& r) {
   r.Kiln("FusedMatMul").Shape(FusedMatMulShape);
   r.Kiln("FusedPointwise").Shape(FusedPointwiseShape).LayoutNeutral();
   r.Kiln("Attention").Shape(AttentionShape);
+  r.Kiln("Reformat").Shape(ReformatShape).KeepsFp32();  // its `to` says its types, as Cast's does
 }
 
 }  // namespace kiln

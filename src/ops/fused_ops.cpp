@@ -1,6 +1,8 @@
 // Tables of the internal fused ops (see fused_ops.h).
 #include "ops/fused_ops.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/pointwise_op.h"
 
@@ -61,6 +63,49 @@ Result<AttnLayout> ReadAttentionLayout(const Node& n, const char* name) {
   if (*l == "BS3HD" && !output) return AttnLayout::kBS3HD;
   return Err(StatusCode::kInvalidModel, "{}: {} is '{}'; expected BHSD or BSHD{}", n.Where(), name, *l,
              output ? "" : " or BS3HD");
+}
+
+bool IsReformatType(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat64;
+}
+
+Result<ReformatParams> ReadReformat(const Node& n, DataType from, int64_t rank) {
+  ReformatParams p;
+  KILN_ASSIGN_OR_RETURN(const int64_t to, n.attr_int("to", static_cast<int64_t>(from)));
+  p.to = static_cast<DataType>(to);
+  if (!IsReformatType(from) || !IsReformatType(p.to))
+    return Err(StatusCode::kUnsupported, "{}: Reformat casts between float32, float16, bfloat16 and float64, not {} to {}",
+               n.Where(), DataTypeName(from), DataTypeName(p.to));
+  std::vector<int64_t> identity(static_cast<size_t>(std::max<int64_t>(rank, 0)));
+  for (size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<int64_t>(i);
+  KILN_ASSIGN_OR_RETURN(p.perm, n.attr_ints("perm", identity));
+  std::vector<bool> seen(identity.size(), false);
+  bool ok = static_cast<int64_t>(p.perm.size()) == rank;
+  for (size_t i = 0; ok && i < p.perm.size(); ++i) {
+    ok = p.perm[i] >= 0 && p.perm[i] < rank && !seen[p.perm[i]];
+    if (ok) seen[p.perm[i]] = true;
+  }
+  if (!ok)
+    return Err(StatusCode::kInvalidModel, "{}: perm [{}] is not a permutation of the {} axes of X", n.Where(),
+               fmt::join(p.perm, ", "), rank);
+  KILN_ASSIGN_OR_RETURN(p.pad_last, n.attr_int("kiln_pad_last", 0));
+  if (p.pad_last < 0 || (p.pad_last > 0 && rank == 0))
+    return Err(StatusCode::kInvalidModel, "{}: kiln_pad_last {} needs to be >= 0 and an output of rank >= 1",
+               n.Where(), p.pad_last);
+  return p;
+}
+
+Result<std::vector<int64_t>> ReformatOutputShape(const Node& n, const ReformatParams& p,
+                                                 const std::vector<int64_t>& x_shape) {
+  std::vector<int64_t> y;
+  for (int64_t a : p.perm) y.push_back(x_shape.at(static_cast<size_t>(a)));
+  if (p.pad_last > 0) {
+    if (y.back() > p.pad_last)
+      return Err(StatusCode::kInvalidArgument, "{}: the last output axis has {} entries, more than kiln_pad_last {}",
+                 n.Where(), y.back(), p.pad_last);
+    y.back() = p.pad_last;
+  }
+  return y;
 }
 
 }  // namespace kiln::fused

@@ -15,6 +15,9 @@
 //                           kiln_q_layout / kiln_k_layout / kiln_v_layout / kiln_out_layout = "BHSD" (default) or
 //                           "BSHD": that tensor is the logical one with axes -3 and -2 swapped (Q given as
 //                           [B, S, H, D] for [B, H, S, D]; the output written as [B, Sq, H, dv]); masks stay logical
+//   Reformat(X)             Y = Transpose(Cast(X, to), perm) with its last axis zero-padded at the end to kiln_pad_last
+//                           entries: a Cast -> Transpose -> Pad chain in one pass (plan/fuse_reformats.cpp makes it
+//                           from the precision and layout planners' reformats at a convolution network's input)
 #pragma once
 
 #include <optional>
@@ -66,5 +69,21 @@ inline constexpr const char* kAttentionOutputLayout = "kiln_out_layout";
 enum class AttnLayout { kBHSD, kBSHD, kBS3HD };
 // The layout attribute `name` of `n` (default BHSD); an unknown value, or BS3HD on the output, names the node.
 Result<AttnLayout> ReadAttentionLayout(const Node& n, const char* name);
+
+// ---- Reformat ----
+// Attributes: to (ONNX type code; absent: X's type), perm (absent: the axes in order), kiln_pad_last (the padded size
+// of the output's last axis; 0, or that axis's own size: no padding). X and Y are float32, float16, bfloat16 or
+// float64; the cast rounds as Cast does.
+bool IsReformatType(DataType t);
+struct ReformatParams {
+  DataType to = DataType::kUndefined;
+  std::vector<int64_t> perm;  // output axis i is input axis perm[i]
+  int64_t pad_last = 0;       // 0: no padding
+};
+// Reads and checks a Reformat node's attributes for an X of type `from` and rank `rank` (errors name the node).
+Result<ReformatParams> ReadReformat(const Node& n, DataType from, int64_t rank);
+// Y's shape for X's concrete shape; an error naming the node where the permuted last axis exceeds kiln_pad_last.
+Result<std::vector<int64_t>> ReformatOutputShape(const Node& n, const ReformatParams& p,
+                                                 const std::vector<int64_t>& x_shape);
 
 }  // namespace kiln::fused

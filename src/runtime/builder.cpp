@@ -349,6 +349,11 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
     Status st = Reinfer(g);
     if (!st.ok()) return st.WithContext("re-inferring shapes after layout planning");
   }
+  if ((traits.reduced_precision || traits.channels_last) && po.fuse) {
+    KILN_ASSIGN_OR_RETURN(const int merged, PlanReformats(g, *backend, rep, logger_));
+    Status st = merged > 0 ? Reinfer(g) : Status::Ok();
+    if (!st.ok()) return st.WithContext("re-inferring shapes after merging reformats");
+  }
   if (traits.reduced_precision || traits.channels_last) lap("precision-and-layout");
   rep.layers_after = g.nodes().size();
   e->allow_tf32 = cfg.getFlag(BuilderFlag::kTF32);

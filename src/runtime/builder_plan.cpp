@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "plan/fold_quantized_casts.h"
+#include "plan/fuse_reformats.h"
 #include "plan/layout.h"
 #include "plan/precision.h"
 
@@ -120,6 +121,16 @@ Status PlanLayout(Graph& g, const BuilderConfig& cfg, BuildReport& rep, ILogger&
   rep.reformats_eliminated += lr.reformats_eliminated;
   for (const auto& d : lr.details) logger.log(Severity::kInfo, ("layout: " + d).c_str());
   return Status::Ok();
+}
+
+Result<int> PlanReformats(Graph& g, const Backend& backend, BuildReport& rep, ILogger& logger) {
+  const ReformatFusions f = FuseReformats(g, [&backend](const Node& n) { return backend.Prefers(n); });
+  if (f.merged == 0) return 0;
+  rep.fusions["reformats_merged"] += f.merged;
+  logger.log(Severity::kInfo, fmt::format("layout: {} reformat chain(s) of {} Cast/Transpose/Pad node(s) merged into "
+                                          "kiln.Reformat", f.merged, f.nodes_removed).c_str());
+  for (const auto& d : f.details) logger.log(Severity::kVerbose, ("layout: " + d).c_str());
+  return f.merged;
 }
 
 }  // namespace kiln

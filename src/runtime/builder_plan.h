@@ -16,5 +16,8 @@ Status PlanPrecision(Graph& g, const BuilderConfig& cfg, const Backend& backend,
 // Channels-last layout for 2-D convolutions per the config's convolution layout and channel padding (the
 // environment variables KILN_LAYOUT and KILN_LAYOUT_PAD override them, for experiments).
 Status PlanLayout(Graph& g, const BuilderConfig& cfg, BuildReport& rep, ILogger& logger);
+// After both: the Cast -> Transpose -> Pad chains they leave merged into kiln.Reformat nodes where the backend runs
+// them (plan/fuse_reformats.h); the report's fusions count them as "reformats_merged". Returns how many were made.
+Result<int> PlanReformats(Graph& g, const Backend& backend, BuildReport& rep, ILogger& logger);
 
 }  // namespace kiln

@@ -2,14 +2,17 @@
 // float8 conversions they need (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ; round to nearest even, with the ONNX
 // saturate rules: saturate -> out-of-range values and infinities clamp to the largest finite value,
 // otherwise they become infinity where the format has one and NaN where it does not). Casts to and from float4e2m1,
-// float8e8m0, int2 and uint2 are elementwise_cast_narrow.cpp's.
+// float8e8m0, int2 and uint2 are elementwise_cast_narrow.cpp's. kiln.Reformat (a Cast, Transpose and last-axis zero
+// Pad in one node) casts as Cast does, then moves the elements as Transpose does.
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
 #include "backends/cpu/elementwise_internal.h"
+#include "backends/cpu/tensor_util.h"
 #include "core/narrow_types.h"
+#include "ops/fused_ops.h"
 #include "ops/quantize_linear.h"
 
 namespace kiln::cpu::elem {
@@ -240,6 +243,28 @@ Status CastLikeKernel(KernelContext& ctx) {
                 ctx.node.gets("round_mode", "up"));
 }
 
+// kiln.Reformat (ops/fused_ops.h): X cast into a scratch tensor, then one strided copy of its permuted view into Y,
+// whose padded tail of the last axis stays zero.
+Status ReformatKernel(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(NeedInput(ctx, 0));
+  const Tensor& x = ctx.in(0);
+  KILN_ASSIGN_OR_RETURN(const fused::ReformatParams p, fused::ReadReformat(ctx.node, x.dtype(), x.rank()));
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, fused::ReformatOutputShape(ctx.node, p, x.shape()));
+  Tensor cast(p.to, x.shape());
+  KILN_RETURN_IF_ERROR(CastTo(ctx.node, x, cast, true, "up"));
+  Tensor& y = AllocOutput(ctx, 0, p.to, shape);
+  if (y.numel() == 0) return Status::Ok();
+  std::memset(y.raw(), 0, y.nbytes());
+  const std::vector<int64_t> xs = Strides(x.shape());
+  std::vector<int64_t> moved, src;  // the permuted view of the cast X: Y's shape before the padding
+  for (int64_t a : p.perm) {
+    moved.push_back(x.shape()[a]);
+    src.push_back(xs[a]);
+  }
+  StridedCopy(cast.raw(), y.raw(), moved, src, Strides(shape), DataTypeSize(p.to));
+  return Status::Ok();
+}
+
 // How a scale / zero-point tensor maps onto x: param index = o*outer_step + (a/block)*axis_step + j*inner_step
 // for x viewed as [outer, D, inner] around `axis`.
 struct QuantLayout {
@@ -412,6 +437,7 @@ void RegisterCastQuantKernels(KernelRegistry& r) {
   r.Add("CastLike", CastLikeKernel);
   r.Add("QuantizeLinear", QuantKernel<Quantize>);
   r.Add("DequantizeLinear", QuantKernel<Dequantize>);
+  r.Add("kiln.Reformat", ReformatKernel);
 }
 
 }  // namespace kiln::cpu::elem

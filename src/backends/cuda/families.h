@@ -13,7 +13,8 @@ void RegisterNormLayers(LayerRegistry& r);       // norm_layers.cpp: LayerNorm, 
 void RegisterTensorLayers(LayerRegistry& r);     // tensor_layers.cpp: views, Transpose, Concat, Split, Slice, Pad,
                                                  // Expand, Tile, Shape/Size/Range/ConstantOfShape, Trilu, D2S/S2D;
                                                  // ReverseSequence, CenterCropPad, MaxUnpool, Col2Im
-                                                 // (rearrange_layers.cpp); EyeLike, windows (generator_layers.cpp)
+                                                 // (rearrange_layers.cpp); EyeLike, windows (generator_layers.cpp);
+                                                 // kiln.Reformat (reformat_layers.cpp)
 void RegisterIndexLayers(LayerRegistry& r);      // index_layers.cpp: Gather*, Scatter*, OneHot, NonZero, NMS, Resize,
                                                  // GridSample, AffineGrid (grid_layers.cpp)
 void RegisterMatmulLayers(LayerRegistry& r);     // matmul_layers.cpp: MatMul/Gemm/FusedGemm/FusedMatMul (cuBLASLt),

@@ -291,6 +291,7 @@ void RegisterTensorLayers(LayerRegistry& r) {
   tensor_layers::RegisterTensorCopyLayers(r);
   tensor_layers::RegisterRearrangeLayers(r);
   tensor_layers::RegisterGeneratorLayers(r);
+  tensor_layers::RegisterReformatLayers(r);
 }
 
 }  // namespace kiln::cuda

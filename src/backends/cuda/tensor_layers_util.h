@@ -59,5 +59,6 @@ void RegisterTensorCopyLayers(LayerRegistry& r);  // tensor_copy_layers.cpp
 void RegisterRearrangeLayers(LayerRegistry& r);   // rearrange_layers.cpp: ReverseSequence, CenterCropPad, MaxUnpool,
                                                   // Col2Im
 void RegisterGeneratorLayers(LayerRegistry& r);   // generator_layers.cpp: EyeLike, Hann/Hamming/BlackmanWindow
+void RegisterReformatLayers(LayerRegistry& r);    // reformat_layers.cpp: kiln.Reformat (Cast + Transpose + Pad)
 
 }  // namespace kiln::cuda::tensor_layers
