@@ -102,6 +102,10 @@ cudaError_t LaunchReformat(int x_dtype, int y_dtype, const void* x, void* y, int
   if (total == 0) return cudaSuccess;
   const int r = static_cast<int>(dims.size());
   const int64_t c = dims.back();
+  // The last dim as written: Y's padded last axis, or, unpadded, the merged dim it may have joined (Y [7,5,6] read
+  // from [5,6,7] by perm [2,0,1] merges its last two dims into one of 30).
+  const int64_t last_n = rank > 0 ? x_shape[perm[rank - 1]] : 1;
+  y_last = y_last == last_n ? c : y_last;
   // [N, S, C] read from [N, C, S]: S at stride 1, C at stride S (any stride for one channel), N at C * S.
   const bool channels_last = r >= 2 && r <= 3 && c <= kMaxFastChannels && y_last <= kMaxFastChannels &&
                              src[r - 2] == 1 && (c == 1 || src[r - 1] == dims[r - 2]) &&
