@@ -172,6 +172,9 @@ struct BuildReport {
   // cuda: tactic selection and precision planning.
   int layers_timed = 0, timing_cache_hits = 0, candidates_timed = 0;
   int tactic_repeats = 0;  // layers given the tactic of an identical layer timed earlier in the build
+  // Dynamic profiles: layers also timed at other shapes of the first profile (min, max, midpoints), and of them those
+  // whose tactic is not the fastest at the opt shape (a faster one there is much slower elsewhere).
+  int tactics_across_profile = 0, tactics_profile_changed = 0;
   double tuning_time_s = 0;
   double tactic_create_s = 0, tactic_timing_s = 0;  // of tuning_time_s: creating candidates (plans), timing them
   int layers_reduced_precision = 0, layers_fp32 = 0, casts_inserted = 0;

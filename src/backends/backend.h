@@ -52,6 +52,8 @@ class EngineDesc {
   // The graph inferred at the first profile's opt shapes (the shapes layers are tuned and created for), node for
   // node the same as `graph`; computed on first use and kept.
   virtual Result<std::shared_ptr<const Graph>> TuningGraph() const = 0;
+  // The graph inferred at other input shapes (node for node the same as `graph`), for tuning across a profile.
+  virtual Result<std::shared_ptr<const Graph>> GraphAtShapes(const std::map<std::string, Dims>& shapes) const = 0;
 
  protected:
   ~EngineDesc() = default;

@@ -96,6 +96,8 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
         {"layers_timed", layers_timed},
         {"timing_cache_hits", timing_cache_hits},
         {"tactic_repeats", tactic_repeats},
+        {"tactics_across_profile", tactics_across_profile},
+        {"tactics_profile_changed", tactics_profile_changed},
         {"candidates_timed", candidates_timed},
         {"tuning_time_s", tuning_time_s},
         {"tactic_create_s", tactic_create_s},

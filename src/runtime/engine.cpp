@@ -32,6 +32,11 @@ Result<std::shared_ptr<const Graph>> EngineImpl::TuningGraph() const {
   return tuning_graph_;
 }
 
+Result<std::shared_ptr<const Graph>> EngineImpl::GraphAtShapes(const std::map<std::string, Dims>& shapes) const {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, InferAtShapes(*graph, shapes));
+  return std::shared_ptr<const Graph>(std::move(g));
+}
+
 EngineImpl::~EngineImpl() {
   ScopedDevice on = DeviceScope();  // the backend state (weights on the device) is freed where it lives
   state_.reset();

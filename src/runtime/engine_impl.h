@@ -32,6 +32,7 @@ class EngineImpl final : public EngineDesc {
   void Index();  // fills plan_by_name
   const Value* FindIO(const std::string& name) const;
   Result<std::shared_ptr<const Graph>> TuningGraph() const override;
+  Result<std::shared_ptr<const Graph>> GraphAtShapes(const std::map<std::string, Dims>& shapes) const override;
   // The backend's engine state, created with the first context (a context may need the device).
   Result<const BackendEngine*> State() const;
   // Makes the engine's device current for the calling thread while it lives (and restores the one before).

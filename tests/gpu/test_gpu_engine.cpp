@@ -254,6 +254,65 @@ TEST(GpuEngine, TimingCacheRebuildPicksTheSameTacticsWithoutTiming) {
 
 // Two identical convolutions (same shapes and attributes, different weights) and a third of another shape: the first
 // of the pair is timed, the second takes its tactic without timing, and the engine still equals the CPU's.
+// A dynamic batch profile: the convolutions are also timed at the profile's other batches (1, 2, 8 and 16 around
+// opt 4), the report counts them, and the engine equals the CPU at several batches, with a CUDA graph too.
+TEST(GpuEngine, TacticsAreTimedAcrossADynamicProfile) {
+  auto build = [](const std::string& backend, BuildReport* rep) -> std::unique_ptr<Engine> {
+    Builder b(Logger());
+    auto net = b.createNetwork();
+    EXPECT_TRUE(net->addInput("x", DataType::kFloat32, {-1, 16, 12, 12}).ok());
+    const std::vector<float> w1 = RandomVec(32 * 16 * 9, 21, 0.2f), w2 = RandomVec(8 * 32, 22, 0.2f);
+    EXPECT_TRUE(net->addConstant("W1", DataType::kFloat32, {32, 16, 3, 3}, w1.data()).ok());
+    EXPECT_TRUE(net->addConstant("W2", DataType::kFloat32, {8, 32, 1, 1}, w2.data()).ok());
+    EXPECT_TRUE(net->addOp("Conv", "conv1", {"x", "W1"}, {"c1"}, AttrMap{{"pads", std::vector<int64_t>{1, 1, 1, 1}}}).ok());
+    EXPECT_TRUE(net->addOp("Relu", "relu1", {"c1"}, {"r1"}).ok());
+    EXPECT_TRUE(net->addOp("Conv", "conv2", {"r1", "W2"}, {"y"}).ok());
+    EXPECT_TRUE(net->markOutput("y").ok());
+    auto cfg = b.createBuilderConfig();
+    cfg->setBackend(backend);
+    cfg->clearFlag(BuilderFlag::kTF32);
+    auto profile = b.createOptimizationProfile();
+    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMin, {1, 16, 12, 12}).ok());
+    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kOpt, {4, 16, 12, 12}).ok());
+    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMax, {16, 16, 12, 12}).ok());
+    EXPECT_TRUE(cfg->addOptimizationProfile(*profile).ok());
+    auto bytes = b.buildSerializedNetwork(*net, *cfg, rep);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+    if (!bytes.ok()) return nullptr;
+    auto e = Runtime(Logger()).deserializeEngine(bytes->data(), bytes->size());
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? std::move(*e) : nullptr;
+  };
+  BuildReport gpu_rep, cpu_rep;
+  auto gpu = build("cuda", &gpu_rep), cpu = build("cpu", &cpu_rep);
+  ASSERT_TRUE(gpu && cpu);
+  EXPECT_GE(gpu_rep.tactics_across_profile, 1);  // the convolutions have several candidates
+  EXPECT_LE(gpu_rep.tactics_profile_changed, gpu_rep.tactics_across_profile);
+  for (int batch : {1, 3, 4, 16}) {
+    SCOPED_TRACE(batch);
+    const std::vector<float> x = RandomVec(batch * 16 * 12 * 12, 30 + batch);
+    std::vector<float> want(batch * 8 * 12 * 12), got(want.size());
+    auto cctx = cpu->createExecutionContext();
+    ASSERT_TRUE(cctx.ok());
+    ASSERT_TRUE((*cctx)->setInputShape("x", {batch, 16, 12, 12}).ok());
+    ASSERT_TRUE((*cctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
+    ASSERT_TRUE((*cctx)->setTensorAddress("y", want.data()).ok());
+    ASSERT_TRUE((*cctx)->enqueue(nullptr).ok());
+    auto dx = cuda::DeviceBuffer::Allocate(x.size() * 4), dy = cuda::DeviceBuffer::Allocate(got.size() * 4);
+    ASSERT_TRUE(dx.ok() && dy.ok());
+    ASSERT_TRUE(cuda::CopyToDevice(dx->get(), x.data(), x.size() * 4, nullptr).ok());
+    auto gctx = gpu->createExecutionContext();
+    ASSERT_TRUE(gctx.ok());
+    ASSERT_TRUE((*gctx)->setInputShape("x", {batch, 16, 12, 12}).ok());
+    ASSERT_TRUE((*gctx)->setTensorAddress("x", dx->get()).ok());
+    ASSERT_TRUE((*gctx)->setTensorAddress("y", dy->get()).ok());
+    ASSERT_TRUE((*gctx)->enqueue(nullptr).ok());
+    ASSERT_TRUE(cuda::CopyToHost(got.data(), dy->get(), got.size() * 4, nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ExpectClose(got, want, 1e-4, 1e-4);
+  }
+}
+
 TEST(GpuEngine, IdenticalLayersAreTimedOnce) {
   auto build = [](const std::string& backend, BuildReport* rep) -> std::unique_ptr<Engine> {
     Builder b(Logger());

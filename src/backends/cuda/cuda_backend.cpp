@@ -4,6 +4,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <cuda_runtime.h>
 
@@ -59,6 +60,34 @@ class CudaEngine final : public BackendEngine {
   const EngineDesc& e_;
   std::unique_ptr<GpuEngine> gpu_;
 };
+
+// The shapes of a profile other than its opt shapes that tactics are also timed at: min, max, and the geometric
+// midpoints of min-opt and opt-max (every dynamic dim moves by the same fraction in log space), deduplicated.
+std::vector<std::map<std::string, Dims>> ProfilePoints(const ProfileShapes& p) {
+  std::vector<std::map<std::string, Dims>> points;
+  auto at = [&](int from, int to, double f) {
+    std::map<std::string, Dims> shapes;
+    for (const auto& [name, v] : p) {
+      if (v.size() != 3 || v[from].size() != v[to].size()) return;
+      Dims d(v[from].size());
+      for (size_t i = 0; i < d.size(); ++i) {
+        const double a = static_cast<double>(v[from][i]), b = static_cast<double>(v[to][i]);
+        d[i] = a <= 0 || b <= 0 ? v[to][i]
+                                : std::clamp<int64_t>(std::llround(std::exp(std::log(a) + f * (std::log(b) - std::log(a)))),
+                                                      std::min(v[from][i], v[to][i]), std::max(v[from][i], v[to][i]));
+      }
+      shapes[name] = d;
+    }
+    std::map<std::string, Dims> opt;
+    for (const auto& [name, v] : p) opt[name] = v[1];
+    if (shapes != opt && std::find(points.begin(), points.end(), shapes) == points.end()) points.push_back(shapes);
+  };
+  at(0, 0, 0);    // min
+  at(0, 1, 0.5);  // between min and opt
+  at(1, 2, 0.5);  // between opt and max
+  at(2, 2, 0);    // max
+  return points;
+}
 
 class CudaBackendImpl final : public Backend {
  public:
@@ -169,8 +198,20 @@ class CudaBackendImpl final : public Backend {
     to.allow_tf32 = tf32;
     to.cache = path.empty() ? nullptr : &cache;
     to.log = [&](const std::string& line) { logger.log(Severity::kVerbose, line.c_str()); };
+    // Dynamic profiles: the graph at the first profile's other shapes too, so the tactics hold up across it.
+    std::vector<std::shared_ptr<const Graph>> at_points;
+    std::vector<const Graph*> also_at;
+    for (const auto& shapes : ProfilePoints(r.engine.profiles[0])) {
+      auto pg = r.engine.GraphAtShapes(shapes);
+      if (!pg.ok()) {  // a point the graph cannot be inferred at is left out of tuning, with a note
+        logger.log(Severity::kVerbose, ("tactics: not tuned at another profile point: " + pg.status().message()).c_str());
+        continue;
+      }
+      at_points.push_back(*pg);
+      also_at.push_back(at_points.back().get());
+    }
     TuneReport tr;
-    KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, SelectTactics(g, *tuned, candidates, to, &tr));
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, SelectTactics(g, *tuned, candidates, to, &tr, also_at));
     for (const auto& f : tr.failures) logger.log(Severity::kVerbose, ("tactic failed: " + f).c_str());
     if (tr.over_workspace > 0)
       logger.log(Severity::kInfo, fmt::format("tactics: {} candidate(s) left out for needing more scratch memory than "
@@ -184,6 +225,8 @@ class CudaBackendImpl final : public Backend {
     rep.tactic_repeats = tr.repeats;
     rep.tuning_time_s = tr.seconds;
     rep.tactic_create_s = tr.create_seconds;
+    rep.tactics_across_profile = tr.range_timed;
+    rep.tactics_profile_changed = tr.range_changed;
     rep.tactic_timing_s = tr.timing_seconds;
     logger.log(Severity::kInfo,
                fmt::format("tactics: {} layer(s), {} timed ({} candidates, {:.2f} s: {:.2f} s creating them, {:.2f} s "
@@ -191,6 +234,12 @@ class CudaBackendImpl final : public Backend {
                            tr.layers, tr.timed, tr.candidates, tr.seconds, tr.create_seconds, tr.timing_seconds,
                            tr.repeats, tr.cache_hits)
                    .c_str());
+    if (!also_at.empty())
+      logger.log(Severity::kInfo,
+                 fmt::format("tactics across the profile: {} layer(s) also timed at {} other shape(s) of it, {} of them "
+                             "choosing another tactic than the opt shape's fastest",
+                             tr.range_timed, also_at.size(), tr.range_changed)
+                     .c_str());
     if (!path.empty()) KILN_RETURN_IF_ERROR(cache.Save(path));
     if (auto device = CurrentDevice(); device.ok())  // tactics were timed on the calling thread's current device
       if (auto info = GetDeviceInfo(*device); info.ok()) rep.device = info->name;

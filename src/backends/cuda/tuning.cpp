@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -188,11 +190,98 @@ Result<double> TimeLayer(const Layer& layer, Bench& b, cudaStream_t stream, Hand
   return ms[ms.size() / 2];
 }
 
+// Whether every input and output of n has a static shape.
+bool StaticShapes(const Node& n) {
+  for (const auto* list : {&n.inputs, &n.outputs})
+    for (const Value* v : *list)
+      if (v && !(v->has_shape && IsStatic(v->shape))) return false;
+  return true;
+}
+
+// Whether a and b (the same node in two inferred graphs) have the same static shapes everywhere.
+bool SameStaticShapes(const Node& a, const Node& b) {
+  if (a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) return false;
+  auto same = [](const Value* x, const Value* y) {
+    if (!x || !y) return x == y;
+    return x->has_shape && y->has_shape && IsStatic(x->shape) && IsStatic(y->shape) &&
+           ToStatic(x->shape) == ToStatic(y->shape);
+  };
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    if (!same(a.inputs[i], b.inputs[i])) return false;
+  for (size_t i = 0; i < a.outputs.size(); ++i)
+    if (!same(a.outputs[i], b.outputs[i])) return false;
+  return true;
+}
+
+// The tactic among those that ran at the tuning shapes (`at_tuning`) whose worst slowdown against the fastest, over
+// the tuning shapes and each of `others` (the node at other shapes of the profile), is least; within 2% of that, the
+// fastest at the tuning shapes. A candidate that fails at another shape is out (it would fail there at run time);
+// if all fail at one, that shape does not count. Appends each shape's times to `line`.
+Result<std::string> AcrossShapes(const Node& n, const std::vector<const Node*>& others,
+                                 const std::map<std::string, double>& at_tuning, const std::string& fastest,
+                                 const TuneOptions& opts, cudaStream_t stream, Handles& handles, std::mt19937& rng,
+                                 TuneReport& rep, std::string& line) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  std::map<std::string, double> worst;  // candidate -> its worst ratio to the fastest so far
+  for (const auto& [t, ms] : at_tuning) worst[t] = ms / at_tuning.at(fastest);
+  for (const Node* o : others) {
+    LayerSpec spec = SpecAt(n, *o, opts.allow_tf32);
+    KILN_ASSIGN_OR_RETURN(Bench bench, MakeBench(*o, spec, rng));
+    std::map<std::string, double> here;
+    double best_here = 0;
+    for (const auto& [t, unused] : at_tuning) {
+      (void)unused;
+      const auto c0 = Clock::now();
+      auto layer = CreateLayer(spec, t);
+      rep.create_seconds += seconds_since(c0);
+      const auto t1 = Clock::now();
+      Result<double> ms = layer.ok() ? TimeLayer(**layer, bench, stream, handles, std::max(1, opts.avg_timing) + 1,
+                                                 best_here)
+                                     : Result<double>(layer.status());
+      rep.timing_seconds += seconds_since(t1);
+      ++rep.candidates;
+      if (!ms.ok()) {
+        rep.failures.push_back(n.Where() + " tactic " + t + " at other profile shapes: " + ms.status().message());
+        cudaDeviceSynchronize();
+        cudaGetLastError();
+        if (cudaError_t sticky = cudaDeviceSynchronize(); sticky != cudaSuccess)
+          return Err(StatusCode::kCudaError, "{}: tactic {} left the CUDA context unusable ({}): {}", n.Where(), t,
+                     cudaGetErrorString(sticky), ms.status().message());
+        continue;
+      }
+      here[t] = *ms;
+      if (best_here == 0 || *ms < best_here) best_here = *ms;
+    }
+    if (here.empty()) continue;
+    std::string shape = o->outputs.empty() || !o->outputs[0] ? "?" : ShapeToString(o->outputs[0]->shape);
+    line += fmt::format(" | at {}:", shape);
+    for (auto& [t, w] : worst) {
+      auto it = here.find(t);
+      if (it == here.end()) {
+        w = std::numeric_limits<double>::infinity();
+        continue;
+      }
+      line += fmt::format(" {}={:.4f}ms", t.size() > 40 ? t.substr(0, 40) + "..." : t, it->second);
+      w = std::max(w, it->second / best_here);
+    }
+  }
+  ++rep.range_timed;
+  double least = std::numeric_limits<double>::infinity();
+  for (const auto& [t, w] : worst) least = std::min(least, w);
+  if (!std::isfinite(least)) return fastest;  // every candidate failed somewhere: keep the tuning shapes' choice
+  std::string pick;
+  for (const auto& [t, w] : worst)
+    if (w <= least * 1.02 && (pick.empty() || at_tuning.at(t) < at_tuning.at(pick))) pick = t;
+  return pick;
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
                                                const std::vector<std::vector<std::string>>& candidates,
-                                               const TuneOptions& opts, TuneReport* report) {
+                                               const TuneOptions& opts, TuneReport* report,
+                                               const std::vector<const Graph*>& also_at) {
   const auto& nodes = g.nodes();
   if (candidates.size() != nodes.size())
     return Err(StatusCode::kInternal, "{} candidate lists for {} nodes", candidates.size(), nodes.size());
@@ -218,10 +307,19 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     bool shapes_known = true;
     for (const Value* v : tn.inputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
     for (const Value* v : tn.outputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
+    // The node at the profile's other shapes where they differ from the tuning shapes (and are static).
+    std::vector<const Node*> others;
+    if (tactics.size() > 1 && shapes_known)
+      for (const Graph* a : also_at) {
+        const Node& an = *a->nodes()[k];
+        if (SameStaticShapes(tn, an) || !StaticShapes(an)) continue;
+        others.push_back(&an);
+      }
     // An identical earlier layer (same signature and candidates, hence the same workspace needs) decided already.
     std::string sig, repeat_key;
     if (tactics.size() > 1 && shapes_known) {
       sig = LayerSignature(spec);
+      for (const Node* o : others) sig += " @ " + LayerSignature(SpecAt(n, *o, opts.allow_tf32));
       repeat_key = sig;
       for (const std::string& t : tactics) repeat_key += "|" + t;
       if (auto it = chosen_for.find(repeat_key); it != chosen_for.end()) {
@@ -283,6 +381,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     std::string best;
     double best_ms = 0;
     std::string line;
+    std::map<std::string, double> at_tuning;  // the candidates that ran, and their time at the tuning shapes
     for (const std::string& t : fitting) {
       const auto c0 = Clock::now();
       auto layer = CreateLayer(spec, t);
@@ -305,6 +404,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
         continue;
       }
       line += fmt::format(" {}={:.4f}ms", t.size() > 40 ? t.substr(0, 40) + "..." : t, *ms);
+      at_tuning[t] = *ms;
       if (best.empty() || *ms < best_ms) {
         best = t;
         best_ms = *ms;
@@ -314,6 +414,13 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
       return Err(StatusCode::kUnsupported, "{}: none of its {} CUDA tactics ran at the tuning shapes (first error: {})",
                  n.Where(), fitting.size(), rep.failures.empty() ? "?" : rep.failures.back());
     ++rep.timed;
+    if (!others.empty()) {
+      KILN_ASSIGN_OR_RETURN(std::string across, AcrossShapes(n, others, at_tuning, best, opts, stream.get(), handles,
+                                                             rng, rep, line));
+      rep.range_changed += across != best;
+      best = across;
+      best_ms = at_tuning.at(best);
+    }
     if (opts.log) opts.log(fmt::format("tactic {}: {} (of {}:{})", n.Where(), best, fitting.size(), line));
     // A choice among fewer candidates than the node has (the workspace limit left some out) is not cached: a
     // build without the limit would reuse it.

@@ -33,6 +33,8 @@ struct TuneReport {
   double timing_seconds = 0;  // of which running and timing them
   std::vector<std::string> failures;  // the node's name and the candidate's error, for candidates that failed
   int over_workspace = 0;  // candidates left out for needing more scratch memory than TuneOptions::workspace_limit
+  int range_timed = 0;     // layers also timed at other shapes of the profile (SelectTactics' also_at)
+  int range_changed = 0;   // of which the choice differs from the fastest at the tuning shapes
 };
 
 // A node that runs on the CPU inside the engine, and why it cannot run on the GPU.
@@ -48,9 +50,14 @@ struct FallbackNode {
 Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const Graph& tuned, bool allow_tf32,
                                                            std::vector<FallbackNode>* fallbacks = nullptr);
 
-// One tactic per node of `g`, chosen among `candidates` (CheckSupport's lists).
+// One tactic per node of `g`, chosen among `candidates` (CheckSupport's lists). `also_at`: g inferred at other
+// shapes of the profile (node for node); a node whose shapes differ there has its candidates timed there too, and
+// the tactic chosen is the one whose worst slowdown against the fastest at any of those shapes is least (ties, within
+// 2%, to the fastest at the tuning shapes), so an engine with a min/opt/max profile does not run the opt shape's
+// choice where it is slow.
 Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
                                                const std::vector<std::vector<std::string>>& candidates,
-                                               const TuneOptions& opts, TuneReport* report);
+                                               const TuneOptions& opts, TuneReport* report,
+                                               const std::vector<const Graph*>& also_at = {});
 
 }  // namespace kiln::cuda
