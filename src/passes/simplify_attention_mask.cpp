@@ -74,6 +74,16 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// A non-constant mask proven uniform may go only where its shape is known to its last dim (each dim a number or a
+// symbol): recognize-attention then checked it cannot enlarge the scores, which the kernel's run-time broadcast check
+// would otherwise catch for a mask with unknown dims.
+bool DroppableUniform(const Value* m, double want) {
+  if (!m->has_shape) return false;
+  for (const Dim& d : m->shape)
+    if (d.unknown()) return false;
+  return UniformValue(m) == std::optional<double>(want);
+}
+
 }  // namespace
 
 Result<PassReport> SimplifyAttentionMaskPass(Graph& g, const PassOptions& o) {
@@ -87,7 +97,7 @@ Result<PassReport> SimplifyAttentionMaskPass(Graph& g, const PassOptions& o) {
     std::string what;
     Value* mask = n->input(3);
     if (mask && IsFloatMask(mask->dtype) &&
-        (mask->is_const() ? AllZero(*mask->const_value) : UniformValue(mask) == std::optional<double>(0.0))) {
+        (mask->is_const() ? AllZero(*mask->const_value) : DroppableUniform(mask, 0.0))) {
       n->inputs[3] = nullptr;
       what = "additive mask '" + mask->name + "' is all zeros: dropped";
       changed = true;
@@ -96,7 +106,7 @@ Result<PassReport> SimplifyAttentionMaskPass(Graph& g, const PassOptions& o) {
     const bool keep_if_true = n->geti("kiln_keep_if_true", 1) != 0;
     if (keep && keep->dtype == DataType::kBool &&
         (keep->is_const() ? KeepsAll(*keep->const_value, keep_if_true)
-                          : UniformValue(keep) == std::optional<double>(keep_if_true ? 1.0 : 0.0))) {
+                          : DroppableUniform(keep, keep_if_true ? 1.0 : 0.0))) {
       n->inputs[4] = nullptr;
       n->attrs.erase("kiln_mask_fill");
       n->attrs.erase("kiln_keep_if_true");

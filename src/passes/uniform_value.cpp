@@ -8,6 +8,7 @@ namespace kiln {
 namespace {
 
 constexpr int kMaxDepth = 16;
+constexpr int64_t kExactInDouble = int64_t{1} << 53;  // integers up to this magnitude are exact as doubles
 
 std::optional<double> Uniform(const Value* v, int depth);
 
@@ -40,12 +41,14 @@ std::optional<double> LowerBound(const Value* v, int depth) {
       op == "Flatten" || op == "Tile" || op == "Transpose")
     return LowerBound(p->input(0), depth + 1);
   if (op == "Cast") {
-    // Integer ranges cast to a wider or float type keep their values (Range starts are small integers here).
-    auto lb = LowerBound(p->input(0), depth + 1);
-    if (lb && std::fabs(*lb) <= 256 && *lb == std::floor(*lb) && IsWideFloat(v->dtype)) return lb;
-    if (lb && std::fabs(*lb) < 1e6 && *lb == std::floor(*lb) &&
-        (v->dtype == DataType::kInt32 || v->dtype == DataType::kInt64))
-      return lb;
+    // A cast that keeps every value's order and cannot wrap keeps the least element a lower bound: to a wide float
+    // (monotone rounding; overflow goes to +inf), or to int64 from an integer type, or to the source's own type.
+    const Value* src = p->input(0);
+    auto lb = LowerBound(src, depth + 1);
+    if (!lb || !src) return std::nullopt;
+    if (IsWideFloat(v->dtype) && std::fabs(*lb) <= 256 && *lb == std::floor(*lb)) return lb;
+    if (v->dtype == src->dtype) return lb;
+    if (v->dtype == DataType::kInt64 && IsIntegerType(src->dtype) && !IsSubByteIntegerType(src->dtype)) return lb;
     return std::nullopt;
   }
   return std::nullopt;
@@ -78,8 +81,11 @@ std::optional<double> CastExactly(double x, DataType t) {
     if (std::isinf(x) || x == 0 || ((std::fabs(x) <= 256) && x == std::floor(x))) return x;  // exact in each of them
     return std::nullopt;
   }
-  // Small integers every integer type holds (int4 included); negatives only in signed types.
-  if (IsIntegerType(t) && x == std::floor(x) && x >= -8 && x <= 7 && (x >= 0 || IsSignedType(t))) return x;
+  // Integers inside the type's range (int2 holds [-2, 1], uint4 [0, 15], ...).
+  if (IsIntegerType(t) && std::isfinite(x) && x == std::floor(x)) {
+    const auto [lo, hi] = IntegerRange(t);
+    if (x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) return x;
+  }
   return std::nullopt;
 }
 
@@ -88,6 +94,14 @@ std::optional<double> Uniform(const Value* v, int depth) {
   if (v->is_const()) {
     const Tensor& t = *v->const_value;
     if (t.numel() == 0) return std::nullopt;
+    if (IsIntegerType(t.dtype())) {  // compared exactly; values a double cannot hold exactly are not claimed
+      const int64_t first = t.GetAsInt(0);
+      if (first > kExactInDouble || first < -kExactInDouble || (t.dtype() == DataType::kUInt64 && first < 0))
+        return std::nullopt;
+      for (int64_t i = 1; i < t.numel(); ++i)
+        if (t.GetAsInt(i) != first) return std::nullopt;
+      return static_cast<double>(first);
+    }
     const double first = t.GetAsDouble(0);
     if (std::isnan(first)) return std::nullopt;
     for (int64_t i = 1; i < t.numel(); ++i)
@@ -103,7 +117,8 @@ std::optional<double> Uniform(const Value* v, int depth) {
     const Tensor& t = it->second.t;
     if (t.numel() != 1) return std::nullopt;
     const double x = t.GetAsDouble(0);
-    return std::isnan(x) ? std::nullopt : std::optional<double>(x);
+    if (std::isnan(x) || (IsIntegerType(t.dtype()) && std::fabs(x) > kExactInDouble)) return std::nullopt;
+    return x;
   }
   if (op == "Identity" || op == "Expand" || op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" ||
       op == "Flatten" || op == "Tile" || op == "Transpose")

@@ -537,7 +537,17 @@ TEST(UniformValue, ProvesOnlyWhatTheProducersDecide) {
   Value* w3 = t.Op("Where", "/w3", {yes, t.F(-3.f), x});
   Value* third = t.Op("Cast", "/third", {t.Op("Where", "/w4", {yes, t.F(0.3f), x})}, to(DataType::kFloat16));
   Value* neg = t.Op("Cast", "/neg", {w3}, to(DataType::kUInt8));
-  for (Value* v : {ge, gt, lt, ge3, gedown, either, both, no, w, w2, w3, third, neg}) t.Output(v);
+  Value* three_f = t.Op("Where", "/three_f", {yes, t.F(3.f), x});
+  Value* int2 = t.Op("Cast", "/int2", {three_f}, to(DataType::kInt2));    // 3 is outside int2's [-2, 1]
+  Value* uint8 = t.Op("Cast", "/uint8", {three_f}, to(DataType::kUInt8));  // exact
+  // A Range cast to int32 may wrap (int64 steps of 1e9 pass 2^31): no lower bound through it; to int64 there is.
+  Value* big = t.Op("Range", "/big", {t.Const("s3", Tensor::FromInt64({0}, {})), n, t.Const("d3", Tensor::FromInt64({1000000000}, {}))});
+  Value* narrowed = t.Op("GreaterOrEqual", "/narrowed", {t.Op("Cast", "/to32", {big}, to(DataType::kInt32)),
+                                                         t.Const("z32", Tensor(DataType::kInt32, {}))});
+  Value* widened = t.Op("GreaterOrEqual", "/widened", {t.Op("Cast", "/to64", {t.Op("Cast", "/to32b", {big}, to(DataType::kInt32))}, to(DataType::kInt64)), two});
+  Value* huge = t.Const("huge", Tensor::FromInt64({int64_t{1} << 53, (int64_t{1} << 53) + 1}, {2}));
+  for (Value* v : {ge, gt, lt, ge3, gedown, either, both, no, w, w2, w3, third, neg, int2, uint8, narrowed, widened})
+    t.Output(v);
   t.Finish();
   EXPECT_EQ(UniformValue(ones), 1.0);
   EXPECT_EQ(UniformValue(zeros), 0.0);
@@ -557,6 +567,11 @@ TEST(UniformValue, ProvesOnlyWhatTheProducersDecide) {
   EXPECT_EQ(UniformValue(w3), -3.0);
   EXPECT_EQ(UniformValue(third), std::nullopt);  // 0.3 is not exact in float16
   EXPECT_EQ(UniformValue(neg), std::nullopt);    // -3 wraps in an unsigned type
+  EXPECT_EQ(UniformValue(int2), std::nullopt);
+  EXPECT_EQ(UniformValue(uint8), 3.0);
+  EXPECT_EQ(UniformValue(narrowed), std::nullopt);
+  EXPECT_EQ(UniformValue(widened), std::nullopt);  // the int32 step between already wrapped
+  EXPECT_EQ(UniformValue(huge), std::nullopt);     // 2^53 and 2^53 + 1 are one double
 }
 
 // ---- fuse-qkv-projection ----
