@@ -252,10 +252,8 @@ TEST(GpuEngine, TimingCacheRebuildPicksTheSameTacticsWithoutTiming) {
   std::filesystem::remove(cache);
 }
 
-// Two identical convolutions (same shapes and attributes, different weights) and a third of another shape: the first
-// of the pair is timed, the second takes its tactic without timing, and the engine still equals the CPU's.
 // A dynamic batch profile: the convolutions are also timed at the profile's other batches (1, 2, 8 and 16 around
-// opt 4), the report counts them, and the engine equals the CPU at several batches, with a CUDA graph too.
+// opt 4), the report counts them, and the engine equals the CPU at batches in and between those points.
 TEST(GpuEngine, TacticsAreTimedAcrossADynamicProfile) {
   auto build = [](const std::string& backend, BuildReport* rep) -> std::unique_ptr<Engine> {
     Builder b(Logger());
@@ -313,6 +311,8 @@ TEST(GpuEngine, TacticsAreTimedAcrossADynamicProfile) {
   }
 }
 
+// Two identical convolutions (same shapes and attributes, different weights) and a third of another shape: the first
+// of the pair is timed, the second takes its tactic without timing, and the engine still equals the CPU's.
 TEST(GpuEngine, IdenticalLayersAreTimedOnce) {
   auto build = [](const std::string& backend, BuildReport* rep) -> std::unique_ptr<Engine> {
     Builder b(Logger());

@@ -144,6 +144,9 @@ TEST(GpuTensor, ConcatManyInputs) {
   OneNode bytes("Concat");
   for (int i = 0; i < 9; ++i) bytes.Input(Data(DataType::kInt8, {4, 3 + 2 * i}, 300 + i));
   EXPECT_TRUE(bytes.Attr("axis", Attribute::Int(-1)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
+  // "default", the tactic name engines built before Concat had two tactics hold: the per-input copies.
+  EXPECT_TRUE(OneNode("Concat").Input(Data(DataType::kFloat16, {2, 3, 4}, 350)).Input(Data(DataType::kFloat16, {2, 5, 4}, 351))
+                  .Attr("axis", Attribute::Int(1)).Tactic("default").MatchesCpu(0, 0));
   EXPECT_TRUE(OneNode("Concat").Input(Data(DataType::kFloat32, {1, 100003}, 400)).Input(Data(DataType::kFloat32, {2, 100003}, 401))
                   .Attr("axis", Attribute::Int(0)).MatchesCpuWithEachTactic(kConcatTactics, 0, 0));
 }

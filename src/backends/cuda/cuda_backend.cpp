@@ -62,7 +62,8 @@ class CudaEngine final : public BackendEngine {
 };
 
 // The shapes of a profile other than its opt shapes that tactics are also timed at: min, max, and the geometric
-// midpoints of min-opt and opt-max (every dynamic dim moves by the same fraction in log space), deduplicated.
+// midpoints of min-opt and opt-max (every dynamic dim moves by the same fraction in log space), deduplicated; points
+// with an empty input are left out.
 std::vector<std::map<std::string, Dims>> ProfilePoints(const ProfileShapes& p) {
   std::vector<std::map<std::string, Dims>> points;
   auto at = [&](int from, int to, double f) {
@@ -80,6 +81,8 @@ std::vector<std::map<std::string, Dims>> ProfilePoints(const ProfileShapes& p) {
     }
     std::map<std::string, Dims> opt;
     for (const auto& [name, v] : p) opt[name] = v[1];
+    for (const auto& [name, d] : shapes)  // an empty tensor's timing says nothing about a tactic
+      if (std::find(d.begin(), d.end(), 0) != d.end()) return;
     if (shapes != opt && std::find(points.begin(), points.end(), shapes) == points.end()) points.push_back(shapes);
   };
   at(0, 0, 0);    // min

@@ -47,7 +47,7 @@ Result<int64_t> Axis(const NodeInfo& ni, int64_t rank) {
 using Body = std::function<Status(const NodeInfo&, cudaStream_t, int, const std::vector<DeviceTensor>&,
                                   std::vector<DeviceTensor>&)>;
 LayerFactory MovementTactics(std::vector<std::pair<std::string, Body>> bodies,
-                             std::function<Status(const Node&)> validate = nullptr) {
+                             std::function<Status(const Node&)> validate = nullptr, std::string default_body = "") {
   auto check = [validate](const LayerSpec& spec) -> Status {
     KILN_RETURN_IF_ERROR(CheckInputElements(spec));
     if (validate) KILN_RETURN_IF_ERROR(validate(spec.node));
@@ -60,9 +60,13 @@ LayerFactory MovementTactics(std::vector<std::pair<std::string, Body>> bodies,
     for (const auto& b : bodies) names.push_back(b.first);
     return names;
   };
-  f.create = [check, bodies](const LayerSpec& spec, const std::string& tactic) -> Result<std::unique_ptr<Layer>> {
+  f.create = [check, bodies, default_body](const LayerSpec& spec,
+                                          const std::string& tactic) -> Result<std::unique_ptr<Layer>> {
     KILN_RETURN_IF_ERROR(check(spec));
-    auto it = std::find_if(bodies.begin(), bodies.end(), [&](const auto& b) { return b.first == tactic; });
+    // "default": the name every movement layer's one tactic had, which engines built before a layer had several
+    // hold; it maps to `default_body` (the old behaviour).
+    const std::string& name = tactic == "default" && !default_body.empty() ? default_body : tactic;
+    auto it = std::find_if(bodies.begin(), bodies.end(), [&](const auto& b) { return b.first == name; });
     if (it == bodies.end())
       return Err(StatusCode::kInvalidArgument, "{}: the CUDA {} layer has no tactic '{}'", spec.node.Where(),
                  spec.node.op_type, tactic);
@@ -395,7 +399,7 @@ Status Trilu(const NodeInfo& ni, cudaStream_t stream, int es, const std::vector<
 
 void RegisterTensorCopyLayers(LayerRegistry& r) {
   r.Add("Transpose", MovementFactory(Transpose));
-  r.Add("Concat", MovementTactics({{"concat.one", ConcatOne}, {"concat.copies", ConcatCopies}}));
+  r.Add("Concat", MovementTactics({{"concat.one", ConcatOne}, {"concat.copies", ConcatCopies}}, nullptr, "concat.copies"));
   r.Add("Split", MovementFactory(Split));
   r.Add("Slice", MovementFactory(Slice));
   r.Add("Expand", MovementFactory(Expand));

@@ -215,9 +215,11 @@ bool SameStaticShapes(const Node& a, const Node& b) {
 
 // The tactic among those that ran at the tuning shapes (`at_tuning`) whose worst slowdown against the fastest, over
 // the tuning shapes and each of `others` (the node at other shapes of the profile), is least; within 2% of that, the
-// fastest at the tuning shapes. A candidate that fails at another shape is out (it would fail there at run time);
-// if all fail at one, that shape does not count. Appends each shape's times to `line`.
-Result<std::string> AcrossShapes(const Node& n, const std::vector<const Node*>& others,
+// fastest at the tuning shapes. Each candidate is created for the tuning shapes and run at the other shapes, as an
+// engine's layer is (a cuBLASLt algorithm tuned for the opt shape runs there only; elsewhere the layer asks the
+// heuristic). A candidate that fails at another shape is out (its layer would fail there at run time); a shape no
+// candidate runs at, or whose bench cannot be made, does not count. Appends each shape's times to `line`.
+Result<std::string> AcrossShapes(const Node& n, const LayerSpec& tuning_spec, const std::vector<const Node*>& others,
                                  const std::map<std::string, double>& at_tuning, const std::string& fastest,
                                  const TuneOptions& opts, cudaStream_t stream, Handles& handles, std::mt19937& rng,
                                  TuneReport& rep, std::string& line) {
@@ -225,15 +227,20 @@ Result<std::string> AcrossShapes(const Node& n, const std::vector<const Node*>& 
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   std::map<std::string, double> worst;  // candidate -> its worst ratio to the fastest so far
   for (const auto& [t, ms] : at_tuning) worst[t] = ms / at_tuning.at(fastest);
+  int counted = 0;
   for (const Node* o : others) {
-    LayerSpec spec = SpecAt(n, *o, opts.allow_tf32);
-    KILN_ASSIGN_OR_RETURN(Bench bench, MakeBench(*o, spec, rng));
+    auto made = MakeBench(*o, SpecAt(n, *o, opts.allow_tf32), rng);
+    if (!made.ok()) {
+      rep.failures.push_back(n.Where() + ": no bench at other profile shapes: " + made.status().message());
+      continue;
+    }
+    Bench& bench = *made;
     std::map<std::string, double> here;
     double best_here = 0;
     for (const auto& [t, unused] : at_tuning) {
       (void)unused;
       const auto c0 = Clock::now();
-      auto layer = CreateLayer(spec, t);
+      auto layer = CreateLayer(tuning_spec, t);
       rep.create_seconds += seconds_since(c0);
       const auto t1 = Clock::now();
       Result<double> ms = layer.ok() ? TimeLayer(**layer, bench, stream, handles, std::max(1, opts.avg_timing) + 1,
@@ -253,7 +260,8 @@ Result<std::string> AcrossShapes(const Node& n, const std::vector<const Node*>& 
       here[t] = *ms;
       if (best_here == 0 || *ms < best_here) best_here = *ms;
     }
-    if (here.empty()) continue;
+    if (here.empty() || !(best_here > 0)) continue;  // nothing ran, or an empty shape that takes no time
+    ++counted;
     std::string shape = o->outputs.empty() || !o->outputs[0] ? "?" : ShapeToString(o->outputs[0]->shape);
     line += fmt::format(" | at {}:", shape);
     for (auto& [t, w] : worst) {
@@ -266,6 +274,7 @@ Result<std::string> AcrossShapes(const Node& n, const std::vector<const Node*>& 
       w = std::max(w, it->second / best_here);
     }
   }
+  if (counted == 0) return fastest;
   ++rep.range_timed;
   double least = std::numeric_limits<double>::infinity();
   for (const auto& [t, w] : worst) least = std::min(least, w);
@@ -415,8 +424,8 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
                  n.Where(), fitting.size(), rep.failures.empty() ? "?" : rep.failures.back());
     ++rep.timed;
     if (!others.empty()) {
-      KILN_ASSIGN_OR_RETURN(std::string across, AcrossShapes(n, others, at_tuning, best, opts, stream.get(), handles,
-                                                             rng, rep, line));
+      KILN_ASSIGN_OR_RETURN(std::string across, AcrossShapes(n, spec, others, at_tuning, best, opts, stream.get(),
+                                                             handles, rng, rep, line));
       rep.range_changed += across != best;
       best = across;
       best_ms = at_tuning.at(best);
