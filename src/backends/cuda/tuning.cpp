@@ -225,8 +225,19 @@ Result<std::string> AcrossShapes(const Node& n, const LayerSpec& tuning_spec, co
                                  TuneReport& rep, std::string& line) {
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  // Only the few candidates near the fastest at the tuning shapes are run elsewhere (each costs a plan per shape): at
+  // most kAcrossCandidates, each within kAcrossSlack of it. One slower than that at opt could win only where the
+  // others are slower still everywhere else, and it would give up the opt shape to do so.
+  constexpr size_t kAcrossCandidates = 4;
+  constexpr double kAcrossSlack = 1.25;
+  std::vector<std::pair<double, std::string>> by_time;
+  for (const auto& [t, ms] : at_tuning) by_time.emplace_back(ms, t);
+  std::sort(by_time.begin(), by_time.end());
   std::map<std::string, double> worst;  // candidate -> its worst ratio to the fastest so far
-  for (const auto& [t, ms] : at_tuning) worst[t] = ms / at_tuning.at(fastest);
+  const double fastest_ms = at_tuning.at(fastest);
+  worst[fastest] = 1.0;
+  for (const auto& [ms, t] : by_time)
+    if (worst.size() < kAcrossCandidates && ms <= kAcrossSlack * fastest_ms) worst[t] = ms / fastest_ms;
   int counted = 0;
   for (const Node* o : others) {
     auto made = MakeBench(*o, SpecAt(n, *o, opts.allow_tf32), rng);
@@ -237,7 +248,7 @@ Result<std::string> AcrossShapes(const Node& n, const LayerSpec& tuning_spec, co
     Bench& bench = *made;
     std::map<std::string, double> here;
     double best_here = 0;
-    for (const auto& [t, unused] : at_tuning) {
+    for (const auto& [t, unused] : worst) {
       (void)unused;
       const auto c0 = Clock::now();
       auto layer = CreateLayer(tuning_spec, t);
