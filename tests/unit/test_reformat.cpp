@@ -234,6 +234,29 @@ TEST(Reformat, LeavesOtherChainsAlone) {
     Reinfer(c.g);
     testing::ExpectSameOutputs(before, c.Run(), 0, 0);
   }
+  {  // a negative pad (a crop) at the end of the last axis: not zeros added, so Cast -> Transpose only
+    Chain c({0, 0, 0, 0, 0, 0, 0, -1}, 0.f, false);
+    const auto before = c.Run();
+    EXPECT_EQ(FuseReformats(c.g, [](const Node&) { return true; }).nodes_removed, 2);
+    Reinfer(c.g);
+    EXPECT_EQ(c.Count("Pad"), 1);
+    testing::ExpectSameOutputs(before, c.Run(), 0, 0);
+  }
+  for (int64_t axis : {3, -1, 2}) {  // opset 18's axes input: the last axis (by either index) merges, another not
+    SCOPED_TRACE(axis);
+    testing::TestGraph t;
+    Value* x = t.Input("x", {1, 3, 4, 5});
+    Value* c = t.Op("Cast", "cast", {x}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kFloat16))}});
+    Value* tr = t.Op("Transpose", "transpose", {c}, {{"perm", Attribute::Ints({0, 2, 3, 1})}});
+    Value* p = t.Op("Pad", "pad", {tr, t.Ints("pads", {0, 5}), t.g.AddConstant("v", Tensor::Scalar(DataType::kFloat16, 0.f)),
+                                   t.Ints("axes", {axis})});
+    t.Output(t.Op("Relu", "relu", {p}));
+    t.Finish();
+    const auto before = t.Run();
+    EXPECT_EQ(FuseReformats(t.g, [](const Node&) { return true; }).nodes_removed, axis == 2 ? 2 : 3);
+    Reinfer(t.g);
+    testing::ExpectSameOutputs(before, t.Run(), 0, 0);
+  }
   {  // a backend without the kernel: nothing
     Chain c(last, 0.f, false);
     EXPECT_EQ(FuseReformats(c.g, [](const Node&) { return false; }).merged, 0);
