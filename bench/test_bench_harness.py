@@ -103,7 +103,7 @@ def test_kiln_commands():
     build, bench = run_bench.kiln_commands("k", zoo.SPECS["bert_base"], "m.onnx", "e", "fp32", 32, "tc", "b", "r", a,
                                            transfers=True)
     assert "--fp16" not in build and "--shapes=input_ids:32x128" in build
-    assert "--useCudaGraph" not in bench and "--noDataTransfers" not in bench
+    assert "--useCudaGraph" in bench and "--noDataTransfers" not in bench  # graphs at every batch, as reduce-overhead
 
 
 def test_kiln_fields():
@@ -321,3 +321,15 @@ def test_utilization_against_the_cards_floors():
     assert "| 50.0% | 5.0% |" in md and "800 TFLOP/s" in md and "4,000 GB/s" in md
     assert "work at batch 64 (fp16): 800.0 GFLOP, least memory traffic 381.5 MiB" in md
     assert "| — | — |" in report.markdown({"card": "X"}, [row])  # no floors measured: no fractions
+
+
+def test_dynamic_shapes_profiles_and_shapes():
+    import dynamic_shapes
+
+    (lo, opt, hi), timed = dynamic_shapes.profile_for(zoo.SPECS["resnet50"])
+    assert (lo, opt, hi) == ((1,), (32,), (64,)) and (8,) in timed
+    assert dynamic_shapes.shape_arg(zoo.SPECS["resnet50"], (8,)) == "input:8x3x224x224"
+    (lo, opt, hi), timed = dynamic_shapes.profile_for(zoo.SPECS["bert_base"])
+    assert opt == (16, 128) and (16, 77) in timed
+    assert dynamic_shapes.shape_arg(zoo.SPECS["bert_base"], (16, 77)) == "input_ids:16x77"
+    assert dynamic_shapes.profile_for(zoo.SPECS["llama_decoder"])[0][2] == (4, 512)
