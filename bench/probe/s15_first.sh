@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# For session 15's first GPU call (carry the bundle from scripts/gpu-bundle as .bundle.txz): the gpu label at HEAD
+# (b21bb37 and a2ee55e changed tactic timing across dynamic profiles and Concat's "default" tactic without a GPU run),
+# then bench/dynamic_shapes.py on the zoo's text models and ResNet-50 (dynamic / static per shape, CUDA graphs, FP16)
+# and the dynamic ResNet-50 build's time. Lands in $OUT/r.tgz.
+source bench/probe/device_env.sh
+export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
+R=$OUT/r
+mkdir -p $R
+nvidia-smi -L > $R/gpu.txt
+for i in 0 1; do
+  ( GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i timeout 400 .bundle/bin/kiln_gpu_tests --gtest_filter='-GpuOom*:GpuStress*' \
+      --gtest_brief=1 --gtest_output=xml:$R/shard$i.xml > $R/shard$i.log 2>&1; echo "rc=$? t=$SECONDS" >> $R/shard$i.log ) &
+done
+MODELS=${MODELS:-"resnet50,bert_base,distilbert,gpt2_small,llama_decoder"}
+timeout 300 $PY bench/export_zoo.py --models "$MODELS" --no-check > $R/export.log 2>&1
+wait
+timeout 45 .bundle/bin/kiln_gpu_tests --gtest_filter='GpuOom*:GpuStress*' --gtest_brief=1 > $R/alone.log 2>&1
+echo "rc=$? t=$SECONDS" >> $R/alone.log
+timeout $((${BUDGET:-560} - SECONDS)) $PY bench/dynamic_shapes.py --kiln $K --models "$MODELS" --out $R/dynamic_shapes.json \
+  > $R/dynamic_shapes.log 2>&1
+echo "rc=$? t=$SECONDS" >> $R/dynamic_shapes.log
+tar czf $OUT/r.tgz -C $OUT r && rm -rf $R
