@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dynamic-shape engines against static ones (issue 17 item 3): for each zoo model, one engine built with a
 min/opt/max profile and one static engine per timed shape, both timed by `kiln bench` in this one run (CUDA graphs on
-the cuda backend), and the ratio dynamic / static per shape. Prints a table and writes JSON.
+the cuda backend), and the ratio dynamic / static per shape, with each build's time. Prints a table and writes JSON.
 
 Profiles (batch x sequence for text models, batch for vision models):
   text:   1x16 / 16x128 / 32x256 (the LLaMA-style decoder 1x16 / 2x256 / 4x512), timed at opt and one shape off it
@@ -51,21 +51,30 @@ def bench(kiln, engine, shapes, backend, duration, work):
         return json.load(f)["inference"]["compute_ms"]["median"]
 
 
+def build(argv, work, timeout):
+    """Runs a kiln build; returns its build time (s) from the JSON report."""
+    report = os.path.join(work, "build.json")
+    run(argv + [f"--json={report}"], timeout)
+    with open(report) as f:
+        return json.load(f).get("performance", {}).get("build_time_s")
+
+
 def measure(kiln, spec, onnx, backend, args, work):
     (lo, opt, hi), timed = profile_for(spec)
     common = [kiln, "build", f"--onnx={onnx}", f"--backend={backend}"] + (["--fp16"] if args.fp16 else [])
     dyn = os.path.join(work, "dyn.engine")
-    run(common + [f"--minShapes={shape_arg(spec, lo)}", f"--optShapes={shape_arg(spec, opt)}",
-                  f"--maxShapes={shape_arg(spec, hi)}", f"--saveEngine={dyn}"], args.timeout)
+    dyn_s = build(common + [f"--minShapes={shape_arg(spec, lo)}", f"--optShapes={shape_arg(spec, opt)}",
+                            f"--maxShapes={shape_arg(spec, hi)}", f"--saveEngine={dyn}"], work, args.timeout)
     rows = []
     for lead in timed:
         shapes = shape_arg(spec, lead)
         st = os.path.join(work, "static.engine")
-        run(common + [f"--shapes={shapes}", f"--saveEngine={st}"], args.timeout)
+        st_s = build(common + [f"--shapes={shapes}", f"--saveEngine={st}"], work, args.timeout)
         s_ms = bench(kiln, st, shapes, backend, args.duration, work)
         d_ms = bench(kiln, dyn, shapes, backend, args.duration, work)
         rows.append({"model": spec.name, "shape": shapes, "profile": [shape_arg(spec, p) for p in (lo, opt, hi)],
-                     "static_ms": s_ms, "dynamic_ms": d_ms, "ratio": d_ms / s_ms if s_ms > 0 else None})
+                     "static_ms": s_ms, "dynamic_ms": d_ms, "ratio": d_ms / s_ms if s_ms > 0 else None,
+                     "static_build_s": st_s, "dynamic_build_s": dyn_s})
     return rows
 
 
@@ -91,10 +100,12 @@ def main(argv=None):
                 rows += measure(args.kiln, spec, onnx, args.backend, args, work)
             except (RuntimeError, subprocess.TimeoutExpired, OSError, KeyError) as e:
                 failures.append({"model": name, "error": str(e)})
-    print(f"{'model':<20} {'shape':<28} {'static ms':>10} {'dynamic ms':>11} {'dyn/static':>10}")
+    print(f"{'model':<20} {'shape':<28} {'static ms':>10} {'dynamic ms':>11} {'dyn/static':>10} {'build s (st/dyn)':>17}")
     for r in rows:
         ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
-        print(f"{r['model']:<20} {r['shape']:<28} {r['static_ms']:>10.4f} {r['dynamic_ms']:>11.4f} {ratio:>10}")
+        builds = f"{r['static_build_s'] or 0:.1f} / {r['dynamic_build_s'] or 0:.1f}"
+        print(f"{r['model']:<20} {r['shape']:<28} {r['static_ms']:>10.4f} {r['dynamic_ms']:>11.4f} {ratio:>10} "
+              f"{builds:>17}")
     for f in failures:
         print(f"{f['model']}: FAILED: {f['error']}")
     with open(args.out, "w") as f:
