@@ -48,6 +48,43 @@ struct Built {
   BuildReport report;
 };
 
+// Builds `net` with `cfg` and loads the engine (nullptr, with a test failure, where either fails).
+std::unique_ptr<Engine> BuildAndLoad(Builder& b, const NetworkDefinition& net, const BuilderConfig& cfg,
+                                     BuildReport* rep) {
+  auto bytes = b.buildSerializedNetwork(net, cfg, rep);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  if (!bytes.ok()) return nullptr;
+  auto e = Runtime(Logger()).deserializeEngine(bytes->data(), bytes->size());
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+// One run of an engine with input "x" of shape `x_shape` and output "y" of `y_elems` floats: host memory for a cpu
+// engine, device buffers for a cuda one (copied back).
+std::vector<float> RunOnce(const Engine& e, const std::vector<float>& x, const Dims& x_shape, size_t y_elems) {
+  std::vector<float> y(y_elems);
+  auto ctx = e.createExecutionContext();
+  EXPECT_TRUE(ctx.ok());
+  if (!ctx.ok()) return y;
+  EXPECT_TRUE((*ctx)->setInputShape("x", x_shape).ok());
+  if (e.getBackend() != "cuda") {
+    EXPECT_TRUE((*ctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
+    EXPECT_TRUE((*ctx)->setTensorAddress("y", y.data()).ok());
+    EXPECT_TRUE((*ctx)->enqueue(nullptr).ok());
+    return y;
+  }
+  auto dx = cuda::DeviceBuffer::Allocate(x.size() * 4), dy = cuda::DeviceBuffer::Allocate(y.size() * 4);
+  EXPECT_TRUE(dx.ok() && dy.ok());
+  if (!dx.ok() || !dy.ok()) return y;
+  EXPECT_TRUE(cuda::CopyToDevice(dx->get(), x.data(), x.size() * 4, nullptr).ok());
+  EXPECT_TRUE((*ctx)->setTensorAddress("x", dx->get()).ok());
+  EXPECT_TRUE((*ctx)->setTensorAddress("y", dy->get()).ok());
+  EXPECT_TRUE((*ctx)->enqueue(nullptr).ok());
+  EXPECT_TRUE(cuda::CopyToHost(y.data(), dy->get(), y.size() * 4, nullptr).ok());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return y;
+}
+
 Built Build(const std::string& backend, bool fp16, bool tf32, const std::string& cache = "", int64_t max_b = 8,
             size_t workspace = 0) {
   Builder b(Logger());
@@ -64,26 +101,13 @@ Built Build(const std::string& backend, bool fp16, bool tf32, const std::string&
   EXPECT_TRUE(p.setDimensions("x", ProfileSelector::kMax, {max_b, 3, 9, 9}).ok());
   EXPECT_TRUE(cfg->addOptimizationProfile(p).ok());
   Built r;
-  auto bytes = b.buildSerializedNetwork(*net, *cfg, &r.report);
-  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
-  if (!bytes.ok()) return r;
-  Runtime rt(Logger());
-  auto e = rt.deserializeEngine(bytes->data(), bytes->size());
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  if (e.ok()) r.engine = std::move(*e);
+  r.engine = BuildAndLoad(b, *net, *cfg, &r.report);
   return r;
 }
 
 // Runs a cpu engine on host memory.
 std::vector<float> RunCpu(const Engine& e, const std::vector<float>& x, int64_t batch) {
-  auto ctx = e.createExecutionContext();
-  EXPECT_TRUE(ctx.ok());
-  std::vector<float> y(batch * 5);
-  EXPECT_TRUE((*ctx)->setInputShape("x", {batch, 3, 9, 9}).ok());
-  EXPECT_TRUE((*ctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
-  EXPECT_TRUE((*ctx)->setTensorAddress("y", y.data()).ok());
-  EXPECT_TRUE((*ctx)->enqueue(nullptr).ok());
-  return y;
+  return RunOnce(e, x, {batch, 3, 9, 9}, static_cast<size_t>(batch * 5));
 }
 
 // Device buffers for one context's x and y.
@@ -274,12 +298,7 @@ TEST(GpuEngine, TacticsAreTimedAcrossADynamicProfile) {
     EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kOpt, {4, 16, 12, 12}).ok());
     EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMax, {16, 16, 12, 12}).ok());
     EXPECT_TRUE(cfg->addOptimizationProfile(*profile).ok());
-    auto bytes = b.buildSerializedNetwork(*net, *cfg, rep);
-    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
-    if (!bytes.ok()) return nullptr;
-    auto e = Runtime(Logger()).deserializeEngine(bytes->data(), bytes->size());
-    EXPECT_TRUE(e.ok()) << e.status().ToString();
-    return e.ok() ? std::move(*e) : nullptr;
+    return BuildAndLoad(b, *net, *cfg, rep);
   };
   BuildReport gpu_rep, cpu_rep;
   auto gpu = build("cuda", &gpu_rep), cpu = build("cpu", &cpu_rep);
@@ -289,25 +308,9 @@ TEST(GpuEngine, TacticsAreTimedAcrossADynamicProfile) {
   for (int batch : {1, 3, 4, 16}) {
     SCOPED_TRACE(batch);
     const std::vector<float> x = RandomVec(batch * 16 * 12 * 12, 30 + batch);
-    std::vector<float> want(batch * 8 * 12 * 12), got(want.size());
-    auto cctx = cpu->createExecutionContext();
-    ASSERT_TRUE(cctx.ok());
-    ASSERT_TRUE((*cctx)->setInputShape("x", {batch, 16, 12, 12}).ok());
-    ASSERT_TRUE((*cctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
-    ASSERT_TRUE((*cctx)->setTensorAddress("y", want.data()).ok());
-    ASSERT_TRUE((*cctx)->enqueue(nullptr).ok());
-    auto dx = cuda::DeviceBuffer::Allocate(x.size() * 4), dy = cuda::DeviceBuffer::Allocate(got.size() * 4);
-    ASSERT_TRUE(dx.ok() && dy.ok());
-    ASSERT_TRUE(cuda::CopyToDevice(dx->get(), x.data(), x.size() * 4, nullptr).ok());
-    auto gctx = gpu->createExecutionContext();
-    ASSERT_TRUE(gctx.ok());
-    ASSERT_TRUE((*gctx)->setInputShape("x", {batch, 16, 12, 12}).ok());
-    ASSERT_TRUE((*gctx)->setTensorAddress("x", dx->get()).ok());
-    ASSERT_TRUE((*gctx)->setTensorAddress("y", dy->get()).ok());
-    ASSERT_TRUE((*gctx)->enqueue(nullptr).ok());
-    ASSERT_TRUE(cuda::CopyToHost(got.data(), dy->get(), got.size() * 4, nullptr).ok());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ExpectClose(got, want, 1e-4, 1e-4);
+    const size_t y_elems = batch * 8 * 12 * 12;
+    ExpectClose(RunOnce(*gpu, x, {batch, 16, 12, 12}, y_elems), RunOnce(*cpu, x, {batch, 16, 12, 12}, y_elems), 1e-4,
+                1e-4);
   }
 }
 
@@ -333,12 +336,7 @@ TEST(GpuEngine, IdenticalLayersAreTimedOnce) {
     auto cfg = b.createBuilderConfig();
     cfg->setBackend(backend);
     cfg->clearFlag(BuilderFlag::kTF32);
-    auto bytes = b.buildSerializedNetwork(*net, *cfg, rep);
-    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
-    if (!bytes.ok()) return nullptr;
-    auto e = Runtime(Logger()).deserializeEngine(bytes->data(), bytes->size());
-    EXPECT_TRUE(e.ok()) << e.status().ToString();
-    return e.ok() ? std::move(*e) : nullptr;
+    return BuildAndLoad(b, *net, *cfg, rep);
   };
   BuildReport gpu_rep, cpu_rep;
   auto gpu = build("cuda", &gpu_rep), cpu = build("cpu", &cpu_rep);
@@ -355,23 +353,8 @@ TEST(GpuEngine, IdenticalLayersAreTimedOnce) {
   ASSERT_EQ(conv_tactics.size(), 2u);
   EXPECT_EQ(conv_tactics[0], conv_tactics[1]);
   const std::vector<float> x = RandomVec(4 * 16 * 12 * 12, 14);
-  std::vector<float> want(4 * 8 * 12 * 12), got(want.size());
-  auto cctx = cpu->createExecutionContext();
-  ASSERT_TRUE(cctx.ok());
-  ASSERT_TRUE((*cctx)->setTensorAddress("x", const_cast<float*>(x.data())).ok());
-  ASSERT_TRUE((*cctx)->setTensorAddress("y", want.data()).ok());
-  ASSERT_TRUE((*cctx)->enqueue(nullptr).ok());
-  auto dx = cuda::DeviceBuffer::Allocate(x.size() * 4), dy = cuda::DeviceBuffer::Allocate(got.size() * 4);
-  ASSERT_TRUE(dx.ok() && dy.ok());
-  ASSERT_TRUE(cuda::CopyToDevice(dx->get(), x.data(), x.size() * 4, nullptr).ok());
-  auto gctx = gpu->createExecutionContext();
-  ASSERT_TRUE(gctx.ok());
-  ASSERT_TRUE((*gctx)->setTensorAddress("x", dx->get()).ok());
-  ASSERT_TRUE((*gctx)->setTensorAddress("y", dy->get()).ok());
-  ASSERT_TRUE((*gctx)->enqueue(nullptr).ok());
-  ASSERT_TRUE(cuda::CopyToHost(got.data(), dy->get(), got.size() * 4, nullptr).ok());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ExpectClose(got, want, 1e-4, 1e-4);
+  const size_t y_elems = 4 * 8 * 12 * 12;
+  ExpectClose(RunOnce(*gpu, x, {4, 16, 12, 12}, y_elems), RunOnce(*cpu, x, {4, 16, 12, 12}, y_elems), 1e-4, 1e-4);
 }
 
 // The WORKSPACE pool: the float32 Gemm's tactics are cuBLASLt's, each taking 32 MiB of scratch memory. Under 1 MiB
