@@ -35,23 +35,7 @@ struct Net : testing::TestGraph {
     a["kiln_activation"] = Attribute::String("Relu");
     return Op("FusedConv", ins, a, "kiln");
   }
-  void Infer() {
-    for (const auto& n : g.nodes())
-      for (Value* o : n->outputs)
-        if (o) o->producer = n.get();
-    ASSERT_TRUE(g.TopoSort().ok());
-    for (Value* v : g.values())
-      if (!v->is_const() && !v->is_graph_input) {
-        v->shape.clear();
-        v->has_shape = false;
-      }
-    InferOptions io;
-    io.evaluator = cpu::MakeConstEvaluator();
-    Status st = InferGraph(g, io);
-    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
-    st = VerifyGraph(g);
-    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
-  }
+  void Infer() { testing::Reinfer(g); }
   int CountNhwc() const {
     int c = 0;
     for (const auto& n : g.nodes()) c += n->gets("kiln_layout", "") == "NHWC";

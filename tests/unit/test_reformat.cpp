@@ -97,24 +97,7 @@ TEST(Reformat, DefaultsAndErrorsNameTheNode) {
   fails(x, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kInt32))}}, "float32 to int32");
 }
 
-// Shapes cleared and inferred again, as the builder does between its planning steps.
-void Reinfer(Graph& g) {
-  for (const auto& n : g.nodes())
-    for (Value* o : n->outputs)
-      if (o) o->producer = n.get();
-  ASSERT_TRUE(g.TopoSort().ok());
-  for (Value* v : g.values())
-    if (!v->is_const() && !v->is_graph_input) {
-      v->shape.clear();
-      v->has_shape = false;
-    }
-  InferOptions io;
-  io.evaluator = cpu::MakeConstEvaluator();
-  Status st = InferGraph(g, io);
-  ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
-  st = VerifyGraph(g);
-  ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
-}
+using testing::Reinfer;
 
 // x float32 [2, 3, 9, 11] -> Cast float16 (as precision planning puts it) -> Conv 3x3 (3 -> 8) -> Relu.
 // `cast_also_read`: the Cast's output is a graph output too.

@@ -206,4 +206,24 @@ inline void ExpectSameOutputs(const std::map<std::string, Tensor>& a, const std:
   }
 }
 
+// Shapes cleared (producers relinked, nodes sorted) and inferred again, as the builder does between its planning
+// steps; then the graph is verified.
+inline void Reinfer(Graph& g) {
+  for (const auto& n : g.nodes())
+    for (Value* o : n->outputs)
+      if (o) o->producer = n.get();
+  ASSERT_TRUE(g.TopoSort().ok());
+  for (Value* v : g.values())
+    if (!v->is_const() && !v->is_graph_input) {
+      v->shape.clear();
+      v->has_shape = false;
+    }
+  InferOptions io;
+  io.evaluator = cpu::MakeConstEvaluator();
+  Status st = InferGraph(g, io);
+  ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
+  st = VerifyGraph(g);
+  ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << PrintGraph(g);
+}
+
 }  // namespace kiln::testing
