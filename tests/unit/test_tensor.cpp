@@ -534,34 +534,51 @@ TEST(TensorOps, SymbolicShapePropagation) {
   EXPECT_EQ(ShapeToString(rg2->outputs[0]->shape), "[?]");
 }
 
-// torch's expand(batch, seq) with -1 handling, as transformers' token type ids export: Where(Equal(shape, -1), 1,
-// shape). A dim is never -1, so the Equal is known (all false) and the Expand keeps the symbols.
-TEST(TensorOps, ExpandWithMinusOneHandlingKeepsSymbols) {
+// A graph of int64 input x [batch, seq] (opset 17) that tests add nodes to (one output each) and mark outputs of.
+struct SymbolicGraph {
   Graph g;
-  g.opsets[""] = 17;
-  Value* x = g.GetOrAddValue("x");
-  x->dtype = DataType::kInt64;
-  x->shape = {Dim::Symbol("batch"), Dim::Symbol("seq")};
-  x->has_shape = true;
-  x->is_graph_input = true;
-  g.inputs.push_back(x);
-  auto node = [&](const char* op, const char* name, std::vector<Value*> ins) {
+  Value* x = nullptr;
+  SymbolicGraph() {
+    g.opsets[""] = 17;
+    x = Input("x", DataType::kInt64, {Dim::Symbol("batch"), Dim::Symbol("seq")});
+  }
+  Value* Input(const char* name, DataType t, Shape shape) {
+    Value* v = g.GetOrAddValue(name);
+    v->dtype = t;
+    v->shape = std::move(shape);
+    v->has_shape = true;
+    v->is_graph_input = true;
+    g.inputs.push_back(v);
+    return v;
+  }
+  Node* node(const char* op, const char* name, std::vector<Value*> ins) {
     Node* n = g.AddNode(op, name);
     n->inputs = std::move(ins);
     n->outputs = {g.GetOrAddValue(std::string(name) + "_out")};
     return n;
-  };
+  }
+  void out(Node* n) {
+    n->outputs[0]->is_graph_output = true;
+    g.outputs.push_back(n->outputs[0]);
+  }
+};
+
+// torch's expand(batch, seq) with -1 handling, as transformers' token type ids export: Where(Equal(shape, -1), 1,
+// shape). A dim is never -1, so the Equal is known (all false) and the Expand keeps the symbols.
+TEST(TensorOps, ExpandWithMinusOneHandlingKeepsSymbols) {
+  SymbolicGraph sg;
+  Graph& g = sg.g;
+  Value* x = sg.x;
+  auto node = [&](const char* op, const char* name, std::vector<Value*> ins) { return sg.node(op, name, ins); };
   Node* sh = node("Shape", "shape", {x});
   Node* eq = node("Equal", "eq", {sh->outputs[0], g.AddConstant("minus1", Tensor::FromInt64({-1}, {}))});
   Node* wh = node("Where", "where", {eq->outputs[0], g.AddConstant("ones", Tensor::FromInt64({1, 1})), sh->outputs[0]});
   Node* ex = node("Expand", "expand", {g.AddConstant("ids", Tensor::FromInt64({0}, {1, 1})), wh->outputs[0]});
-  ex->outputs[0]->is_graph_output = true;
-  g.outputs.push_back(ex->outputs[0]);
+  sg.out(ex);
   // A difference of dims may be negative (-1 at some shapes): its Equal with -1 stays unknown.
   Node* sub = node("Sub", "sub", {sh->outputs[0], g.AddConstant("five", Tensor::FromInt64({5}, {}))});
   Node* eq2 = node("Equal", "eq2", {sub->outputs[0], g.AddConstant("minus1b", Tensor::FromInt64({-1}, {}))});
-  eq2->outputs[0]->is_graph_output = true;
-  g.outputs.push_back(eq2->outputs[0]);
+  sg.out(eq2);
   ASSERT_TRUE(g.TopoSort().ok());
   InferOptions opts;
   opts.evaluator = cpu::MakeConstEvaluator();
@@ -584,24 +601,11 @@ TEST(TensorOps, MinusOneInsideSymbolicContents) {
   EXPECT_FALSE(ContentValue(Dim::Symbol("#x")).has_value());
   EXPECT_TRUE(IsNegativeContent(ContentDim(-1)));
   EXPECT_FALSE(NonNegativeDim(ContentDim(-1)));
-  Graph g;
-  g.opsets[""] = 17;
-  Value* x = g.GetOrAddValue("x");
-  x->dtype = DataType::kInt64;
-  x->shape = {Dim::Symbol("batch"), Dim::Symbol("seq")};
-  x->has_shape = true;
-  x->is_graph_input = true;
-  g.inputs.push_back(x);
-  auto node = [&](const char* op, const char* name, std::vector<Value*> ins) {
-    Node* n = g.AddNode(op, name);
-    n->inputs = std::move(ins);
-    n->outputs = {g.GetOrAddValue(std::string(name) + "_out")};
-    return n;
-  };
-  auto out = [&](Node* n) {
-    n->outputs[0]->is_graph_output = true;
-    g.outputs.push_back(n->outputs[0]);
-  };
+  SymbolicGraph sg;
+  Graph& g = sg.g;
+  Value* x = sg.x;
+  auto node = [&](const char* op, const char* name, std::vector<Value*> ins) { return sg.node(op, name, ins); };
+  auto out = [&](Node* n) { sg.out(n); };
   Node* sh = node("Shape", "shape", {x});
   Node* b = node("Gather", "b", {sh->outputs[0], g.AddConstant("i0", Tensor::FromInt64({0}, {1}))});
   Node* s = node("Gather", "s", {sh->outputs[0], g.AddConstant("i1", Tensor::FromInt64({1}, {1}))});
@@ -626,12 +630,7 @@ TEST(TensorOps, MinusOneInsideSymbolicContents) {
   Node* rs2 = node("Reshape", "reshape2", {x, mul->outputs[0]});
   out(rs2);
   // A dimension a model named "#3" is a name, not the integer 3: Shape of it is not a constant.
-  Value* z = g.GetOrAddValue("z");
-  z->dtype = DataType::kFloat32;
-  z->shape = {Dim::Symbol("#3"), Dim(4)};
-  z->has_shape = true;
-  z->is_graph_input = true;
-  g.inputs.push_back(z);
+  Value* z = sg.Input("z", DataType::kFloat32, {Dim::Symbol("#3"), Dim(4)});
   Node* zs = node("Shape", "zshape", {z});
   out(zs);
   ASSERT_TRUE(g.TopoSort().ok());
