@@ -8,15 +8,11 @@ export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
 R=$OUT/r
 mkdir -p $R
 nvidia-smi -L > $R/gpu.txt
-for i in 0 1; do
-  ( GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i timeout 400 .bundle/bin/kiln_gpu_tests --gtest_filter='-GpuOom*:GpuStress*' \
-      --gtest_brief=1 --gtest_output=xml:$R/shard$i.xml > $R/shard$i.log 2>&1; echo "rc=$? t=$SECONDS" >> $R/shard$i.log ) &
-done
+gpu_label_shards $R
 MODELS=${MODELS:-"resnet50,bert_base,distilbert,gpt2_small,llama_decoder"}
 timeout 300 $PY bench/export_zoo.py --models "$MODELS" --no-check > $R/export.log 2>&1
 wait
-timeout 45 .bundle/bin/kiln_gpu_tests --gtest_filter='GpuOom*:GpuStress*' --gtest_brief=1 > $R/alone.log 2>&1
-echo "rc=$? t=$SECONDS" >> $R/alone.log
+gpu_label_alone $R
 timeout $((${BUDGET:-560} - SECONDS)) $PY bench/dynamic_shapes.py --kiln $K --models "$MODELS" --out $R/dynamic_shapes.json \
   > $R/dynamic_shapes.log 2>&1
 echo "rc=$? t=$SECONDS" >> $R/dynamic_shapes.log
