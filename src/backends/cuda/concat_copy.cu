@@ -40,8 +40,6 @@ __global__ void ConcatKernel(U* __restrict__ dst, ConcatParams p) {
     dst[o * p.row + c] = s[o * w + off];
 }
 
-bool AlignedTo(const void* p, int64_t a) { return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(a) == 0; }
-
 template <typename U>
 cudaError_t LaunchUnits(const std::vector<const void*>& src, const std::vector<int64_t>& width_bytes, void* dst,
                         int64_t outer, int64_t row_bytes, cudaStream_t stream) {

@@ -47,6 +47,11 @@ __host__ __device__ inline bool Aligned16(const T* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
+// Whether p is a multiple of `bytes` (any positive size).
+__host__ __device__ inline bool AlignedTo(const void* p, uint64_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
 // QuantizeLinear's per-tensor rounding of a float value to an 8-bit integer's range [lo, hi]: x / scale divided as
 // IEEE does, rounded half to even, plus the zero point, saturated; NaN gives 0. Shared by the QuantizeLinear kernel
 // and the LayerNorm's quantized output, which must give the same bytes.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cuda/kernel_util.cuh"
 #include "backends/cuda/pointwise_device.cuh"
 
 namespace kiln::cuda {
@@ -128,8 +129,6 @@ __global__ void NotKernel(const uint8_t* __restrict__ x, uint8_t* __restrict__ y
     y[i] = x[i] ? 0 : 1;
 }
 
-bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 }  // namespace
 
 cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, void* y, int64_t n,
@@ -151,7 +150,7 @@ cudaError_t LaunchPwUnary(PwOp op, float a, float b, int dtype, const void* x, v
     known = VisitUnary(op, [&](auto f) {
       using F = decltype(f);
       const int64_t n4 = n / 4;
-      if (n4 > 0 && Aligned(x, 4 * sizeof(T)) && Aligned(y, 4 * sizeof(T))) {
+      if (n4 > 0 && AlignedTo(x, 4 * sizeof(T)) && AlignedTo(y, 4 * sizeof(T))) {
         FormulaVec4Kernel<T, F><<<GridFor(n4, pw::kBlock), pw::kBlock, 0, stream>>>(f, a, b, xt, yt, n4);
         if (n4 * 4 < n)
           FormulaKernel<T, F><<<1, pw::kBlock, 0, stream>>>(f, a, b, xt + n4 * 4, yt + n4 * 4, n - n4 * 4);

@@ -122,7 +122,7 @@ cudaError_t LaunchReformat(int x_dtype, int y_dtype, const void* x, void* y, int
         const int64_t s = dims[r - 2], pixels = (r == 3 ? dims[0] : 1) * s;
         const int ci = static_cast<int>(c), cp = static_cast<int>(y_last);
         const size_t bytes = static_cast<size_t>(cp) * sizeof(TO);
-        const bool aligned = bytes >= 16 ? Aligned16(py) : reinterpret_cast<uintptr_t>(py) % bytes == 0;
+        const bool aligned = AlignedTo(py, bytes >= 16 ? 16 : bytes);
         if (aligned && cp == 4) LaunchChannelsLast<TI, TO, 4>(px, py, pixels, s, ci, cp, stream);
         else if (aligned && cp == 8) LaunchChannelsLast<TI, TO, 8>(px, py, pixels, s, ci, cp, stream);
         else if (aligned && cp == 16) LaunchChannelsLast<TI, TO, 16>(px, py, pixels, s, ci, cp, stream);

@@ -170,8 +170,6 @@ cudaError_t LaunchGeneralBySize(int unit, const void* src, void* dst, const std:
   }
 }
 
-bool Aligned(const void* p, int64_t a) { return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(a) == 0; }
-
 // ---- Tile (modulo indexing) ----
 
 struct TileParams {
@@ -238,7 +236,7 @@ cudaError_t LaunchStridedCopy(const void* src, void* dst, int rank, const int64_
   if (sl == 1 && dl == 1) {
     int unit = 16;
     for (; unit > es; unit /= 2) {
-      bool ok = (n * es) % unit == 0 && Aligned(src, unit) && Aligned(dst, unit);
+      bool ok = (n * es) % unit == 0 && AlignedTo(src, unit) && AlignedTo(dst, unit);
       for (int i = 0; ok && i + 1 < r; ++i) ok = (ms[i] * es) % unit == 0 && (md[i] * es) % unit == 0;
       if (ok) break;
     }
