@@ -213,6 +213,37 @@ bool SameStaticShapes(const Node& a, const Node& b) {
   return true;
 }
 
+// A tactic's name as log lines show it (cuDNN's and cuBLASLt's run long).
+std::string ShortName(const std::string& t) { return t.size() > 40 ? t.substr(0, 40) + "..." : t; }
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Candidate `t` created for `spec` and timed on `bench` (cut short past twice `best_ms`; 0: no best yet), its
+// creation and timing counted in `rep`. One that fails is listed in rep.failures (`at` says where) and gives nullopt;
+// a failure that leaves the CUDA context unusable (an illegal address) ends the build.
+Result<std::optional<double>> TimeCandidate(const Node& n, const LayerSpec& spec, const std::string& t, Bench& bench,
+                                            double best_ms, const TuneOptions& opts, cudaStream_t stream,
+                                            Handles& handles, TuneReport& rep, const std::string& at) {
+  const auto c0 = Clock::now();
+  auto layer = CreateLayer(spec, t);
+  rep.create_seconds += SecondsSince(c0);
+  const auto t1 = Clock::now();
+  Result<double> ms = layer.ok() ? TimeLayer(**layer, bench, stream, handles, std::max(1, opts.avg_timing) + 1, best_ms)
+                                 : Result<double>(layer.status());
+  rep.timing_seconds += SecondsSince(t1);
+  ++rep.candidates;
+  if (ms.ok()) return std::optional<double>(*ms);
+  rep.failures.push_back(n.Where() + " tactic " + t + at + ": " + ms.status().message());
+  // A failed launch must not poison the next candidate.
+  cudaDeviceSynchronize();
+  cudaGetLastError();
+  if (cudaError_t sticky = cudaDeviceSynchronize(); sticky != cudaSuccess)
+    return Err(StatusCode::kCudaError, "{}: tactic {} left the CUDA context unusable ({}): {}; exclude it or report a bug",
+               n.Where(), t, cudaGetErrorString(sticky), ms.status().message());
+  return std::optional<double>();
+}
+
 // The tactic among those that ran at the tuning shapes (`at_tuning`) whose worst slowdown against the fastest, over
 // the tuning shapes and each of `others` (the node at other shapes of the profile), is least; within 2% of that, the
 // fastest at the tuning shapes. Each candidate is created for the tuning shapes and run at the other shapes, as an
@@ -223,8 +254,6 @@ Result<std::string> AcrossShapes(const Node& n, const LayerSpec& tuning_spec, co
                                  const std::map<std::string, double>& at_tuning, const std::string& fastest,
                                  const TuneOptions& opts, cudaStream_t stream, Handles& handles, std::mt19937& rng,
                                  TuneReport& rep, std::string& line) {
-  using Clock = std::chrono::steady_clock;
-  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   // Only the few candidates near the fastest at the tuning shapes are run elsewhere (each costs a plan per shape): at
   // most kAcrossCandidates, each within kAcrossSlack of it. One slower than that at opt could win only where the
   // others are slower still everywhere else, and it would give up the opt shape to do so.
@@ -250,24 +279,9 @@ Result<std::string> AcrossShapes(const Node& n, const LayerSpec& tuning_spec, co
     double best_here = 0;
     for (const auto& [t, unused] : worst) {
       (void)unused;
-      const auto c0 = Clock::now();
-      auto layer = CreateLayer(tuning_spec, t);
-      rep.create_seconds += seconds_since(c0);
-      const auto t1 = Clock::now();
-      Result<double> ms = layer.ok() ? TimeLayer(**layer, bench, stream, handles, std::max(1, opts.avg_timing) + 1,
-                                                 best_here)
-                                     : Result<double>(layer.status());
-      rep.timing_seconds += seconds_since(t1);
-      ++rep.candidates;
-      if (!ms.ok()) {
-        rep.failures.push_back(n.Where() + " tactic " + t + " at other profile shapes: " + ms.status().message());
-        cudaDeviceSynchronize();
-        cudaGetLastError();
-        if (cudaError_t sticky = cudaDeviceSynchronize(); sticky != cudaSuccess)
-          return Err(StatusCode::kCudaError, "{}: tactic {} left the CUDA context unusable ({}): {}", n.Where(), t,
-                     cudaGetErrorString(sticky), ms.status().message());
-        continue;
-      }
+      KILN_ASSIGN_OR_RETURN(std::optional<double> ms, TimeCandidate(n, tuning_spec, t, bench, best_here, opts, stream,
+                                                                    handles, rep, " at other profile shapes"));
+      if (!ms) continue;
       here[t] = *ms;
       if (best_here == 0 || *ms < best_here) best_here = *ms;
     }
@@ -281,7 +295,7 @@ Result<std::string> AcrossShapes(const Node& n, const LayerSpec& tuning_spec, co
         w = std::numeric_limits<double>::infinity();
         continue;
       }
-      line += fmt::format(" {}={:.4f}ms", t.size() > 40 ? t.substr(0, 40) + "..." : t, it->second);
+      line += fmt::format(" {}={:.4f}ms", ShortName(t), it->second);
       w = std::max(w, it->second / best_here);
     }
   }
@@ -316,17 +330,13 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
   // layers (ResNet's blocks of a stage, a transformer's layers), and an identical layer (same op, attributes, types,
   // shapes and candidates) gets the same answer without being timed again, as a timing cache would give it.
   std::map<std::string, std::string> chosen_for;
-  using Clock = std::chrono::steady_clock;
-  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   for (size_t k = 0; k < nodes.size(); ++k) {
     const Node& n = *nodes[k];
     const Node& tn = *tuned.nodes()[k];
     LayerSpec spec = SpecAt(n, tn, opts.allow_tf32);
     const std::vector<std::string>& tactics = candidates[k];
     ++rep.layers;
-    bool shapes_known = true;
-    for (const Value* v : tn.inputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
-    for (const Value* v : tn.outputs) shapes_known &= !v || (v->has_shape && IsStatic(v->shape));
+    const bool shapes_known = StaticShapes(tn);
     // The node at the profile's other shapes where they differ from the tuning shapes (and are static).
     std::vector<const Node*> others;
     if (tactics.size() > 1 && shapes_known)
@@ -368,7 +378,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
           fitting.push_back(t);
         } else {
           ++rep.over_workspace;
-          needs += fmt::format("{}{} {:.2f} MiB", needs.empty() ? "" : ", ", t.size() > 40 ? t.substr(0, 40) + "..." : t,
+          needs += fmt::format("{}{} {:.2f} MiB", needs.empty() ? "" : ", ", ShortName(t),
                                ws / 1048576.0);
         }
       }
@@ -403,27 +413,10 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     std::string line;
     std::map<std::string, double> at_tuning;  // the candidates that ran, and their time at the tuning shapes
     for (const std::string& t : fitting) {
-      const auto c0 = Clock::now();
-      auto layer = CreateLayer(spec, t);
-      rep.create_seconds += seconds_since(c0);
-      const auto t1 = Clock::now();
-      Result<double> ms = layer.ok() ? TimeLayer(**layer, *bench, stream.get(), handles, std::max(1, opts.avg_timing) + 1,
-                                                 best.empty() ? 0.0 : best_ms)
-                                     : Result<double>(layer.status());
-      rep.timing_seconds += seconds_since(t1);
-      ++rep.candidates;
-      if (!ms.ok()) {
-        rep.failures.push_back(n.Where() + " tactic " + t + ": " + ms.status().message());
-        // A failed launch must not poison the next candidate; a sticky error (illegal address) ends the build.
-        cudaDeviceSynchronize();
-        cudaGetLastError();
-        if (cudaError_t sticky = cudaDeviceSynchronize(); sticky != cudaSuccess)
-          return Err(StatusCode::kCudaError,
-                     "{}: tactic {} left the CUDA context unusable ({}): {}; exclude it or report a bug", n.Where(), t,
-                     cudaGetErrorString(sticky), ms.status().message());
-        continue;
-      }
-      line += fmt::format(" {}={:.4f}ms", t.size() > 40 ? t.substr(0, 40) + "..." : t, *ms);
+      KILN_ASSIGN_OR_RETURN(std::optional<double> ms, TimeCandidate(n, spec, t, *bench, best.empty() ? 0.0 : best_ms,
+                                                                    opts, stream.get(), handles, rep, ""));
+      if (!ms) continue;
+      line += fmt::format(" {}={:.4f}ms", ShortName(t), *ms);
       at_tuning[t] = *ms;
       if (best.empty() || *ms < best_ms) {
         best = t;
@@ -449,7 +442,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     chosen_for[repeat_key] = best;
     chosen.push_back(best);
   }
-  rep.seconds = seconds_since(t0);
+  rep.seconds = SecondsSince(t0);
   if (report) *report = rep;
   return chosen;
 }
