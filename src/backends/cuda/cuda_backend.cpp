@@ -66,23 +66,25 @@ class CudaEngine final : public BackendEngine {
 // with an empty input are left out.
 std::vector<std::map<std::string, Dims>> ProfilePoints(const ProfileShapes& p) {
   std::vector<std::map<std::string, Dims>> points;
+  std::map<std::string, Dims> opt;
+  for (const auto& [name, v] : p) {
+    if (v.size() != 3) return points;
+    opt[name] = v[1];
+  }
   auto at = [&](int from, int to, double f) {
     std::map<std::string, Dims> shapes;
     for (const auto& [name, v] : p) {
-      if (v.size() != 3 || v[from].size() != v[to].size()) return;
+      if (v[from].size() != v[to].size()) return;
       Dims d(v[from].size());
       for (size_t i = 0; i < d.size(); ++i) {
         const double a = static_cast<double>(v[from][i]), b = static_cast<double>(v[to][i]);
         d[i] = a <= 0 || b <= 0 ? v[to][i]
                                 : std::clamp<int64_t>(std::llround(std::exp(std::log(a) + f * (std::log(b) - std::log(a)))),
                                                       std::min(v[from][i], v[to][i]), std::max(v[from][i], v[to][i]));
+        if (d[i] == 0) return;  // an empty tensor's timing says nothing about a tactic
       }
       shapes[name] = d;
     }
-    std::map<std::string, Dims> opt;
-    for (const auto& [name, v] : p) opt[name] = v[1];
-    for (const auto& [name, d] : shapes)  // an empty tensor's timing says nothing about a tactic
-      if (std::find(d.begin(), d.end(), 0) != d.end()) return;
     if (shapes != opt && std::find(points.begin(), points.end(), shapes) == points.end()) points.push_back(shapes);
   };
   at(0, 0, 0);    // min
