@@ -52,6 +52,8 @@ SPECS = {
         Spec("regnet_y_800mf", "vision", "input", (3, 224, 224), "output", 64),
         Spec("densenet121", "vision", "input", (3, 224, 224), "output", 64),
         Spec("efficientnet_v2_s", "vision", "input", (3, 224, 224), "output", 64),
+        # Inception-style blocks (four parallel branches each): the auxiliary streams' model (issue 17 item 6).
+        Spec("googlenet", "vision", "input", (3, 224, 224), "output", 64),
         Spec("distilbert", "text", "input_ids", (SEQ,), "last_hidden_state", 32, vocab=30522),
         Spec("t5_encoder", "text", "input_ids", (SEQ,), "last_hidden_state", 32, vocab=32128),
         Spec("llama_decoder", "text", "input_ids", (LLAMA_SEQ,), "last_hidden_state", 4, vocab=32000,
@@ -60,7 +62,7 @@ SPECS = {
 }
 
 TORCHVISION = ("resnet50", "efficientnet_b0", "vit_b_16", "mobilenet_v3_large", "convnext_tiny", "swin_t",
-               "regnet_y_800mf", "densenet121", "efficientnet_v2_s")
+               "regnet_y_800mf", "densenet121", "efficientnet_v2_s", "googlenet")
 HF_TEXT = ("bert_base", "gpt2_small", "distilbert", "t5_encoder", "llama_decoder")
 
 

@@ -33,6 +33,7 @@ struct BackendInfo {
   bool reduced_precision = false;  // FP16/BF16 layers, per-layer precisions, I/O types other than the network's
   bool tunes_tactics = false;      // kernel auto-tuning: the timing cache and the timed runs per candidate
   bool graph_capture = false;      // ExecutionContext::setUseCudaGraph captures and replays the launches
+  bool concurrent_streams = false; // BuilderConfig::setMaxAuxStreams: layers run on auxiliary streams too
 };
 
 // Every backend name kiln knows, this build's or not ("cpu", "cuda").

@@ -10,7 +10,7 @@
 //   calibration_cache (calib), calibration_data (a folder of .npy/.npz batches), calibration_algorithm
 //     (entropy, minmax, percentile)
 //   timing_cache, backend (cpu, cuda), builder_optimization_level (0..5), profiling_verbosity
-//     (layer_names_only, detailed, none), avg_timing, precision_constraints (none, prefer, obey),
+//     (layer_names_only, detailed, none), avg_timing, max_aux_streams (0..64), precision_constraints (none, prefer, obey),
 //     layer_precisions: {layer: fp32|fp16|bf16|int8|fp8}
 // An unknown key, or a value of the wrong kind, is an error naming the key (and the file's line) and what it takes.
 #pragma once
@@ -34,7 +34,7 @@ struct BuildConfigFile {
   std::optional<int64_t> max_batch_size;
   std::optional<std::string> calibration_cache, calibration_data, calibration_algorithm;
   std::optional<std::string> timing_cache, backend, profiling_verbosity, precision_constraints;
-  std::optional<int> builder_optimization_level, avg_timing;
+  std::optional<int> builder_optimization_level, avg_timing, max_aux_streams;
   std::map<std::string, std::string> layer_precisions;
 
   // min/opt/max shapes per input: the per-input maps, with `shapes` for every one of them, and the one-input

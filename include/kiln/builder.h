@@ -84,6 +84,14 @@ class BuilderConfig {
   void setInt4WeightBlockSize(int64_t block) { int4_weight_block_ = block; }
   int64_t int4WeightBlockSize() const { return int4_weight_block_; }
 
+  // Auxiliary streams (trtexec --maxAuxStreams, TensorRT's setMaxAuxStreams): the most streams besides the
+  // caller's that an engine may run independent branches of the graph on at the same time (Inception-style blocks,
+  // detector heads, parallel projections). 0 (the default): every layer on the caller's stream. Each auxiliary
+  // stream an engine uses costs its contexts a layer scratch buffer of its own, and memory the branches can no
+  // longer share. Backends that run one layer at a time (cpu) ignore it. At most 64.
+  void setMaxAuxStreams(int n) { max_aux_streams_ = n; }
+  int getMaxAuxStreams() const { return max_aux_streams_; }
+
   // Returns the profile's index, or an error naming the bad input.
   Result<int> addOptimizationProfile(const OptimizationProfile& profile);
   const std::vector<OptimizationProfile>& profiles() const { return profiles_; }
@@ -143,6 +151,7 @@ class BuilderConfig {
   std::map<std::string, size_t> pools_;
   int64_t max_tensor_elements_ = int64_t{1} << 35;
   int64_t int4_weight_block_ = 0;
+  int max_aux_streams_ = 0;
   std::vector<OptimizationProfile> profiles_;
   std::string timing_cache_;
   int opt_level_ = 3;
@@ -196,6 +205,10 @@ struct BuildReport {
     int64_t bytes_per_inference = 0;
   };
   std::vector<CpuFallback> cpu_fallbacks;
+  // Auxiliary streams: the most allowed, the streams used besides the main one, the cross-stream waits per run, and
+  // per auxiliary stream the layers it runs (in order) beside the main stream's.
+  int aux_streams_max = 0, aux_streams_used = 0, cross_stream_waits = 0;
+  std::vector<std::vector<std::string>> aux_stream_layers;
   std::string calibration_source;  // "dynamic ranges", "calibration cache", "calibrated N batches", or empty
   std::string device;
   size_t engine_bytes = 0;

@@ -42,6 +42,8 @@ class Engine {
   // Bytes of activation memory one context needs (the memory plan's arena at the profiles' largest shapes).
   size_t getDeviceMemorySize() const;
   int getNbLayers() const;
+  // The auxiliary streams the engine runs layers on besides the caller's stream (BuilderConfig::setMaxAuxStreams).
+  int getNbAuxStreams() const;
   std::string getBackend() const;
   // The device the engine was deserialized (or built) on and its contexts run on; 0 on a host backend.
   int getDevice() const;
@@ -83,6 +85,11 @@ class ExecutionContext {
   // cuda: capture the engine's launches into a CUDA graph on the first enqueue and replay it on later ones;
   // a change of input shapes, tensor addresses or stream captures again. Ignored on the cpu backend.
   void setUseCudaGraph(bool on);
+  // cuda, engines with auxiliary streams (Engine::getNbAuxStreams): the streams later enqueues launch the auxiliary
+  // streams' layers on (cudaStream_t, of the engine's device), as TensorRT's setAuxStreams. Without it (or for the
+  // ones past `count`) the context uses streams it creates; extra ones are not used. Either way every enqueue makes
+  // them wait for the enqueue's stream at its start and the enqueue's stream wait for them at its end.
+  Status setAuxStreams(void* const* streams, int count);
 
   explicit ExecutionContext(std::unique_ptr<ExecutionContextImpl> impl);
 

@@ -321,6 +321,18 @@ class IBuilderConfig:
         self._c.avg_timing_iterations = int(n)
 
     @property
+    def max_aux_streams(self) -> int:
+        """The most auxiliary streams independent branches of the graph may run on beside the main one (0..64;
+        default 0: every layer on the caller's stream)."""
+        return self._c.max_aux_streams
+
+    @max_aux_streams.setter
+    def max_aux_streams(self, n: int) -> None:
+        if not 0 <= int(n) <= 64:
+            raise KilnError(f"max_aux_streams {n} is outside 0..64")
+        self._c.max_aux_streams = int(n)
+
+    @property
     def backend(self) -> str:
         """kiln's: the backend to build for ("cpu" or "cuda"); empty: cuda where a GPU is found, else cpu."""
         return self._c.backend

@@ -162,6 +162,8 @@ def _apply_config(config: IBuilderConfig, c) -> None:
                                       "none": _kiln.ProfilingVerbosity.NONE}[c.profiling_verbosity]
     if c.avg_timing is not None:
         config.avg_timing_iterations = c.avg_timing
+    if c.max_aux_streams is not None:
+        config.max_aux_streams = c.max_aux_streams
     if c.precision_constraints == "obey":
         config.set_flag(BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
     for layer, p in c.layer_precisions.items():

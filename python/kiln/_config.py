@@ -12,7 +12,7 @@ _FIELDS = ("onnx", "engine", "fp16", "bf16", "int8", "fp8", "best", "tf32", "str
            "activations_mb", "shapes", "min_shapes", "opt_shapes", "max_shapes", "min_shape", "opt_shape", "max_shape",
            "max_batch_size", "calibration_cache", "calibration_data", "calibration_algorithm", "timing_cache",
            "backend", "builder_optimization_level", "profiling_verbosity", "avg_timing", "precision_constraints",
-           "layer_precisions")
+           "layer_precisions", "max_aux_streams")
 
 
 class BuildConfig:

@@ -114,6 +114,12 @@ class IExecutionContext:
         self._c.enqueue(int(stream_handle))
         return True
 
+    def set_aux_streams(self, aux_streams: List[int]) -> None:
+        """The CUDA streams (handles) later runs launch the auxiliary streams' layers on; without it the context
+        uses streams of its own. Every run makes them wait for its stream at the start, and its stream for them at
+        the end."""
+        self._c.set_aux_streams([int(s) for s in aux_streams])
+
     def execute_v2(self, bindings: List[int]) -> bool:
         """Runs synchronously with one address per I/O tensor, in the engine's tensor order."""
         n = self._engine.num_io_tensors
@@ -203,6 +209,11 @@ class ICudaEngine:
     @property
     def num_layers(self) -> int:
         return self._e.num_layers
+
+    @property
+    def num_aux_streams(self) -> int:
+        """The auxiliary streams the engine runs layers on besides the caller's stream."""
+        return self._e.num_aux_streams
 
     @property
     def device_memory_size(self) -> int:

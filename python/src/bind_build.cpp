@@ -235,6 +235,7 @@ void BindBuild(nb::module_& m) {
       .def_prop_rw("backend", &BuilderConfig::backend, &BuilderConfig::setBackend)
       .def_prop_rw("avg_timing_iterations", &BuilderConfig::avgTimingIterations,
                    &BuilderConfig::setAvgTimingIterations)
+      .def_prop_rw("max_aux_streams", &BuilderConfig::getMaxAuxStreams, &BuilderConfig::setMaxAuxStreams)
       .def("set_io_type", &BuilderConfig::setIOType, nb::arg("tensor"), nb::arg("dtype"))
       .def(
           "set_int8_calibrator",
@@ -273,6 +274,7 @@ void BindBuild(nb::module_& m) {
       .def_rw("builder_optimization_level", &BuildConfigFile::builder_optimization_level, nb::arg().none())
       .def_rw("profiling_verbosity", &BuildConfigFile::profiling_verbosity, nb::arg().none())
       .def_rw("avg_timing", &BuildConfigFile::avg_timing, nb::arg().none())
+      .def_rw("max_aux_streams", &BuildConfigFile::max_aux_streams, nb::arg().none())
       .def_rw("precision_constraints", &BuildConfigFile::precision_constraints, nb::arg().none())
       .def_rw("layer_precisions", &BuildConfigFile::layer_precisions)
       .def("resolve_shapes", [](const BuildConfigFile& c, const std::vector<std::string>& inputs) {

@@ -46,7 +46,15 @@ void BindRuntime(nb::module_& m) {
           },
           nb::arg("name"))
       .def("set_profiler", &ExecutionContext::setProfiler, nb::arg("profiler").none(), nb::keep_alive<1, 2>())
-      .def("set_use_cuda_graph", &ExecutionContext::setUseCudaGraph, nb::arg("on"));
+      .def("set_use_cuda_graph", &ExecutionContext::setUseCudaGraph, nb::arg("on"))
+      .def(
+          "set_aux_streams",
+          [](ExecutionContext& c, const std::vector<uintptr_t>& streams) {
+            std::vector<void*> s;
+            for (uintptr_t p : streams) s.push_back(reinterpret_cast<void*>(p));
+            Check(c.setAuxStreams(s.data(), static_cast<int>(s.size())));
+          },
+          nb::arg("streams"));
 
   nb::class_<Engine>(m, "Engine")
       .def_prop_ro("num_io_tensors", &Engine::getNbIOTensors)
@@ -65,6 +73,7 @@ void BindRuntime(nb::module_& m) {
           nb::arg("name"), nb::arg("profile_index"))
       .def_prop_ro("device_memory_size", &Engine::getDeviceMemorySize)
       .def_prop_ro("num_layers", &Engine::getNbLayers)
+      .def_prop_ro("num_aux_streams", &Engine::getNbAuxStreams)
       .def_prop_ro("backend", &Engine::getBackend)
       .def("get_layer_information_json", &Engine::getLayerInformationJson)
       .def("get_build_report_json", &Engine::getBuildReportJson)

@@ -44,6 +44,10 @@ class EngineDesc {
   MemoryPlan plan;                      // at the profiles' largest shapes
   std::unordered_map<std::string, const BufferPlan*> plan_by_name;
   std::vector<std::string> tactics;  // per node, the kernel chosen
+  // Auxiliary streams (plan/streams.h): per node, the stream it runs on (empty: all on the main stream), and how many
+  // streams the engine uses, the main one included.
+  std::vector<int32_t> streams;
+  int32_t num_streams = 1;
   bool allow_tf32 = true;
   // The most elements one tensor may hold (BuilderConfig::setMaxTensorElements): outputs whose size depends on
   // data are checked against it at run time.
@@ -77,6 +81,9 @@ struct EnqueueArgs {
   // Name each layer's work for profilers (NVTX ranges on the CUDA backend): engines built with detailed profiling
   // verbosity.
   bool annotate_layers = false;
+  // The caller's streams for an engine's auxiliary streams (ExecutionContext::setAuxStreams), in order; streams past
+  // its end are the context's own.
+  const std::vector<void*>* aux_streams = nullptr;
 };
 
 // One execution context's backend state: its activation memory and whatever it prepares per set of shapes.
@@ -105,6 +112,7 @@ struct BackendTraits {
   bool channels_last = false;      // NHWC convolutions (layout planning runs)
   bool tunes_tactics = false;      // times candidate kernels on the device (timing cache, --avgTiming)
   bool graph_capture = false;      // contexts can capture and replay their launches (setUseCudaGraph)
+  bool concurrent_streams = false; // layers may run on auxiliary streams beside the main one (setMaxAuxStreams)
 };
 
 // The device an engine is built for and must be loaded on (engine headers and their compatibility check).

@@ -101,6 +101,9 @@ struct EngineContents {
   // engines written before the field existed (the default applies).
   int64_t max_tensor_elements = 0;
   int32_t profiling_verbosity = 2;  // ProfilingVerbosity (kiln/builder.h): 0 layer names only, 1 none, 2 detailed
+  // Auxiliary streams (plan/streams.h): per node, its stream (empty: all on the main one), and the streams used.
+  std::vector<int32_t> node_streams;
+  int32_t num_streams = 1;
 };
 
 // The decoded fixed header.

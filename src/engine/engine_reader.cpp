@@ -339,6 +339,16 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
   if (e.profiling_verbosity() < 0 || e.profiling_verbosity() > 2)
     return Bad(fmt::format("profiling verbosity {}", e.profiling_verbosity()));
   out.profiling_verbosity = e.profiling_verbosity();
+  if (e.num_streams() < 1 || e.num_streams() > 65)
+    return Bad(fmt::format("{} streams (the main one and at most 64 auxiliary)", e.num_streams()));
+  out.num_streams = e.num_streams();
+  if (e.node_streams()) {
+    out.node_streams = Vec(e.node_streams());
+    if (out.node_streams.size() != out.graph->nodes().size())
+      return Bad(fmt::format("{} stream assignments for {} nodes", out.node_streams.size(), out.graph->nodes().size()));
+    for (int32_t s : out.node_streams)
+      if (s < 0 || s >= out.num_streams) return Bad(fmt::format("a node on stream {} of {}", s, out.num_streams));
+  }
   // Every value whose shape is fixed holds at most the engine's element limit (its builder checked the same: shapes
   // with unknown dims are sized at run time).
   const int64_t cap = out.max_tensor_elements > 0 ? out.max_tensor_elements : (int64_t{1} << 40);

@@ -220,8 +220,15 @@ Result<std::vector<uint8_t>> Writer::Write(const EngineContents& e) {
                                        fbb_.CreateString(r.version), fbb_.CreateString(r.library)));
     plugins = fbb_.CreateVector(fr);
   }
+  fbs::Offset<fbs::Vector<int32_t>> node_streams;
+  if (!e.node_streams.empty()) {
+    if (e.node_streams.size() != e.graph->nodes().size())
+      return Err(StatusCode::kInternal, "the engine has {} stream assignments for {} nodes", e.node_streams.size(),
+                 e.graph->nodes().size());
+    node_streams = fbb_.CreateVector(e.node_streams);
+  }
   fbb_.Finish(fb::CreateEngine(fbb_, graph, profiles, plan, report, plugins, e.max_tensor_elements,
-                                e.profiling_verbosity),
+                                e.profiling_verbosity, node_streams, e.num_streams),
               fb::EngineIdentifier());
   const size_t payload_size = fbb_.GetSize();
   if (payload_size >= FLATBUFFERS_MAX_BUFFER_SIZE)

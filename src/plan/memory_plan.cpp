@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "plan/streams.h"
 
 namespace kiln {
 
@@ -156,6 +157,49 @@ int64_t PeakLive(const std::vector<BufferPlan>& bufs, int64_t align) {
   return peak;
 }
 
+// Auxiliary streams: a buffer's lifetime runs on to the last node that is not ordered after every use of it (its
+// definition, its reads, and those of its views), so that a buffer placed after it in time is written only once all
+// of those are done. Per stream t, F[t][m] is the last node whose clock on t is below m (not ordered after t's node
+// m); a buffer whose last use on t is m_t must live through max_t F[t][m_t].
+void ExtendForStreams(const Graph& g, const StreamSchedule& sc, const std::unordered_map<const Value*, size_t>& index,
+                      const std::unordered_map<std::string, size_t>& by_name, std::vector<BufferPlan>& bufs) {
+  const auto& nodes = g.nodes();
+  const int32_t n = static_cast<int32_t>(nodes.size()), ns = sc.num_streams;
+  auto root = [&](size_t i) {
+    if (bufs[i].kind != BufferPlan::Kind::kView) return i;
+    auto it = by_name.find(bufs[i].alias_of);
+    return it == by_name.end() ? i : it->second;
+  };
+  std::vector<std::vector<int32_t>> last_use(bufs.size(), std::vector<int32_t>(ns, -1));
+  for (int32_t k = 0; k < n; ++k) {
+    auto use = [&](const Value* v) {
+      if (!v) return;
+      auto it = index.find(v);
+      if (it == index.end()) return;
+      int32_t& m = last_use[root(it->second)][sc.stream[k]];
+      m = std::max(m, k);
+    };
+    for (const Value* v : nodes[k]->inputs) use(v);
+    for (const Value* v : nodes[k]->outputs) use(v);
+  }
+  // F[t][m] = max{p : clock[p][t] < m}, as a prefix maximum over clock values (shifted by one: -1 is "none").
+  std::vector<std::vector<int32_t>> f(ns, std::vector<int32_t>(static_cast<size_t>(n) + 1, -1));
+  for (int32_t p = 0; p < n; ++p)
+    for (int32_t t = 0; t < ns; ++t) {
+      const int32_t j = sc.clock[p][t] + 1;  // clock[p][t] < m exactly where j <= m
+      f[t][j] = std::max(f[t][j], p);
+    }
+  for (int32_t t = 0; t < ns; ++t)
+    for (int32_t m = 1; m <= n; ++m) f[t][m] = std::max(f[t][m], f[t][m - 1]);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (bufs[i].kind != BufferPlan::Kind::kArena) continue;
+    for (int32_t t = 0; t < ns; ++t) {
+      const int32_t m = last_use[i][t];
+      if (m >= 0) bufs[i].last = std::max(bufs[i].last, f[t][m]);
+    }
+  }
+}
+
 std::string Mib(int64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); }
 
 }  // namespace
@@ -274,6 +318,13 @@ Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes_of, cons
     if (b.kind != BufferPlan::Kind::kView) continue;
     auto it = by_name.find(b.alias_of);
     if (it != by_name.end()) plan.buffers[it->second].last = std::max(plan.buffers[it->second].last, b.last);
+  }
+
+  if (opts.schedule && opts.schedule->num_streams > 1) {
+    if (opts.schedule->stream.size() != nodes.size())
+      return Err(StatusCode::kInternal, "memory plan: a stream schedule of {} nodes for {} nodes",
+                 opts.schedule->stream.size(), nodes.size());
+    ExtendForStreams(g, *opts.schedule, index, by_name, plan.buffers);
   }
 
   std::vector<size_t> arena;

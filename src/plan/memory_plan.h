@@ -2,7 +2,8 @@
 // overlap never share bytes, and values that are never live together reuse the same memory.
 //
 // Lifetimes run over the execution order (node index of the first definition .. node index of the last use,
-// both inclusive, so a node's outputs never overlap its inputs). Constants take no arena space. Graph inputs
+// both inclusive, so a node's outputs never overlap its inputs; with auxiliary streams, .. the last node not ordered
+// after every use). Constants take no arena space. Graph inputs
 // and outputs are pinned: they are bound by the caller (kExternal) and share nothing. Outputs of view ops
 // (Reshape, Flatten, Squeeze, Unsqueeze, Identity: the CPU kernels return the input's buffer) are views of
 // their input: they take no space of their own and extend the lifetime of the value they view. Offsets are
@@ -55,8 +56,13 @@ struct MemoryPlan {
   std::string Summary() const;
 };
 
+struct StreamSchedule;
+
 struct MemoryPlanOptions {
   int64_t alignment = 256;  // power of two
+  // Nodes on several streams (plan/streams.h): a buffer's lifetime then runs until every later node is ordered after
+  // all its uses, so that memory is reused only by work that cannot overlap them. Null: one stream.
+  const StreamSchedule* schedule = nullptr;
 };
 
 // Bytes a value needs at the largest shapes; an error names the value when it cannot be known.

@@ -62,6 +62,7 @@ Result<BackendInfo> GetBackendInfo(const std::string& name) {
   info.reduced_precision = t.reduced_precision;
   info.tunes_tactics = t.tunes_tactics;
   info.graph_capture = t.graph_capture;
+  info.concurrent_streams = t.concurrent_streams;
   return info;
 }
 

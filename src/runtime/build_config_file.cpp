@@ -28,6 +28,7 @@ const std::map<std::string, std::string>& Keys() {
       {"timing_cache", "timing_cache"}, {"backend", "backend"},
       {"builder_optimization_level", "builder_optimization_level"}, {"optimization_level", "builder_optimization_level"},
       {"profiling_verbosity", "profiling_verbosity"}, {"avg_timing", "avg_timing"},
+      {"max_aux_streams", "max_aux_streams"},
       {"precision_constraints", "precision_constraints"}, {"layer_precisions", "layer_precisions"},
   };
   return k;
@@ -167,6 +168,10 @@ Result<BuildConfigFile> ParseBuildConfig(const std::string& yaml, const std::str
         KILN_ASSIGN_OR_RETURN(int64_t n, r.Int(v, key, 1, 1000));
         c.avg_timing = static_cast<int>(n);
       }
+      else if (name == "max_aux_streams") {
+        KILN_ASSIGN_OR_RETURN(int64_t n, r.Int(v, key, 0, 64));
+        c.max_aux_streams = static_cast<int>(n);
+      }
       else if (name == "precision_constraints") {
         KILN_ASSIGN_OR_RETURN(c.precision_constraints, r.OneOf(v, key, {"none", "prefer", "obey"}));
       }
@@ -294,6 +299,7 @@ std::string WriteBuildConfig(const BuildConfigFile& c) {
     out << YAML::Key << "builder_optimization_level" << YAML::Value << *c.builder_optimization_level;
   str("profiling_verbosity", c.profiling_verbosity);
   if (c.avg_timing) out << YAML::Key << "avg_timing" << YAML::Value << *c.avg_timing;
+  if (c.max_aux_streams) out << YAML::Key << "max_aux_streams" << YAML::Value << *c.max_aux_streams;
   str("precision_constraints", c.precision_constraints);
   if (!c.layer_precisions.empty()) {
     out << YAML::Key << "layer_precisions" << YAML::Value << YAML::BeginMap;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <new>
+#include <optional>
 #include <random>
 
 #include "backends/backend.h"
@@ -24,6 +25,7 @@
 #include "runtime/engine_impl.h"
 #include "runtime/engine_io.h"
 #include "runtime/network_graph.h"
+#include "plan/streams.h"
 
 namespace kiln {
 
@@ -284,6 +286,10 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   KILN_RETURN_IF_ERROR(backend->CheckAvailable());
   KILN_RETURN_IF_ERROR(backend->CheckConfig(cfg));
   const BackendTraits traits = backend->Traits();
+  if (cfg.getMaxAuxStreams() < 0 || cfg.getMaxAuxStreams() > 64)
+    return Err(StatusCode::kInvalidArgument,
+               "--maxAuxStreams={}: give 0 (every layer on the caller's stream) up to 64 auxiliary streams",
+               cfg.getMaxAuxStreams());
 
   auto e = std::make_unique<EngineImpl>();
   e->backend = backend;
@@ -426,6 +432,32 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
                     .c_str());
   rep.tactics_selected = static_cast<int>(e->tactics.size());
 
+  // Auxiliary streams (plan/streams.h): independent branches on streams beside the main one.
+  std::optional<StreamSchedule> schedule;
+  rep.aux_streams_max = cfg.getMaxAuxStreams();
+  if (cfg.getMaxAuxStreams() > 0 && !traits.concurrent_streams) {
+    logger_.log(Severity::kInfo, fmt::format("the {} backend runs one layer at a time: --maxAuxStreams={} does not "
+                                             "apply", backend->Name(), cfg.getMaxAuxStreams()).c_str());
+  } else if (cfg.getMaxAuxStreams() > 0) {
+    std::vector<int32_t> streams = AssignStreams(g, cfg.getMaxAuxStreams());
+    const int32_t ns = streams.empty() ? 1 : 1 + *std::max_element(streams.begin(), streams.end());
+    if (ns > 1) {
+      KILN_ASSIGN_OR_RETURN(StreamSchedule sc, ScheduleStreams(g, streams, ns));
+      rep.aux_streams_used = sc.AuxUsed();
+      rep.aux_stream_layers.assign(static_cast<size_t>(ns - 1), {});
+      for (size_t k = 0; k < streams.size(); ++k) {
+        rep.cross_stream_waits += static_cast<int>(sc.waits[k].size());
+        if (streams[k] > 0) rep.aux_stream_layers[streams[k] - 1].push_back(g.nodes()[k]->name);
+      }
+      e->streams = std::move(streams);
+      e->num_streams = ns;
+      schedule = std::move(sc);
+    }
+    logger_.log(Severity::kInfo, fmt::format("auxiliary streams: {} of at most {} used, {} cross-stream waits per run",
+                                             rep.aux_streams_used, cfg.getMaxAuxStreams(), rep.cross_stream_waits)
+                                     .c_str());
+  }
+
   // Memory plan at the largest shapes any profile allows.
   auto pg = g.Clone();
   for (Value* in : pg->inputs) {
@@ -447,7 +479,9 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
     auto n = v.has_shape ? NumElements(v.shape) : std::nullopt;
     return n ? *n * static_cast<int64_t>(DataTypeSize(v.dtype)) : 0;  // data-dependent sizes are allocated at run time
   };
-  KILN_ASSIGN_OR_RETURN(e->plan, PlanMemory(*pg, bytes));
+  MemoryPlanOptions mo;
+  mo.schedule = schedule ? &*schedule : nullptr;  // pg's nodes are g's, in the same order
+  KILN_ASSIGN_OR_RETURN(e->plan, PlanMemory(*pg, bytes, mo));
   for (auto& b : e->plan.buffers) b.value = nullptr;  // pg is a temporary: keep names only
   KILN_RETURN_IF_ERROR(e->plan.Validate());
   KILN_RETURN_IF_ERROR(CheckArena(e->plan, cfg, *backend));

@@ -125,6 +125,16 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
            for (const auto& [layer, why] : weight_only_fallbacks) f.push_back({{"layer", layer}, {"reason", why}});
            return f;
          }()}}},
+      {"aux_streams",
+       {{"max", aux_streams_max},
+        {"used", aux_streams_used},
+        {"cross_stream_waits", cross_stream_waits},
+        {"layers", [&] {  // per auxiliary stream, the layers it runs beside the main stream's
+           nlohmann::json a = nlohmann::json::array();
+           for (size_t s = 0; s < aux_stream_layers.size(); ++s)
+             a.push_back({{"stream", s + 1}, {"layers", aux_stream_layers[s]}});
+           return a;
+         }()}}},
       {"fallback", [&] {
          nlohmann::json f = nlohmann::json::array();
          for (const CpuFallback& c : cpu_fallbacks)

@@ -98,6 +98,7 @@ Dims Engine::getProfileShape(const std::string& input, int profile, ProfileSelec
 
 size_t Engine::getDeviceMemorySize() const { return static_cast<size_t>(impl_->plan.arena_bytes); }
 int Engine::getNbLayers() const { return static_cast<int>(impl_->graph->nodes().size()); }
+int Engine::getNbAuxStreams() const { return impl_->num_streams - 1; }
 std::string Engine::getBackend() const { return std::string(impl_->backend->Name()); }
 int Engine::getDevice() const { return impl_->device; }
 std::string Engine::getBuildReportJson() const { return impl_->build_report_json; }
@@ -183,6 +184,7 @@ std::string Engine::getLayerInformationJson() const {
                             {"inputs", ins},
                             {"outputs", outs}};
     if (q) layer["quantization"] = *q;
+    if (k < impl_->streams.size()) layer["stream"] = impl_->streams[k];  // engines with auxiliary streams
     layers.push_back(std::move(layer));
   }
   const char* verbosity_name = verbosity == ProfilingVerbosity::kNone             ? "none"

@@ -55,6 +55,7 @@ class ExecutionContextImpl {
   std::map<std::string, void*> addresses;     // caller-bound tensors
   IProfiler* profiler = nullptr;
   bool capture_graph = false;                 // setUseCudaGraph
+  std::vector<void*> aux_streams;             // setAuxStreams
   std::unique_ptr<BackendContext> backend;    // made by Init (or the first enqueue)
 
   // Creates the backend's context state (and the engine's, with the engine's first context), on the engine's device.

@@ -70,6 +70,8 @@ Result<std::vector<uint8_t>> SerializeEngineImpl(const EngineImpl& e) {
   c.build_report_json = e.build_report_json;
   c.max_tensor_elements = e.max_tensor_elements;
   c.profiling_verbosity = static_cast<int32_t>(e.profiling_verbosity);
+  c.node_streams = e.streams;
+  c.num_streams = e.num_streams;
   return SerializeEngine(c);
 }
 
@@ -108,6 +110,8 @@ Result<std::unique_ptr<EngineImpl>> DeserializeEngineImpl(const uint8_t* data, s
   e->build_report_json = std::move(c.build_report_json);
   if (c.max_tensor_elements > 0) e->max_tensor_elements = c.max_tensor_elements;
   e->profiling_verbosity = static_cast<ProfilingVerbosity>(c.profiling_verbosity);
+  e->streams = std::move(c.node_streams);
+  e->num_streams = c.num_streams;
   e->Index();
   return e;
 }

@@ -165,6 +165,7 @@ Status ExecutionContext::enqueue(void* stream) {
   KILN_RETURN_IF_ERROR(c.EnterDevice(on));
   EnqueueArgs args{stream, c.input_shapes, c.addresses, c.profiler, c.capture_graph, [&c] { return c.Shaped(); }};
   args.annotate_layers = c.engine.profiling_verbosity == ProfilingVerbosity::kDetailed;
+  args.aux_streams = &c.aux_streams;
   try {  // an allocation that fails inside a backend (a context's arena, an output) becomes an error, not an abort
     return c.backend->Enqueue(args);
   } catch (const std::bad_alloc&) {
@@ -175,5 +176,16 @@ Status ExecutionContext::enqueue(void* stream) {
 }
 
 void ExecutionContext::setUseCudaGraph(bool on) { impl_->capture_graph = on; }
+
+Status ExecutionContext::setAuxStreams(void* const* streams, int count) {
+  if (count < 0 || (count > 0 && !streams))
+    return Err(StatusCode::kInvalidArgument, "setAuxStreams: {} streams at {}: give a count >= 0 and that many streams",
+               count, static_cast<const void*>(streams));
+  if (!impl_->engine.backend->Traits().concurrent_streams && count > 0)
+    return Err(StatusCode::kUnsupported, "setAuxStreams: the {} backend runs one layer at a time and takes no streams",
+               impl_->engine.backend->Name());
+  impl_->aux_streams.assign(streams, streams + count);
+  return Status::Ok();
+}
 
 }  // namespace kiln

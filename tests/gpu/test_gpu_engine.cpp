@@ -262,6 +262,117 @@ TEST(GpuEngine, PerLayerProfileNamesEveryLaunchedLayer) {
   EXPECT_GT(prof.total, 0.0);
 }
 
+// Three branches from one input, joined by a Concat: x -> conv3x3 -> Relu -> conv3x3; x -> conv1x1 -> Sigmoid ->
+// conv1x1; x -> conv5x5. Built with two auxiliary streams, the branches run side by side: every way of running it
+// (plain, a CUDA graph, the context's streams or the caller's, a profiled run on one stream) equals the CPU's, run
+// after run (a buffer shared by work that overlaps would show as a difference some of the time).
+std::unique_ptr<Engine> BuildBranches(const std::string& backend, int aux, BuildReport* rep) {
+  Builder b(Logger());
+  auto net = b.createNetwork();
+  EXPECT_TRUE(net->addInput("x", DataType::kFloat32, {-1, 16, 24, 24}).ok());
+  const std::vector<float> wa1 = RandomVec(32 * 16 * 9, 41, 0.1f), wa2 = RandomVec(16 * 32 * 9, 42, 0.1f),
+                           wb1 = RandomVec(32 * 16, 43, 0.2f), wb2 = RandomVec(16 * 32, 44, 0.2f),
+                           wc = RandomVec(16 * 16 * 25, 45, 0.05f);
+  EXPECT_TRUE(net->addConstant("Wa1", DataType::kFloat32, {32, 16, 3, 3}, wa1.data()).ok());
+  EXPECT_TRUE(net->addConstant("Wa2", DataType::kFloat32, {16, 32, 3, 3}, wa2.data()).ok());
+  EXPECT_TRUE(net->addConstant("Wb1", DataType::kFloat32, {32, 16, 1, 1}, wb1.data()).ok());
+  EXPECT_TRUE(net->addConstant("Wb2", DataType::kFloat32, {16, 32, 1, 1}, wb2.data()).ok());
+  EXPECT_TRUE(net->addConstant("Wc", DataType::kFloat32, {16, 16, 5, 5}, wc.data()).ok());
+  const AttrMap pad1{{"pads", std::vector<int64_t>{1, 1, 1, 1}}}, pad2{{"pads", std::vector<int64_t>{2, 2, 2, 2}}};
+  EXPECT_TRUE(net->addOp("Conv", "a1", {"x", "Wa1"}, {"a1"}, pad1).ok());
+  EXPECT_TRUE(net->addOp("Relu", "a1_relu", {"a1"}, {"a1r"}).ok());
+  EXPECT_TRUE(net->addOp("Conv", "a2", {"a1r", "Wa2"}, {"a2"}, pad1).ok());
+  EXPECT_TRUE(net->addOp("Conv", "b1", {"x", "Wb1"}, {"b1"}).ok());
+  EXPECT_TRUE(net->addOp("Sigmoid", "b1_sigmoid", {"b1"}, {"b1s"}).ok());
+  EXPECT_TRUE(net->addOp("Conv", "b2", {"b1s", "Wb2"}, {"b2"}).ok());
+  EXPECT_TRUE(net->addOp("Conv", "c", {"x", "Wc"}, {"c"}, pad2).ok());
+  EXPECT_TRUE(net->addOp("Concat", "cat", {"a2", "b2", "c"}, {"y"}, AttrMap{{"axis", int64_t{1}}}).ok());
+  EXPECT_TRUE(net->markOutput("y").ok());
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend(backend);
+  cfg->clearFlag(BuilderFlag::kTF32);
+  cfg->setMaxAuxStreams(aux);
+  auto profile = b.createOptimizationProfile();
+  EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMin, {1, 16, 24, 24}).ok());
+  EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kOpt, {8, 16, 24, 24}).ok());
+  EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMax, {16, 16, 24, 24}).ok());
+  EXPECT_TRUE(cfg->addOptimizationProfile(*profile).ok());
+  return BuildAndLoad(b, *net, *cfg, rep);
+}
+
+TEST(GpuEngine, AuxStreamsRunBranchesSideBySide) {
+  BuildReport rep, cpu_rep;
+  auto gpu = BuildBranches("cuda", 2, &rep), cpu = BuildBranches("cpu", 0, &cpu_rep);
+  ASSERT_TRUE(gpu && cpu);
+  EXPECT_EQ(rep.aux_streams_used, 2);
+  EXPECT_EQ(gpu->getNbAuxStreams(), 2);  // kept through the engine file
+  EXPECT_GE(rep.cross_stream_waits, 2);
+  ASSERT_EQ(rep.aux_stream_layers.size(), 2u);
+  EXPECT_FALSE(rep.aux_stream_layers[0].empty());
+  const std::vector<int32_t>& streams = ImplOf(*gpu).streams;
+  EXPECT_EQ(streams.size(), ImplOf(*gpu).graph->nodes().size());
+
+  const int64_t batch = 16;
+  const Dims shape{batch, 16, 24, 24};
+  const std::vector<float> x = RandomVec(batch * 16 * 24 * 24, 46);
+  const size_t y_elems = batch * 48 * 24 * 24;
+  const std::vector<float> want = RunOnce(*cpu, x, shape, y_elems);
+  auto ctx = gpu->createExecutionContext();
+  ASSERT_TRUE(ctx.ok());
+  auto s = cuda::Stream::Create();
+  auto mine1 = cuda::Stream::Create(), mine2 = cuda::Stream::Create();
+  ASSERT_TRUE(s.ok() && mine1.ok() && mine2.ok());
+  auto dx = cuda::DeviceBuffer::Allocate(x.size() * 4), dy = cuda::DeviceBuffer::Allocate(y_elems * 4);
+  ASSERT_TRUE(dx.ok() && dy.ok());
+  ASSERT_TRUE(cuda::CopyToDevice(dx->get(), x.data(), x.size() * 4, nullptr).ok());
+  ASSERT_TRUE((*ctx)->setInputShape("x", shape).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("x", dx->get()).ok());
+  ASSERT_TRUE((*ctx)->setTensorAddress("y", dy->get()).ok());
+  CountingProfiler prof;
+  struct Mode {
+    const char* name;
+    bool graph, caller_streams, profiled;
+  };
+  for (const Mode m : {Mode{"plain", false, false, false}, Mode{"cuda graph", true, false, false},
+                       Mode{"caller's streams", false, true, false}, Mode{"graph on the caller's streams", true, true, false},
+                       Mode{"profiled", false, false, true}}) {
+    SCOPED_TRACE(m.name);
+    (*ctx)->setUseCudaGraph(m.graph);
+    void* given[] = {mine1->get(), mine2->get()};
+    ASSERT_TRUE((*ctx)->setAuxStreams(given, m.caller_streams ? 2 : 0).ok());
+    (*ctx)->setProfiler(m.profiled ? &prof : nullptr);
+    for (int run = 0; run < 6; ++run) {
+      ASSERT_EQ(cudaMemsetAsync(dy->get(), 0xff, y_elems * 4, s->get()), cudaSuccess);  // NaNs until written
+      ASSERT_TRUE((*ctx)->enqueue(s->get()).ok());
+      std::vector<float> y(y_elems);
+      ASSERT_TRUE(cuda::CopyToHost(y.data(), dy->get(), y_elems * 4, s->get()).ok());
+      ASSERT_EQ(cudaStreamSynchronize(s->get()), cudaSuccess);
+      ExpectClose(y, want, 1e-4, 1e-4);
+    }
+  }
+  EXPECT_EQ(static_cast<int>(prof.names.size()) % gpu->getNbLayers(), 0);
+  void* none = nullptr;
+  EXPECT_FALSE((*ctx)->setAuxStreams(&none, -1).ok());
+  EXPECT_FALSE((*ctx)->setAuxStreams(nullptr, 2).ok());
+  // Other batches (new launch plans, their auxiliary workspaces sized again).
+  for (int64_t b2 : {1, 5}) {
+    const std::vector<float> xb = RandomVec(b2 * 16 * 24 * 24, 47 + b2);
+    const size_t yb = b2 * 48 * 24 * 24;
+    ExpectClose(RunOnce(*gpu, xb, {b2, 16, 24, 24}, yb), RunOnce(*cpu, xb, {b2, 16, 24, 24}, yb), 1e-4, 1e-4);
+  }
+}
+
+TEST(GpuEngine, AuxStreamsAreRefusedOutOfRange) {
+  Builder b(Logger());
+  auto net = MakeNetwork(b);
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend("cuda");
+  cfg->setMaxAuxStreams(65);
+  auto bytes = b.buildSerializedNetwork(*net, *cfg);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("--maxAuxStreams=65"), std::string::npos) << bytes.status().message();
+}
+
 TEST(GpuEngine, TimingCacheRebuildPicksTheSameTacticsWithoutTiming) {
   const std::string cache = (std::filesystem::temp_directory_path() / "kiln_gpu_engine_cache.json").string();
   std::filesystem::remove(cache);

@@ -65,6 +65,7 @@ def test_config_errors_name_the_key(kiln, tmp_path):
         (f"onnx: {model}\nbackend: tpu\n", ["'backend' takes one of cpu, cuda"]),
         (f"onnx: {model}\nmin_shapes: [1, 8]\n", ["'min_shapes' takes a map"]),
         (f"onnx: {model}\nbuilder_optimization_level: 9\n", ["builder_optimization_level", "0 to 5"]),
+        (f"onnx: {model}\nmax_aux_streams: 65\n", ["max_aux_streams", "0 to 64"]),
         (f"tensorrt:\n  onnx_path: {model}\n  engine_path: e\n  onnx: {model}\n", ["given twice"]),
         (f"onnx: {two}\nbackend: cpu\nmin_shape: [1, 8]\nopt_shape: [1, 8]\nmax_shape: [1, 8]\n",
          ["min_shape", "2 inputs (x, x2)"]),

@@ -93,6 +93,18 @@ def test_reference_run_refuses_engine_flags(kiln, relu, flag):
     assert "reference run" in p.stderr and flag.split("=")[0] in p.stderr, p.stderr
 
 
+def test_aux_streams_on_the_cpu_backend_are_refused(kiln, relu, tmp_path):
+    """--maxAuxStreams needs a backend that runs layers side by side: on cpu it is refused with the reason, not
+    ignored; outside 0..64 it is refused by the parser."""
+    p = _run(kiln, "build", f"--onnx={relu}", "--backend=cpu", "--maxAuxStreams=2", f"--saveEngine={tmp_path / 'e'}")
+    assert p.returncode != 0 and "--maxAuxStreams" in p.stderr and "auxiliary streams" in p.stderr, p.stderr
+    p = _run(kiln, "build", f"--onnx={relu}", "--backend=cpu", "--maxAuxStreams=65", f"--saveEngine={tmp_path / 'e'}")
+    assert p.returncode != 0 and "--maxAuxStreams" in p.stderr, p.stderr
+    p = subprocess.run([kiln, "build", f"--onnx={relu}", "--backend=cpu", "--maxAuxStreams=0",
+                        f"--saveEngine={tmp_path / 'e'}"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
 def test_load_engine_then_save_engine_writes_it(kiln, relu, tmp_path):
     a, b = tmp_path / "a.engine", tmp_path / "b.engine"
     subprocess.run([kiln, "build", f"--onnx={relu}", f"--saveEngine={a}", "--backend=cpu"], check=True,

@@ -110,6 +110,31 @@ def test_engine_serializes_and_reloads_identically(mlp):
     assert "Layers" in info
 
 
+def test_aux_streams_setting(mlp):
+    """max_aux_streams is a builder setting (0..64); a chain has no branches to put beside each other, so its engine
+    uses no auxiliary stream, and runs as before; a cpu context takes no streams."""
+    model, ref = mlp
+    config = trt.Builder(trt.Logger()).create_builder_config()
+    assert config.max_aux_streams == 0
+    config.max_aux_streams = 3
+    assert config.max_aux_streams == 3
+    with pytest.raises(trt.KilnError, match="0..64"):
+        config.max_aux_streams = 65
+    _, engine, _ = build(model, {"x": ((1, 8), (2, 8), (4, 8))},
+                         config_hook=lambda c: setattr(c, "max_aux_streams", 2))
+    assert engine.num_aux_streams == 0
+    context = engine.create_execution_context()
+    context.set_aux_streams([])
+    if engine.backend == "cpu":
+        with pytest.raises(trt.KilnError, match="one layer at a time"):
+            context.set_aux_streams([1])
+    x = np.ones((2, 8), np.float32)
+    bufs = Bound(engine, context, {"x": x})
+    assert context.execute_async_v3(bufs.stream_handle)
+    tol = 1e-4 if engine.backend == "cpu" else 1e-2
+    np.testing.assert_allclose(bufs.read()["y"], ref(x), rtol=tol, atol=tol)
+
+
 def test_network_inspection(mlp):
     model, _ = mlp
     network, _, _ = build(model, {"x": ((1, 8), (2, 8), (4, 8))})

@@ -7,26 +7,13 @@
 #include <random>
 
 #include "plan/memory_plan.h"
+#include "plan_testing.h"
 
 namespace kiln {
 namespace {
 
-Value* Act(Graph& g, const std::string& name, std::vector<int64_t> shape, DataType dt = DataType::kFloat32) {
-  Value* v = g.AddValue(name);
-  v->dtype = dt;
-  v->shape = FromStatic(shape);
-  v->has_shape = true;
-  return v;
-}
-
-Node* Op(Graph& g, const std::string& op, std::vector<Value*> ins, std::vector<Value*> outs) {
-  Node* n = g.AddNode(op, op + "_" + std::to_string(g.nodes().size()));
-  n->inputs = std::move(ins);
-  n->outputs = std::move(outs);
-  for (Value* o : outs)
-    if (o) o->producer = n;
-  return n;
-}
+using plan_testing::Act;
+using plan_testing::Op;
 
 // Independent check: at every node step, every value that is live then (defined at or before it, used at or
 // after it; a view counts as its root's memory) must occupy bytes that no other live value's root occupies.

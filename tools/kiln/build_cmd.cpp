@@ -102,6 +102,7 @@ Result<BuildResult> BuildFromOnnx(const Options& o, ILogger& logger) {
   if (o.fp8) cfg->setFlag(BuilderFlag::kFP8);
   if (!o.timing_cache_file.empty()) cfg->setTimingCacheFile(o.timing_cache_file);
   if (o.avg_timing > 0) cfg->setAvgTimingIterations(o.avg_timing);
+  if (o.max_aux_streams >= 0) cfg->setMaxAuxStreams(o.max_aux_streams);
   if (!o.layer_precisions.empty()) {
     KILN_ASSIGN_OR_RETURN(auto lp, ParseNameValueList(o.layer_precisions, "--layerPrecisions"));
     for (const auto& [layer, type] : lp) {

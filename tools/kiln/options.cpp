@@ -60,6 +60,9 @@ void AddOptions(CLI::App& app, Options& o, Mode mode) {
         ->delimiter(',');
     app.add_option("--profilingVerbosity", o.profiling_verbosity, "layer_names_only|detailed|none");
     app.add_option("--avgTiming", o.avg_timing, "Iterations averaged when timing tactics");
+    app.add_option("--maxAuxStreams", o.max_aux_streams,
+                   "Auxiliary streams independent branches of the graph may run on beside the main stream (default 0)")
+        ->check(CLI::Range(0, 64));
     app.add_option("--backend", o.backend, "cpu (the reference backend) or cuda");
   }
   // Every subcommand imports a model or loads an engine, so each takes plugins.
@@ -150,6 +153,7 @@ Status ApplyConfigFile(Options& o, const CLI::App& app, bool calibrate) {
   take("--builderOptimizationLevel", o.builder_optimization_level, c.builder_optimization_level);
   take("--profilingVerbosity", o.profiling_verbosity, c.profiling_verbosity);
   take("--avgTiming", o.avg_timing, c.avg_timing);
+  take("--maxAuxStreams", o.max_aux_streams, c.max_aux_streams);
   take("--precisionConstraints", o.precision_constraints, c.precision_constraints);
   if (!c.layer_precisions.empty() && !Given(app, "--layerPrecisions")) {
     o.layer_precisions.clear();
@@ -232,6 +236,11 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
                  "{} is not available on the {} backend: {} come with {} (drop --backend={} on a machine where that "
                  "backend runs)",
                  flag, info->name, what, BackendWith(trait), info->name);
+  if (info && !info->concurrent_streams && o.max_aux_streams > 0)  // 0 asks for nothing any backend lacks
+    return Err(StatusCode::kUnsupported,
+               "--maxAuxStreams={} is not available on the {} backend, which runs one layer at a time: auxiliary "
+               "streams come with {} (drop --backend={}, or --maxAuxStreams)",
+               o.max_aux_streams, info->name, BackendWith(&BackendInfo::concurrent_streams), info->name);
   if (!o.precision_constraints.empty() && o.precision_constraints != "none" && o.precision_constraints != "prefer" &&
       o.precision_constraints != "obey")
     return Err(StatusCode::kInvalidArgument, "--precisionConstraints must be none, prefer or obey, not '{}'",

@@ -30,6 +30,7 @@ struct Options {
   std::vector<std::string> disable_passes;
   std::string profiling_verbosity;
   int avg_timing = -1;
+  int max_aux_streams = -1;  // -1: the builder's default
   int64_t max_tensor_elements = 0;  // 0: the builder's default
   int64_t int4_weights = 0;         // INT4 weight-only block size (0: off)
   // Inference.

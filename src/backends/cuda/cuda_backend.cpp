@@ -28,11 +28,13 @@ constexpr std::string_view kName = "cuda";
 class CudaContext final : public BackendContext {
  public:
   CudaContext(const GpuEngine& engine, const MemoryPlan& plan) : gpu_(engine, plan) {}
+  Status Init() { return gpu_.Init(); }
 
   Status Enqueue(const EnqueueArgs& args) override {
     KILN_ASSIGN_OR_RETURN(ShapedGraph shaped, args.shaped_graph());  // checks every input has a shape
     gpu_.set_use_cuda_graph(args.capture_graph);
     gpu_.set_annotate_layers(args.annotate_layers);
+    KILN_RETURN_IF_ERROR(gpu_.SetAuxStreams(args.aux_streams));
     return gpu_.Enqueue(static_cast<cudaStream_t>(args.stream), std::move(shaped.graph), shaped.key, args.addresses,
                         args.profiler);
   }
@@ -53,7 +55,9 @@ class CudaEngine final : public BackendEngine {
  public:
   CudaEngine(const EngineDesc& e, std::unique_ptr<GpuEngine> gpu) : e_(e), gpu_(std::move(gpu)) {}
   Result<std::unique_ptr<BackendContext>> CreateContext() const override {
-    return std::unique_ptr<BackendContext>(std::make_unique<CudaContext>(*gpu_, e_.plan));
+    auto c = std::make_unique<CudaContext>(*gpu_, e_.plan);
+    KILN_RETURN_IF_ERROR(c->Init());
+    return std::unique_ptr<BackendContext>(std::move(c));
   }
 
  private:
@@ -122,6 +126,7 @@ class CudaBackendImpl final : public Backend {
     t.channels_last = true;
     t.tunes_tactics = true;
     t.graph_capture = true;
+    t.concurrent_streams = true;
     return t;
   }
 
@@ -272,7 +277,8 @@ class CudaBackendImpl final : public Backend {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> tuned, e.TuningGraph());
     // Uploads, cuDNN plans and a device synchronize: not while another context captures (capture_guard.h).
     NoCaptureScope no_capture;
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<GpuEngine> gpu, GpuEngine::Create(*e.graph, *tuned, e.tactics, e.allow_tf32));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<GpuEngine> gpu,
+                          GpuEngine::Create(*e.graph, *tuned, e.tactics, e.allow_tf32, e.streams, e.num_streams));
     return std::shared_ptr<BackendEngine>(std::make_shared<CudaEngine>(e, std::move(gpu)));
   }
 

@@ -14,9 +14,17 @@
 namespace kiln::cuda {
 
 Result<std::unique_ptr<GpuEngine>> GpuEngine::Create(const Graph& g, const Graph& tuned,
-                                                     const std::vector<std::string>& tactics, bool allow_tf32) {
+                                                     const std::vector<std::string>& tactics, bool allow_tf32,
+                                                     const std::vector<int32_t>& streams, int32_t num_streams) {
   auto e = std::make_unique<GpuEngine>();
   e->graph_ = &g;
+  if (!streams.empty() && num_streams > 1) {
+    auto sc = ScheduleStreams(g, streams, num_streams);
+    if (!sc.ok()) return sc.status().WithContext("the engine's auxiliary streams");
+    e->used_.assign(static_cast<size_t>(num_streams), false);
+    for (int32_t s : streams) e->used_[s] = true;
+    if (sc->AuxUsed() > 0) e->schedule_ = std::move(*sc);
+  }
   const auto& nodes = g.nodes();
   const auto& tnodes = tuned.nodes();
   if (tnodes.size() != nodes.size())
@@ -59,7 +67,36 @@ GpuContext::Plan::~Plan() {
   if (graph_exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec));
 }
 
-GpuContext::~GpuContext() = default;
+GpuContext::~GpuContext() {
+  // Streams and events are released once the work queued on them is done.
+  for (auto& a : aux_)
+    if (a->own) cudaStreamDestroy(a->own);
+  for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
+}
+
+Status GpuContext::Init() {
+  const StreamSchedule* sc = engine_.schedule();
+  if (!sc || !aux_.empty()) return Status::Ok();
+  for (int32_t s = 1; s < sc->num_streams; ++s) {
+    auto a = std::make_unique<Aux>();
+    if (engine_.uses_stream(s)) {
+      KILN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&a->own, cudaStreamNonBlocking));
+      a->stream = a->own;
+    }
+    aux_.push_back(std::move(a));
+  }
+  events_.resize(static_cast<size_t>(sc->events) + 1 + aux_.size(), nullptr);
+  for (cudaEvent_t& ev : events_) KILN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  return Status::Ok();
+}
+
+Status GpuContext::SetAuxStreams(const std::vector<void*>* streams) {
+  for (size_t i = 0; i < aux_.size(); ++i) {
+    void* given = streams && i < streams->size() ? (*streams)[i] : nullptr;
+    aux_[i]->stream = given ? static_cast<cudaStream_t>(given) : aux_[i]->own;
+  }
+  return Status::Ok();
+}
 
 void GpuContext::DropGraphs() {
   for (auto& p : plans_) {
@@ -170,8 +207,16 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
       if (!t.ok()) return t.status().WithContext(n.Where());
       l.outputs.push_back(*t);
     }
-    p->workspace = std::max(p->workspace, layer->WorkspaceBytes(l.inputs, l.outputs));
-    p->host_workspace = std::max(p->host_workspace, layer->HostWorkspaceBytes(l.inputs, l.outputs));
+    const size_t ws = layer->WorkspaceBytes(l.inputs, l.outputs), hws = layer->HostWorkspaceBytes(l.inputs, l.outputs);
+    p->workspace = std::max(p->workspace, ws);
+    p->host_workspace = std::max(p->host_workspace, hws);
+    if (const StreamSchedule* sc = engine_.schedule(); sc && sc->stream[k] > 0) {
+      const size_t a = static_cast<size_t>(sc->stream[k] - 1);
+      p->aux_workspace.resize(std::max(p->aux_workspace.size(), a + 1), 0);
+      p->aux_host_workspace.resize(std::max(p->aux_host_workspace.size(), a + 1), 0);
+      p->aux_workspace[a] = std::max(p->aux_workspace[a], ws);
+      p->aux_host_workspace[a] = std::max(p->aux_host_workspace[a], hws);
+    }
     p->launches.push_back(std::move(l));
   }
   // Graph outputs that folded to constants at these shapes: copied from a device copy at every run.
@@ -208,12 +253,93 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
   return Status::Ok();
 }
 
+Status GpuContext::PrepareAuxStreams() {
+  const Plan& p = *current_;
+  for (size_t a = 0; a < aux_.size(); ++a) {
+    Aux& x = *aux_[a];
+    if (!x.stream) continue;  // runs no layer
+    const size_t ws = a < p.aux_workspace.size() ? p.aux_workspace[a] : 0;
+    const size_t hws = a < p.aux_host_workspace.size() ? p.aux_host_workspace[a] : 0;
+    if (ws > x.workspace.bytes()) {
+      NoCaptureScope no_capture;
+      auto grown = DeviceBuffer::Allocate(ws);
+      if (!grown.ok())
+        return grown.status().WithContext(
+            fmt::format("allocating auxiliary stream {}'s layer scratch memory ({:.1f} MiB)", a + 1, ws / 1048576.0));
+      DropGraphs();  // they captured the old workspace
+      x.workspace = std::move(*grown);
+    }
+    if (hws > x.host_workspace.bytes()) {
+      NoCaptureScope no_capture;
+      auto grown = PinnedBuffer::Allocate(hws);
+      if (!grown.ok())
+        return grown.status().WithContext(fmt::format(
+            "allocating page-locked host memory for auxiliary stream {}'s CPU layers ({:.1f} MiB)", a + 1,
+            hws / 1048576.0));
+      DropGraphs();
+      x.host_workspace = std::move(*grown);
+    }
+    if (!x.handles_ready || x.handles_stream != x.stream) {
+      NoCaptureScope no_capture;
+      KILN_RETURN_IF_ERROR(x.handles.Init(x.stream));
+      x.handles_ready = true;
+      x.handles_stream = x.stream;
+    }
+  }
+  return Status::Ok();
+}
+
+Status GpuContext::LaunchLayer(const LaunchContext& lc, Launch& l) {
+  const Node& n = *engine_.graph().nodes()[l.node];
+  if (annotate_) nvtxRangePushA(n.name.c_str());
+  Status st = engine_.layer(l.node)->Enqueue(lc, l.inputs, l.outputs);
+  if (annotate_) nvtxRangePop();
+  if (!st.ok() && st.message().find(n.name) == std::string::npos) st = st.WithContext(n.Where());
+  return st;
+}
+
 Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
   LaunchContext lc{stream,           workspace_.get(),      workspace_.bytes(), handles_.cublaslt(),
                    handles_.cudnn(), host_workspace_.get(), host_workspace_.bytes()};
   for (const auto& [dst, src] : current_->output_copies)
     KILN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src.first, src.second, cudaMemcpyDeviceToDevice, stream));
   const auto& nodes = engine_.graph().nodes();
+  const StreamSchedule* sc = engine_.schedule();
+  if (sc && !profiler) {
+    // Every layer on its stream. The auxiliary streams start after what the main stream holds (the inputs), and
+    // the main stream ends after them; in between, the schedule's waits order each layer after its producers.
+    const int32_t ns = sc->num_streams;
+    std::vector<LaunchContext> lcs(static_cast<size_t>(ns), lc);
+    for (int32_t s = 1; s < ns; ++s) {
+      Aux& a = *aux_[s - 1];
+      if (!a.stream) continue;
+      lcs[s] = LaunchContext{a.stream,           a.workspace.get(),      a.workspace.bytes(), a.handles.cublaslt(),
+                             a.handles.cudnn(), a.host_workspace.get(), a.host_workspace.bytes()};
+    }
+    cudaEvent_t fork = events_[sc->events];
+    KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(fork, stream));
+    for (int32_t s = 1; s < ns; ++s)
+      if (aux_[s - 1]->stream) KILN_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(lcs[s].stream, fork, 0));
+    Status st = Status::Ok();
+    size_t li = 0;
+    auto& launches = current_->launches;
+    for (size_t k = 0; k < nodes.size() && st.ok(); ++k) {
+      const LaunchContext& on = lcs[sc->stream[k]];
+      for (int32_t e : sc->waits[k])
+        if (st.ok()) st = KILN_CUDA_STATUS(cudaStreamWaitEvent(on.stream, events_[e], 0));
+      if (st.ok() && li < launches.size() && launches[li].node == k) st = LaunchLayer(on, launches[li++]);
+      if (st.ok() && sc->record[k] >= 0) st = KILN_CUDA_STATUS(cudaEventRecord(events_[sc->record[k]], on.stream));
+    }
+    // Joined back even after a failure, so the main stream (and a capture) never ends before the auxiliary work.
+    for (int32_t s = 1; s < ns; ++s) {
+      if (!aux_[s - 1]->stream) continue;
+      cudaEvent_t join = events_[static_cast<size_t>(sc->events) + s];
+      Status j = KILN_CUDA_STATUS(cudaEventRecord(join, lcs[s].stream));
+      if (j.ok()) j = KILN_CUDA_STATUS(cudaStreamWaitEvent(stream, join, 0));
+      if (st.ok()) st = j;
+    }
+    return st;
+  }
   std::vector<cudaEvent_t> events;
   if (profiler) {
     events.resize(current_->launches.size() + 1);
@@ -222,12 +348,7 @@ Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
   }
   Status st = Status::Ok();
   for (size_t i = 0; i < current_->launches.size() && st.ok(); ++i) {
-    Launch& l = current_->launches[i];
-    if (annotate_) nvtxRangePushA(nodes[l.node]->name.c_str());
-    st = engine_.layer(l.node)->Enqueue(lc, l.inputs, l.outputs);
-    if (annotate_) nvtxRangePop();
-    if (!st.ok() && st.message().find(nodes[l.node]->name) == std::string::npos)
-      st = st.WithContext(nodes[l.node]->Where());
+    st = LaunchLayer(lc, current_->launches[i]);
     if (st.ok() && profiler) st = KILN_CUDA_STATUS(cudaEventRecord(events[i + 1], stream));
   }
   if (profiler) {
@@ -262,6 +383,7 @@ Status GpuContext::Enqueue(cudaStream_t stream, std::shared_ptr<const Graph> sha
     handles_ready_ = true;
     handles_stream_ = stream;
   }
+  if (engine_.schedule() && !profiler) KILN_RETURN_IF_ERROR(PrepareAuxStreams());
   // Profiled runs time each layer with events; the legacy default stream cannot be captured.
   if (!use_graph_ || profiler || stream == nullptr || !current_->eager_reason.empty()) return Launches(stream, profiler);
 
