@@ -52,4 +52,4 @@ for d in sorted(glob.glob("o_*_0")):
         print(f"{base} aux{a} vs aux0: max abs diff {diff:.3g} over {len(ref)} outputs")
 PY
 echo "t=$SECONDS" >> $R/aux.log
-tar czf $OUT/r.tgz -C $OUT r
+tar czf $OUT/r.tgz -C $OUT r && rm -rf $R

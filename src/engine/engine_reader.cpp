@@ -346,8 +346,15 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
     out.node_streams = Vec(e.node_streams());
     if (out.node_streams.size() != out.graph->nodes().size())
       return Bad(fmt::format("{} stream assignments for {} nodes", out.node_streams.size(), out.graph->nodes().size()));
-    for (int32_t s : out.node_streams)
+    int32_t top = 0;
+    for (int32_t s : out.node_streams) {
       if (s < 0 || s >= out.num_streams) return Bad(fmt::format("a node on stream {} of {}", s, out.num_streams));
+      top = std::max(top, s);
+    }
+    if (top + 1 != out.num_streams)
+      return Bad(fmt::format("{} streams, of which nodes use {}", out.num_streams, top + 1));
+  } else if (out.num_streams != 1) {
+    return Bad(fmt::format("{} streams and no node on any", out.num_streams));
   }
   // Every value whose shape is fixed holds at most the engine's element limit (its builder checked the same: shapes
   // with unknown dims are sized at run time).

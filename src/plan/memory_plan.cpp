@@ -21,9 +21,29 @@ int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 bool TimeOverlap(const BufferPlan& a, const BufferPlan& b) { return a.first <= b.last && b.first <= a.last; }
 
+// Which buffers may not share bytes. One stream: those whose lifetimes overlap. Several (a StreamSchedule): also
+// those whose work is not ordered either way round, where every use of one (its definition, its reads and its views')
+// must complete before the other is defined.
+struct Liveness {
+  const std::vector<BufferPlan>* bufs = nullptr;
+  const StreamSchedule* sc = nullptr;
+  std::vector<std::vector<int32_t>> last_use;  // per buffer, per stream: the last node using it there, -1 none
+
+  bool Before(size_t a, size_t b) const {  // every use of a completes before b is defined
+    const std::vector<int32_t>& clock = sc->clock[(*bufs)[b].first];
+    for (size_t t = 0; t < last_use[a].size(); ++t)
+      if (last_use[a][t] > clock[t]) return false;
+    return true;
+  }
+  bool Conflict(size_t a, size_t b) const {
+    if (TimeOverlap((*bufs)[a], (*bufs)[b])) return true;
+    return sc && !Before(a, b) && !Before(b, a);
+  }
+};
+
 struct Placed {
   int64_t offset, size;
-  int32_t first, last;
+  size_t idx;
 };
 
 struct Gap {
@@ -34,10 +54,10 @@ struct Gap {
 
 // The smallest gap between the placed buffers (sorted by offset) that are live at the same time as `b` and that
 // fits `size` bytes; the space above them all is not a gap here (the callers treat it each their own way).
-Gap BestGap(const std::vector<Placed>& placed, const BufferPlan& b, int64_t size) {
+Gap BestGap(const std::vector<Placed>& placed, const Liveness& live, size_t b, int64_t size) {
   Gap g{-1, std::numeric_limits<int64_t>::max(), 0};
   for (const Placed& p : placed) {
-    if (p.first > b.last || b.first > p.last || p.size == 0) continue;
+    if (p.size == 0 || !live.Conflict(p.idx, b)) continue;
     const int64_t gap = p.offset - g.top_used;
     if (gap >= size && gap < g.size) {
       g.size = gap;
@@ -58,19 +78,19 @@ void Insert(std::vector<Placed>& placed, const Placed& np) {
 // Places the buffers `order` (indices into `bufs`) one by one: each goes into the smallest gap between the
 // already placed buffers that are live at the same time which fits it, or above all of them. Returns the
 // arena size; writes the offsets into `offsets`.
-int64_t PlaceGreedy(const std::vector<BufferPlan>& bufs, const std::vector<size_t>& order, int64_t align,
-                    std::vector<int64_t>& offsets) {
+int64_t PlaceGreedy(const std::vector<BufferPlan>& bufs, const Liveness& live, const std::vector<size_t>& order,
+                    int64_t align, std::vector<int64_t>& offsets) {
   std::vector<Placed> placed;  // kept sorted by offset
   placed.reserve(order.size());
   int64_t arena = 0;
   for (size_t idx : order) {
     const BufferPlan& b = bufs[idx];
     const int64_t size = AlignUp(b.bytes, align);
-    auto [best, best_gap, prev_end] = BestGap(placed, b, size);
+    auto [best, best_gap, prev_end] = BestGap(placed, live, idx, size);
     const int64_t offset = best >= 0 ? best : prev_end;
     offsets[idx] = offset;
     arena = std::max(arena, offset + size);
-    Placed np{offset, size, b.first, b.last};
+    Placed np{offset, size, idx};
     Insert(placed, np);
   }
   return arena;
@@ -81,19 +101,19 @@ int64_t PlaceGreedy(const std::vector<BufferPlan>& bufs, const std::vector<size_
 // the arena, where it goes flush against the top. Packing from both ends lets neighbours in time alternate
 // between the bottom and the top (a chain then needs only its largest adjacent pair). False when a buffer
 // does not fit under `limit`.
-bool PlaceBounded(const std::vector<BufferPlan>& bufs, const std::vector<size_t>& order, int64_t align,
-                  int64_t limit, std::vector<int64_t>& offsets) {
+bool PlaceBounded(const std::vector<BufferPlan>& bufs, const Liveness& live, const std::vector<size_t>& order,
+                  int64_t align, int64_t limit, std::vector<int64_t>& offsets) {
   std::vector<Placed> placed;  // kept sorted by offset
   placed.reserve(order.size());
   for (size_t idx : order) {
     const BufferPlan& b = bufs[idx];
     const int64_t size = AlignUp(b.bytes, align);
-    auto [best, best_gap, prev_end] = BestGap(placed, b, size);
+    auto [best, best_gap, prev_end] = BestGap(placed, live, idx, size);
     const int64_t top_gap = limit - prev_end;
     if (top_gap >= size && top_gap < best_gap) best = limit - size;
     if (best < 0) return false;
     offsets[idx] = best;
-    Placed np{best, size, b.first, b.last};
+    Placed np{best, size, idx};
     Insert(placed, np);
   }
   return true;
@@ -157,47 +177,31 @@ int64_t PeakLive(const std::vector<BufferPlan>& bufs, int64_t align) {
   return peak;
 }
 
-// Auxiliary streams: a buffer's lifetime runs on to the last node that is not ordered after every use of it (its
-// definition, its reads, and those of its views), so that a buffer placed after it in time is written only once all
-// of those are done. Per stream t, F[t][m] is the last node whose clock on t is below m (not ordered after t's node
-// m); a buffer whose last use on t is m_t must live through max_t F[t][m_t].
-void ExtendForStreams(const Graph& g, const StreamSchedule& sc, const std::unordered_map<const Value*, size_t>& index,
-                      const std::unordered_map<std::string, size_t>& by_name, std::vector<BufferPlan>& bufs) {
+// Per buffer and stream, the last node that uses the buffer there (its definition, its reads, and those of its views,
+// which count for their root).
+std::vector<std::vector<int32_t>> LastUses(const Graph& g, const StreamSchedule& sc,
+                                           const std::unordered_map<const Value*, size_t>& index,
+                                           const std::unordered_map<std::string, size_t>& by_name,
+                                           const std::vector<BufferPlan>& bufs) {
   const auto& nodes = g.nodes();
-  const int32_t n = static_cast<int32_t>(nodes.size()), ns = sc.num_streams;
   auto root = [&](size_t i) {
     if (bufs[i].kind != BufferPlan::Kind::kView) return i;
     auto it = by_name.find(bufs[i].alias_of);
     return it == by_name.end() ? i : it->second;
   };
-  std::vector<std::vector<int32_t>> last_use(bufs.size(), std::vector<int32_t>(ns, -1));
-  for (int32_t k = 0; k < n; ++k) {
+  std::vector<std::vector<int32_t>> last_use(bufs.size(), std::vector<int32_t>(sc.num_streams, -1));
+  for (size_t k = 0; k < nodes.size(); ++k) {
     auto use = [&](const Value* v) {
       if (!v) return;
       auto it = index.find(v);
       if (it == index.end()) return;
       int32_t& m = last_use[root(it->second)][sc.stream[k]];
-      m = std::max(m, k);
+      m = std::max(m, static_cast<int32_t>(k));
     };
     for (const Value* v : nodes[k]->inputs) use(v);
     for (const Value* v : nodes[k]->outputs) use(v);
   }
-  // F[t][m] = max{p : clock[p][t] < m}, as a prefix maximum over clock values (shifted by one: -1 is "none").
-  std::vector<std::vector<int32_t>> f(ns, std::vector<int32_t>(static_cast<size_t>(n) + 1, -1));
-  for (int32_t p = 0; p < n; ++p)
-    for (int32_t t = 0; t < ns; ++t) {
-      const int32_t j = sc.clock[p][t] + 1;  // clock[p][t] < m exactly where j <= m
-      f[t][j] = std::max(f[t][j], p);
-    }
-  for (int32_t t = 0; t < ns; ++t)
-    for (int32_t m = 1; m <= n; ++m) f[t][m] = std::max(f[t][m], f[t][m - 1]);
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    if (bufs[i].kind != BufferPlan::Kind::kArena) continue;
-    for (int32_t t = 0; t < ns; ++t) {
-      const int32_t m = last_use[i][t];
-      if (m >= 0) bufs[i].last = std::max(bufs[i].last, f[t][m]);
-    }
-  }
+  return last_use;
 }
 
 std::string Mib(int64_t b) { return fmt::format("{:.1f} MiB", static_cast<double>(b) / (1024.0 * 1024.0)); }
@@ -320,11 +324,14 @@ Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes_of, cons
     if (it != by_name.end()) plan.buffers[it->second].last = std::max(plan.buffers[it->second].last, b.last);
   }
 
+  Liveness live;
+  live.bufs = &plan.buffers;
   if (opts.schedule && opts.schedule->num_streams > 1) {
     if (opts.schedule->stream.size() != nodes.size())
       return Err(StatusCode::kInternal, "memory plan: a stream schedule of {} nodes for {} nodes",
                  opts.schedule->stream.size(), nodes.size());
-    ExtendForStreams(g, *opts.schedule, index, by_name, plan.buffers);
+    live.sc = opts.schedule;
+    live.last_use = LastUses(g, *opts.schedule, index, by_name, plan.buffers);
   }
 
   std::vector<size_t> arena;
@@ -338,9 +345,9 @@ Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes_of, cons
     }
   }
   std::vector<int64_t> off_a(plan.buffers.size(), -1), off_b(plan.buffers.size(), -1);
-  const int64_t size_a = PlaceGreedy(plan.buffers, OrderBySize(plan.buffers, arena), align, off_a);
+  const int64_t size_a = PlaceGreedy(plan.buffers, live, OrderBySize(plan.buffers, arena), align, off_a);
   const int64_t size_b =
-      PlaceGreedy(plan.buffers, OrderByBreadth(plan.buffers, arena, std::max(steps, 1), align), align, off_b);
+      PlaceGreedy(plan.buffers, live, OrderByBreadth(plan.buffers, arena, std::max(steps, 1), align), align, off_b);
   std::vector<int64_t> off = size_b < size_a ? off_b : off_a;
   plan.arena_bytes = std::min(size_a, size_b);
   plan.peak_live_bytes = PeakLive(plan.buffers, align);
@@ -353,8 +360,8 @@ Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes_of, cons
     int64_t lo = plan.peak_live_bytes / align, hi = plan.arena_bytes / align;  // in alignment units
     for (int iter = 0; iter < 14 && lo < hi; ++iter) {
       const int64_t mid = lo + (hi - lo) / 2;
-      if (PlaceBounded(plan.buffers, by_size, align, mid * align, trial) ||
-          PlaceBounded(plan.buffers, by_time, align, mid * align, trial)) {
+      if (PlaceBounded(plan.buffers, live, by_size, align, mid * align, trial) ||
+          PlaceBounded(plan.buffers, live, by_time, align, mid * align, trial)) {
         hi = mid;
         off = trial;
         plan.arena_bytes = mid * align;
@@ -375,7 +382,46 @@ Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes_of, cons
       b.offset = plan.buffers[it->second].offset;
   }
   KILN_RETURN_IF_ERROR(plan.Validate());
+  if (live.sc) KILN_RETURN_IF_ERROR(CheckPlanForStreams(plan, g, *live.sc));
   return plan;
+}
+
+Status CheckPlanForStreams(const MemoryPlan& plan, const Graph& g, const StreamSchedule& sc) {
+  if (sc.stream.size() != g.nodes().size())
+    return Err(StatusCode::kInternal, "memory plan: a stream schedule of {} nodes for {} nodes", sc.stream.size(),
+               g.nodes().size());
+  // The plan's buffers by the graph's values (a loaded plan names values; the planner's kept their pointers).
+  std::unordered_map<const Value*, size_t> index;
+  std::unordered_map<std::string, size_t> by_name;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) by_name[plan.buffers[i].name] = i;
+  for (const Value* v : g.values())
+    if (auto it = by_name.find(v->name); it != by_name.end()) index[v] = it->second;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferPlan& b = plan.buffers[i];
+    if (b.kind == BufferPlan::Kind::kArena && (b.first < 0 || b.first >= static_cast<int32_t>(sc.stream.size())))
+      return Err(StatusCode::kInvalidModel, "memory plan: buffer '{}' is defined at node {}, outside the graph", b.name,
+                 b.first);
+  }
+  Liveness live;
+  live.bufs = &plan.buffers;
+  live.sc = &sc;
+  live.last_use = LastUses(g, sc, index, by_name, plan.buffers);
+  std::vector<size_t> arena;
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].kind == BufferPlan::Kind::kArena && plan.buffers[i].bytes > 0) arena.push_back(i);
+  std::sort(arena.begin(), arena.end(),
+            [&](size_t a, size_t b) { return plan.buffers[a].offset < plan.buffers[b].offset; });
+  for (size_t x = 0; x < arena.size(); ++x) {
+    const BufferPlan& a = plan.buffers[arena[x]];
+    const int64_t a_end = a.offset + AlignUp(a.bytes, plan.alignment);
+    for (size_t y = x + 1; y < arena.size() && plan.buffers[arena[y]].offset < a_end; ++y)
+      if (live.Conflict(arena[x], arena[y]))
+        return Err(StatusCode::kInvalidModel,
+                   "memory plan: '{}' and '{}' share memory but run on different streams without an order between "
+                   "them; rebuild the engine",
+                   a.name, plan.buffers[arena[y]].name);
+  }
+  return Status::Ok();
 }
 
 const BufferPlan* MemoryPlan::Find(const std::string& name) const {

@@ -2,8 +2,8 @@
 // overlap never share bytes, and values that are never live together reuse the same memory.
 //
 // Lifetimes run over the execution order (node index of the first definition .. node index of the last use,
-// both inclusive, so a node's outputs never overlap its inputs; with auxiliary streams, .. the last node not ordered
-// after every use). Constants take no arena space. Graph inputs
+// both inclusive, so a node's outputs never overlap its inputs; with auxiliary streams, buffers also share bytes only
+// where every use of one is ordered before the other's definition). Constants take no arena space. Graph inputs
 // and outputs are pinned: they are bound by the caller (kExternal) and share nothing. Outputs of view ops
 // (Reshape, Flatten, Squeeze, Unsqueeze, Identity: the CPU kernels return the input's buffer) are views of
 // their input: they take no space of their own and extend the lifetime of the value they view. Offsets are
@@ -60,8 +60,8 @@ struct StreamSchedule;
 
 struct MemoryPlanOptions {
   int64_t alignment = 256;  // power of two
-  // Nodes on several streams (plan/streams.h): a buffer's lifetime then runs until every later node is ordered after
-  // all its uses, so that memory is reused only by work that cannot overlap them. Null: one stream.
+  // Nodes on several streams (plan/streams.h): two buffers then share bytes only where every use of one (its
+  // definition, reads, and its views') completes before the other is defined. Null: one stream.
   const StreamSchedule* schedule = nullptr;
 };
 
@@ -75,6 +75,10 @@ Result<MemoryPlan> PlanMemory(const Graph& g, const ValueBytesFn& bytes, const M
 // Bytes from the value's inferred static shape and dtype (after import with fixed input shapes); an error
 // naming the value when the shape has symbolic or unknown dims or the dtype has no fixed size.
 Result<int64_t> StaticValueBytes(const Value& v);
+// Checks that `plan` (of `g`) shares bytes only between buffers whose uses are ordered one before the other under
+// `sc` (an engine loaded with auxiliary streams); an error names two that are not.
+Status CheckPlanForStreams(const MemoryPlan& plan, const Graph& g, const StreamSchedule& sc);
+
 // PlanMemory with StaticValueBytes.
 Result<MemoryPlan> PlanMemoryStatic(const Graph& g, const MemoryPlanOptions& opts = {});
 

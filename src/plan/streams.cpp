@@ -29,6 +29,16 @@ std::vector<std::vector<int32_t>> Producers(const Graph& g) {
   return out;
 }
 
+// Shape arithmetic: Shape and Size, and nodes whose every output is a shape tensor known symbolically. The runtime
+// computes them on the host at each set of input shapes, so they launch nothing and must not end a stream's chain.
+bool HostShapeNode(const Node& n) {
+  if (n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size")) return true;
+  if (n.outputs.empty()) return false;
+  for (const Value* v : n.outputs)
+    if (!v || !v->sym_value) return false;
+  return true;
+}
+
 }  // namespace
 
 std::vector<int32_t> AssignStreams(const Graph& g, int max_aux) {
@@ -44,6 +54,12 @@ std::vector<int32_t> AssignStreams(const Graph& g, int max_aux) {
     std::vector<int32_t> pre(ns, -1);
     for (int32_t q : producers[p])
       for (int32_t s = 0; s < ns; ++s) pre[s] = std::max(pre[s], clock[q][s]);
+    if (HostShapeNode(*g.nodes()[p])) {
+      // On the stream of its latest producer (no wait there), without becoming that stream's last node.
+      stream[p] = producers[p].empty() ? 0 : stream[producers[p].front()];
+      clock[p] = pre;
+      continue;
+    }
     int32_t chosen = -1;
     // Continue a chain: a stream whose last node is one of p's producers (the main stream first).
     for (int32_t s = 0; s < ns && chosen < 0; ++s)

@@ -464,6 +464,38 @@ TEST(EngineFile, InconsistentProfilesAreRefusedAtLoad) {
   EXPECT_NE(st.message().find("2^40"), std::string::npos) << st.message();
 }
 
+// Auxiliary streams: the per-node streams round-trip; counts that disagree with them are refused at load.
+TEST(EngineFile, NodeStreamsRoundTripAndMustAgreeWithTheirCount) {
+  auto with_streams = [](std::vector<int32_t> streams, int32_t n) {
+    EngineContents e = MakeContents(ImportTestModel());
+    if (streams.size() == 1 && streams[0] == -2) streams.assign(e.graph->nodes().size(), 0);
+    if (!streams.empty() && streams.back() == -3) {  // the last node on stream 1, the others on 0
+      streams.assign(e.graph->nodes().size(), 0);
+      streams.back() = 1;
+    }
+    e.node_streams = streams;
+    e.num_streams = n;
+    auto bytes = SerializeEngine(e);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+    return DeserializeEngine(bytes->data(), bytes->size(), kOnCpu);
+  };
+  auto ok = with_streams({-3}, 2);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->num_streams, 2);
+  EXPECT_EQ(ok->node_streams.back(), 1);
+  EXPECT_EQ(ok->node_streams.front(), 0);
+  auto none = with_streams({}, 1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->node_streams.empty());
+  for (auto [streams, n, want] : {std::tuple{std::vector<int32_t>{}, 3, "no node on any"},
+                                  std::tuple{std::vector<int32_t>{-2}, 2, "of which nodes use 1"},
+                                  std::tuple{std::vector<int32_t>{-3}, 66, "at most 64"}}) {
+    auto bad = with_streams(streams, n);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find(want), std::string::npos) << bad.status().message();
+  }
+}
+
 // Cross-field invariants the loader checks before anything is sized from them (issue 11): buffer lifetimes inside
 // the node order (a lifetime of 2^31 made the peak-memory check allocate 16 GiB), value shapes within the engine's
 // element cap, the profiling verbosity in range; and an engine whose arena is larger than this machine's memory is

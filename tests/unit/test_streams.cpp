@@ -140,7 +140,82 @@ TEST(Streams, BadAssignmentsAreErrors) {
   EXPECT_NE(bad.status().message().find("stream 5"), std::string::npos) << bad.status().message();
 }
 
-// Independent of the schedule's clocks: the transitive closure of the edges a run has (each stream in order, each
+// Two towers of 40 Relus each, interleaved or one after the other, joined by an Add: with an auxiliary stream each
+// tower still reuses its own memory (its buffers are ordered by its stream), so the arena stays a few buffers, not
+// one per value; a plan made for one stream is refused for the schedule.
+TEST(Streams, TowersReuseTheirOwnMemoryBesideEachOther) {
+  for (bool interleaved : {true, false}) {
+    SCOPED_TRACE(interleaved);
+    Graph g;
+    Value* x = Act(g, "x", {256});
+    x->is_graph_input = true;
+    g.inputs.push_back(x);
+    Value* a = x;
+    Value* b = x;
+    std::vector<Value*> va, vb;
+    for (int i = 0; i < 40; ++i) {
+      va.push_back(Act(g, "a" + std::to_string(i), {256}));
+      vb.push_back(Act(g, "b" + std::to_string(i), {256}));
+    }
+    for (int i = 0; i < 40; ++i) {
+      if (interleaved) {
+        Op(g, "Relu", {a}, {va[i]});
+        Op(g, "Relu", {b}, {vb[i]});
+      } else {
+        Op(g, "Relu", {a}, {va[i]});
+      }
+      a = va[i];
+      b = interleaved ? vb[i] : b;
+    }
+    if (!interleaved)
+      for (int i = 0; i < 40; ++i) {
+        Op(g, "Relu", {b}, {vb[i]});
+        b = vb[i];
+      }
+    Value* y = Act(g, "y", {256});
+    Op(g, "Add", {a, b}, {y});
+    y->is_graph_output = true;
+    g.outputs.push_back(y);
+    const std::vector<int32_t> streams = AssignStreams(g, 1);
+    auto sc = ScheduleStreams(g, streams, 2);
+    ASSERT_TRUE(sc.ok());
+    EXPECT_EQ(sc->AuxUsed(), 1);
+    MemoryPlanOptions mo;
+    mo.schedule = &*sc;
+    auto plan = PlanMemoryStatic(g, mo);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_LE(plan->arena_bytes, 6 * 1024) << plan->Summary();  // 1 KiB values: two or three live per tower
+    EXPECT_TRUE(CheckPlanForStreams(*plan, g, *sc).ok());
+    auto one_stream = PlanMemoryStatic(g);
+    ASSERT_TRUE(one_stream.ok());
+    Status refused = CheckPlanForStreams(*one_stream, g, *sc);
+    EXPECT_FALSE(refused.ok());  // the sequential plan shares bytes between the towers
+    EXPECT_NE(refused.message().find("different streams"), std::string::npos) << refused.message();
+  }
+}
+
+TEST(Streams, ShapeArithmeticDoesNotEndAChain) {
+  // h = Relu(x); s = Shape(h); r = Relu(Relu(h)); y = Reshape(r, s): one chain, one stream, no waits.
+  Graph g;
+  Value* x = Act(g, "x", {2, 8});
+  x->is_graph_input = true;
+  g.inputs.push_back(x);
+  Value* h = Act(g, "h", {2, 8});
+  Value* s = Act(g, "s", {2}, DataType::kInt64);
+  Value* r1 = Act(g, "r1", {2, 8});
+  Value* r2 = Act(g, "r2", {2, 8});
+  Value* y = Act(g, "y", {2, 8});
+  Op(g, "Relu", {x}, {h});
+  Op(g, "Shape", {h}, {s});
+  Op(g, "Relu", {h}, {r1});
+  Op(g, "Relu", {r1}, {r2});
+  Op(g, "Reshape", {r2, s}, {y});
+  y->is_graph_output = true;
+  g.outputs.push_back(y);
+  EXPECT_EQ(AssignStreams(g, 2), std::vector<int32_t>(5, 0));
+}
+
+// Independent of the schedule's clocks// Independent of the schedule's clocks: the transitive closure of the edges a run has (each stream in order, each
 // wait after the recorded producer).
 std::vector<std::vector<bool>> Closure(const Graph& g, const StreamSchedule& sc) {
   const size_t n = g.nodes().size();

@@ -279,6 +279,8 @@ class CudaBackendImpl final : public Backend {
     NoCaptureScope no_capture;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<GpuEngine> gpu,
                           GpuEngine::Create(*e.graph, *tuned, e.tactics, e.allow_tf32, e.streams, e.num_streams));
+    // Memory shared across streams only between ordered work (an engine file's plan is not trusted to say so).
+    if (const StreamSchedule* sc = gpu->schedule()) KILN_RETURN_IF_ERROR(CheckPlanForStreams(e.plan, *e.graph, *sc));
     return std::shared_ptr<BackendEngine>(std::make_shared<CudaEngine>(e, std::move(gpu)));
   }
 

@@ -68,9 +68,13 @@ GpuContext::Plan::~Plan() {
 }
 
 GpuContext::~GpuContext() {
-  // Streams and events are released once the work queued on them is done.
+  // The auxiliary streams' handles and buffers go before the streams they are bound to; streams and events are
+  // released once the work queued on them is done.
+  std::vector<cudaStream_t> own;
   for (auto& a : aux_)
-    if (a->own) cudaStreamDestroy(a->own);
+    if (a->own) own.push_back(a->own);
+  aux_.clear();
+  for (cudaStream_t s : own) cudaStreamDestroy(s);
   for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
 }
 
@@ -317,10 +321,13 @@ Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
                              a.handles.cudnn(), a.host_workspace.get(), a.host_workspace.bytes()};
     }
     cudaEvent_t fork = events_[sc->events];
-    KILN_CUDA_RETURN_IF_ERROR(cudaEventRecord(fork, stream));
-    for (int32_t s = 1; s < ns; ++s)
-      if (aux_[s - 1]->stream) KILN_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(lcs[s].stream, fork, 0));
-    Status st = Status::Ok();
+    Status st = KILN_CUDA_STATUS(cudaEventRecord(fork, stream));
+    std::vector<bool> forked(static_cast<size_t>(ns), false);  // joined back below, whatever fails after
+    for (int32_t s = 1; s < ns && st.ok(); ++s)
+      if (aux_[s - 1]->stream) {
+        st = KILN_CUDA_STATUS(cudaStreamWaitEvent(lcs[s].stream, fork, 0));
+        forked[s] = st.ok();
+      }
     size_t li = 0;
     auto& launches = current_->launches;
     for (size_t k = 0; k < nodes.size() && st.ok(); ++k) {
@@ -332,7 +339,7 @@ Status GpuContext::Launches(cudaStream_t stream, IProfiler* profiler) {
     }
     // Joined back even after a failure, so the main stream (and a capture) never ends before the auxiliary work.
     for (int32_t s = 1; s < ns; ++s) {
-      if (!aux_[s - 1]->stream) continue;
+      if (!forked[s]) continue;
       cudaEvent_t join = events_[static_cast<size_t>(sc->events) + s];
       Status j = KILN_CUDA_STATUS(cudaEventRecord(join, lcs[s].stream));
       if (j.ok()) j = KILN_CUDA_STATUS(cudaStreamWaitEvent(stream, join, 0));
