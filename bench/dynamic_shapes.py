@@ -51,20 +51,26 @@ def bench(kiln, engine, shapes, backend, duration, work):
         return json.load(f)["inference"]["compute_ms"]["median"]
 
 
-def build(argv, work, timeout):
-    """Runs a kiln build; returns its build time (s) from the JSON report."""
+def build(argv, work, timeout, fields=None):
+    """Runs a kiln build; returns its build time (s) from the JSON report (and copies the report's `optimization`
+    counters named in `fields` into that dict)."""
     report = os.path.join(work, "build.json")
     run(argv + [f"--json={report}"], timeout)
     with open(report) as f:
-        return json.load(f).get("performance", {}).get("build_time_s")
+        r = json.load(f)
+    if fields is not None:
+        for k in list(fields):
+            fields[k] = r.get("optimization", {}).get(k)
+    return r.get("performance", {}).get("build_time_s")
 
 
 def measure(kiln, spec, onnx, backend, args, work):
     (lo, opt, hi), timed = profile_for(spec)
     common = [kiln, "build", f"--onnx={onnx}", f"--backend={backend}"] + (["--fp16"] if args.fp16 else [])
     dyn = os.path.join(work, "dyn.engine")
+    counters = {"tactics_across_profile": None, "tactic_variants": None}
     dyn_s = build(common + [f"--minShapes={shape_arg(spec, lo)}", f"--optShapes={shape_arg(spec, opt)}",
-                            f"--maxShapes={shape_arg(spec, hi)}", f"--saveEngine={dyn}"], work, args.timeout)
+                            f"--maxShapes={shape_arg(spec, hi)}", f"--saveEngine={dyn}"], work, args.timeout, counters)
     rows = []
     for lead in timed:
         shapes = shape_arg(spec, lead)
@@ -74,7 +80,7 @@ def measure(kiln, spec, onnx, backend, args, work):
         d_ms = bench(kiln, dyn, shapes, backend, args.duration, work)
         rows.append({"model": spec.name, "shape": shapes, "profile": [shape_arg(spec, p) for p in (lo, opt, hi)],
                      "static_ms": s_ms, "dynamic_ms": d_ms, "ratio": d_ms / s_ms if s_ms > 0 else None,
-                     "static_build_s": st_s, "dynamic_build_s": dyn_s})
+                     "static_build_s": st_s, "dynamic_build_s": dyn_s, **counters})
     return rows
 
 

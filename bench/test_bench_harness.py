@@ -44,7 +44,8 @@ def test_specs_shapes():
                                                       "last_hidden_state": {0: "batch", 1: "seq"}}
     assert zoo.SPECS["vit_b_16"].dynamic_axes() == {"input": {0: "batch"}, "output": {0: "batch"}}
     # The widened zoo: the LLaMA-style decoder prefills 512 tokens at batch 4 and is exported with dynamo.
-    assert len(zoo.SPECS) == 16 and zoo.SPECS["llama_decoder"].kiln_shapes(4) == "input_ids:4x512"
+    assert len(zoo.SPECS) == 17 and zoo.SPECS["llama_decoder"].kiln_shapes(4) == "input_ids:4x512"
+    assert zoo.SPECS["googlenet"].kiln_shapes(8) == "input:8x3x224x224"  # Inception blocks (auxiliary streams)
     assert zoo.SPECS["llama_decoder"].exporter == "dynamo" and zoo.SPECS["swin_t"].exporter == "torchscript"
     assert zoo.SPECS["swin_t"].large_batch == 32
 

@@ -184,6 +184,8 @@ struct BuildReport {
   // Dynamic profiles: layers also timed at other shapes of the first profile (min, max, midpoints), and of them those
   // whose tactic is not the fastest at the opt shape (a faster one there is much slower elsewhere).
   int tactics_across_profile = 0, tactics_profile_changed = 0;
+  // Per-shape tactics: layers also created at another profile point with the tactic fastest there (their count).
+  int tactic_variants = 0;
   double tuning_time_s = 0;
   double tactic_create_s = 0, tactic_timing_s = 0;  // of tuning_time_s: creating candidates (plans), timing them
   int layers_reduced_precision = 0, layers_fp32 = 0, casts_inserted = 0;

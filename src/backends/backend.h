@@ -48,6 +48,12 @@ class EngineDesc {
   // streams the engine uses, the main one included.
   std::vector<int32_t> streams;
   int32_t num_streams = 1;
+  // Per-shape tactics (dynamic profiles): input shapes of the first profile other than its opt shapes, and per node
+  // (empty: none) the tactics chosen for some of them, as (point index, tactic). Such a node's layer is also created
+  // at that point's shapes with that tactic, and runs it at input shapes nearer that point than the opt shapes or
+  // any other point.
+  std::vector<std::map<std::string, Dims>> tactic_points;
+  std::vector<std::vector<std::pair<int32_t, std::string>>> tactic_variants;
   bool allow_tf32 = true;
   // The most elements one tensor may hold (BuilderConfig::setMaxTensorElements): outputs whose size depends on
   // data are checked against it at run time.
@@ -128,6 +134,9 @@ struct BuildRequest {
   const BuilderConfig& config;
   BuildReport& report;
   ILogger& logger;
+  // Where a backend that chooses per-shape tactics writes them (EngineDesc::tactic_points / tactic_variants).
+  std::vector<std::map<std::string, Dims>>* tactic_points = nullptr;
+  std::vector<std::vector<std::pair<int32_t, std::string>>>* tactic_variants = nullptr;
 };
 
 // Node-by-node runs without an engine (tests, conformance, compare --markAll).

@@ -104,6 +104,10 @@ struct EngineContents {
   // Auxiliary streams (plan/streams.h): per node, its stream (empty: all on the main one), and the streams used.
   std::vector<int32_t> node_streams;
   int32_t num_streams = 1;
+  // Per-shape tactics (EngineDesc::tactic_points / tactic_variants): the points' input shapes, and per node (empty or
+  // one list per node) its (point, tactic) pairs.
+  std::vector<std::map<std::string, std::vector<int64_t>>> tactic_points;
+  std::vector<std::vector<std::pair<int32_t, std::string>>> tactic_variants;
 };
 
 // The decoded fixed header.

@@ -356,6 +356,31 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
   } else if (out.num_streams != 1) {
     return Bad(fmt::format("{} streams and no node on any", out.num_streams));
   }
+  if (e.tactic_points()) {
+    for (const fb::Profile* fp : *e.tactic_points()) {
+      std::map<std::string, std::vector<int64_t>> pt;
+      if (fp->inputs())
+        for (const fb::ProfileInput* in : *fp->inputs()) {
+          ProfileInputDims d{Vec(in->min()), Vec(in->opt()), Vec(in->max())};
+          if (d.min != d.opt || d.opt != d.max)
+            return Bad(fmt::format("tactic point input '{}' is not one shape", Str(in->name())));
+          KILN_RETURN_IF_ERROR(CheckProfileInput(*out.graph, Str(in->name()), d));
+          pt[Str(in->name())] = std::move(d.opt);
+        }
+      out.tactic_points.push_back(std::move(pt));
+    }
+  }
+  if (e.tactic_variants() && e.tactic_variants()->size() > 0) {
+    const size_t n = out.graph->nodes().size();
+    out.tactic_variants.resize(n);
+    for (const fb::TacticVariant* v : *e.tactic_variants()) {
+      if (v->node() < 0 || static_cast<size_t>(v->node()) >= n || v->point() < 0 ||
+          static_cast<size_t>(v->point()) >= out.tactic_points.size() || Str(v->tactic()).empty())
+        return Bad(fmt::format("a per-shape tactic for node {} at point {} (of {} nodes, {} points)", v->node(),
+                               v->point(), n, out.tactic_points.size()));
+      out.tactic_variants[v->node()].emplace_back(v->point(), Str(v->tactic()));
+    }
+  }
   // Every value whose shape is fixed holds at most the engine's element limit (its builder checked the same: shapes
   // with unknown dims are sized at run time).
   const int64_t cap = out.max_tensor_elements > 0 ? out.max_tensor_elements : (int64_t{1} << 40);

@@ -227,8 +227,24 @@ Result<std::vector<uint8_t>> Writer::Write(const EngineContents& e) {
                  e.graph->nodes().size());
     node_streams = fbb_.CreateVector(e.node_streams);
   }
+  fbs::Offset<fbs::Vector<fbs::Offset<fb::Profile>>> points;
+  fbs::Offset<fbs::Vector<fbs::Offset<fb::TacticVariant>>> variants;
+  if (!e.tactic_points.empty()) {
+    std::vector<EngineProfile> as_profiles;
+    for (const auto& pt : e.tactic_points) {
+      EngineProfile p;
+      for (const auto& [name, d] : pt) p.inputs[name] = ProfileInputDims{d, d, d};
+      as_profiles.push_back(std::move(p));
+    }
+    points = AddProfiles(as_profiles);
+    std::vector<fbs::Offset<fb::TacticVariant>> v;
+    for (size_t k = 0; k < e.tactic_variants.size(); ++k)
+      for (const auto& [point, tactic] : e.tactic_variants[k])
+        v.push_back(fb::CreateTacticVariant(fbb_, static_cast<int32_t>(k), point, fbb_.CreateString(tactic)));
+    variants = fbb_.CreateVector(v);
+  }
   fbb_.Finish(fb::CreateEngine(fbb_, graph, profiles, plan, report, plugins, e.max_tensor_elements,
-                                e.profiling_verbosity, node_streams, e.num_streams),
+                                e.profiling_verbosity, node_streams, e.num_streams, points, variants),
               fb::EngineIdentifier());
   const size_t payload_size = fbb_.GetSize();
   if (payload_size >= FLATBUFFERS_MAX_BUFFER_SIZE)

@@ -365,7 +365,8 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   e->allow_tf32 = cfg.getFlag(BuilderFlag::kTF32);
   e->max_tensor_elements = cfg.maxTensorElements();
   e->profiling_verbosity = cfg.profilingVerbosity();
-  KILN_ASSIGN_OR_RETURN(e->tactics, backend->ChooseTactics(BuildRequest{*e, cfg, rep, logger_}));
+  KILN_ASSIGN_OR_RETURN(e->tactics, backend->ChooseTactics(BuildRequest{*e, cfg, rep, logger_, &e->tactic_points,
+                                                                        &e->tactic_variants}));
   for (const auto& n : g.nodes()) rep.op_counts[n->domain.empty() ? n->op_type : n->domain + "." + n->op_type] += 1;
   rep.layers_int8 = rep.op_counts["kiln.QConv"] + rep.op_counts["kiln.QMatMul"];
   {

@@ -98,6 +98,7 @@ std::string BuildReport::ToJson(const std::string& input_model, const std::strin
         {"tactic_repeats", tactic_repeats},
         {"tactics_across_profile", tactics_across_profile},
         {"tactics_profile_changed", tactics_profile_changed},
+        {"tactic_variants", tactic_variants},
         {"candidates_timed", candidates_timed},
         {"tuning_time_s", tuning_time_s},
         {"tactic_create_s", tactic_create_s},

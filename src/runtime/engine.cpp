@@ -185,6 +185,16 @@ std::string Engine::getLayerInformationJson() const {
                             {"outputs", outs}};
     if (q) layer["quantization"] = *q;
     if (k < impl_->streams.size()) layer["stream"] = impl_->streams[k];  // engines with auxiliary streams
+    if (k < impl_->tactic_variants.size() && !impl_->tactic_variants[k].empty()) {  // per-shape tactics
+      nlohmann::json v = nlohmann::json::array();
+      for (const auto& [point, tactic] : impl_->tactic_variants[k]) {
+        nlohmann::json shapes = nlohmann::json::object();
+        if (point >= 0 && static_cast<size_t>(point) < impl_->tactic_points.size())
+          for (const auto& [name, d] : impl_->tactic_points[point]) shapes[name] = d;
+        v.push_back({{"shapes", shapes}, {"tactic", tactic}});
+      }
+      layer["per_shape_tactics"] = std::move(v);
+    }
     layers.push_back(std::move(layer));
   }
   const char* verbosity_name = verbosity == ProfilingVerbosity::kNone             ? "none"

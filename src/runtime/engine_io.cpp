@@ -72,6 +72,12 @@ Result<std::vector<uint8_t>> SerializeEngineImpl(const EngineImpl& e) {
   c.profiling_verbosity = static_cast<int32_t>(e.profiling_verbosity);
   c.node_streams = e.streams;
   c.num_streams = e.num_streams;
+  for (const auto& pt : e.tactic_points) {
+    std::map<std::string, std::vector<int64_t>> m;
+    for (const auto& [name, d] : pt) m[name] = d;
+    c.tactic_points.push_back(std::move(m));
+  }
+  c.tactic_variants = e.tactic_variants;
   return SerializeEngine(c);
 }
 
@@ -112,6 +118,12 @@ Result<std::unique_ptr<EngineImpl>> DeserializeEngineImpl(const uint8_t* data, s
   e->profiling_verbosity = static_cast<ProfilingVerbosity>(c.profiling_verbosity);
   e->streams = std::move(c.node_streams);
   e->num_streams = c.num_streams;
+  for (const auto& pt : c.tactic_points) {
+    std::map<std::string, Dims> m;
+    for (const auto& [name, d] : pt) m[name] = d;
+    e->tactic_points.push_back(std::move(m));
+  }
+  e->tactic_variants = std::move(c.tactic_variants);
   e->Index();
   return e;
 }

@@ -16,6 +16,7 @@
 #include "backends/cuda/device.h"
 #include "gpu_test_util.h"
 #include "kiln/kiln.h"
+#include "engine/engine_file.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {
@@ -421,6 +422,62 @@ TEST(GpuEngine, TacticsAreTimedAcrossADynamicProfile) {
     const std::vector<float> x = RandomVec(batch * 16 * 12 * 12, 30 + batch);
     const size_t y_elems = batch * 8 * 12 * 12;
     ExpectClose(RunOnce(*gpu, x, {batch, 16, 12, 12}, y_elems), RunOnce(*cpu, x, {batch, 16, 12, 12}, y_elems), 1e-4,
+                1e-4);
+  }
+}
+
+// Per-shape tactics at run time: the dynamic engine above with a per-shape layer added to its file for the profile's
+// min shape (each convolution made again at batch 1 with its tactic), loaded: batches near 1 run the per-shape layers,
+// the others the main ones, and every batch equals the CPU's.
+TEST(GpuEngine, PerShapeLayersRunNearTheirPoint) {
+  Builder b(Logger());
+  auto net = b.createNetwork();
+  ASSERT_TRUE(net->addInput("x", DataType::kFloat32, {-1, 16, 12, 12}).ok());
+  const std::vector<float> w1 = RandomVec(32 * 16 * 9, 51, 0.2f), w2 = RandomVec(8 * 32, 52, 0.2f);
+  ASSERT_TRUE(net->addConstant("W1", DataType::kFloat32, {32, 16, 3, 3}, w1.data()).ok());
+  ASSERT_TRUE(net->addConstant("W2", DataType::kFloat32, {8, 32, 1, 1}, w2.data()).ok());
+  ASSERT_TRUE(net->addOp("Conv", "conv1", {"x", "W1"}, {"c1"}, AttrMap{{"pads", std::vector<int64_t>{1, 1, 1, 1}}}).ok());
+  ASSERT_TRUE(net->addOp("Relu", "relu1", {"c1"}, {"r1"}).ok());
+  ASSERT_TRUE(net->addOp("Conv", "conv2", {"r1", "W2"}, {"y"}).ok());
+  ASSERT_TRUE(net->markOutput("y").ok());
+  auto built = [&](const std::string& backend) {
+    auto cfg = b.createBuilderConfig();
+    cfg->setBackend(backend);
+    cfg->clearFlag(BuilderFlag::kTF32);
+    auto profile = b.createOptimizationProfile();
+    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMin, {1, 16, 12, 12}).ok());
+    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kOpt, {8, 16, 12, 12}).ok());
+    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMax, {16, 16, 12, 12}).ok());
+    EXPECT_TRUE(cfg->addOptimizationProfile(*profile).ok());
+    return b.buildSerializedNetwork(*net, *cfg);
+  };
+  auto gpu_bytes = built("cuda"), cpu_bytes = built("cpu");
+  ASSERT_TRUE(gpu_bytes.ok() && cpu_bytes.ok());
+  auto header = ReadEngineHeader(gpu_bytes->data(), gpu_bytes->size());
+  ASSERT_TRUE(header.ok());
+  EngineCompat compat{"cuda", header->target.device_name, header->target.compute_capability, 0};
+  auto contents = DeserializeEngine(gpu_bytes->data(), gpu_bytes->size(), compat);
+  ASSERT_TRUE(contents.ok()) << contents.status().ToString();
+  contents->tactic_points = {{{"x", {1, 16, 12, 12}}}};
+  contents->tactic_variants.assign(contents->graph->nodes().size(), {});
+  int convs = 0;
+  for (size_t k = 0; k < contents->graph->nodes().size(); ++k)
+    if (contents->graph->nodes()[k]->op_type.find("Conv") != std::string::npos) {
+      contents->tactic_variants[k].emplace_back(0, contents->tactics[k]);
+      ++convs;
+    }
+  ASSERT_EQ(convs, 2);
+  auto with_variants = SerializeEngine(*contents);
+  ASSERT_TRUE(with_variants.ok()) << with_variants.status().ToString();
+  auto gpu = Runtime(Logger()).deserializeEngine(with_variants->data(), with_variants->size());
+  auto cpu = Runtime(Logger()).deserializeEngine(cpu_bytes->data(), cpu_bytes->size());
+  ASSERT_TRUE(gpu.ok() && cpu.ok()) << gpu.status().ToString();
+  EXPECT_EQ(ImplOf(**gpu).tactic_points.size(), 1u);
+  for (int batch : {1, 2, 5, 8, 16}) {
+    SCOPED_TRACE(batch);
+    const std::vector<float> x = RandomVec(batch * 16 * 12 * 12, 60 + batch);
+    const size_t y_elems = batch * 8 * 12 * 12;
+    ExpectClose(RunOnce(**gpu, x, {batch, 16, 12, 12}, y_elems), RunOnce(**cpu, x, {batch, 16, 12, 12}, y_elems), 1e-4,
                 1e-4);
   }
 }

@@ -496,6 +496,33 @@ TEST(EngineFile, NodeStreamsRoundTripAndMustAgreeWithTheirCount) {
   }
 }
 
+// Per-shape tactics round-trip; a variant naming a node or point that does not exist, or a point that is not one
+// shape, is refused at load.
+TEST(EngineFile, PerShapeTacticsRoundTripAndAreChecked) {
+  auto with = [](std::vector<std::map<std::string, std::vector<int64_t>>> points, int32_t node, int32_t point) {
+    EngineContents e = MakeContents(ImportTestModel());
+    e.tactic_points = std::move(points);
+    e.tactic_variants.assign(e.graph->nodes().size(), {});
+    if (node >= 0 && static_cast<size_t>(node) < e.tactic_variants.size())
+      e.tactic_variants[node].emplace_back(point, "cpu.reference.x");
+    auto bytes = SerializeEngine(e);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+    return DeserializeEngine(bytes->data(), bytes->size(), kOnCpu);
+  };
+  auto ok = with({{{"X", {1, 3, 8, 8}}}, {{"X", {4, 3, 8, 8}}}}, 0, 1);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->tactic_points.size(), 2u);
+  EXPECT_EQ(ok->tactic_points[1].at("X"), (std::vector<int64_t>{4, 3, 8, 8}));
+  ASSERT_FALSE(ok->tactic_variants.empty());
+  EXPECT_EQ(ok->tactic_variants[0], (std::vector<std::pair<int32_t, std::string>>{{1, "cpu.reference.x"}}));
+  auto bad_point = with({{{"X", {1, 3, 8, 8}}}}, 0, 3);
+  ASSERT_FALSE(bad_point.ok());
+  EXPECT_NE(bad_point.status().message().find("per-shape tactic"), std::string::npos) << bad_point.status().message();
+  auto bad_rank = with({{{"X", {1, 3, 8}}}}, 0, 0);
+  ASSERT_FALSE(bad_rank.ok());
+  EXPECT_NE(bad_rank.status().message().find("rank"), std::string::npos) << bad_rank.status().message();
+}
+
 // Cross-field invariants the loader checks before anything is sized from them (issue 11): buffer lifetimes inside
 // the node order (a lifetime of 2^31 made the peak-memory check allocate 16 GiB), value shapes within the engine's
 // element cap, the profiling verbosity in range; and an engine whose arena is larger than this machine's memory is

@@ -211,17 +211,44 @@ class CudaBackendImpl final : public Backend {
     // Dynamic profiles: the graph at the first profile's other shapes too, so the tactics hold up across it.
     std::vector<std::shared_ptr<const Graph>> at_points;
     std::vector<const Graph*> also_at;
+    std::vector<std::map<std::string, Dims>> point_shapes;
+    // Each point's candidate lists (per-shape tactics are chosen among the candidates made at the point's shapes).
+    std::vector<std::vector<std::vector<std::string>>> point_candidates;
     for (const auto& shapes : ProfilePoints(r.engine.profiles[0])) {
       auto pg = r.engine.GraphAtShapes(shapes);
       if (!pg.ok()) {  // a point the graph cannot be inferred at is left out of tuning, with a note
         logger.log(Severity::kVerbose, ("tactics: not tuned at another profile point: " + pg.status().message()).c_str());
         continue;
       }
+      std::vector<FallbackNode> point_fallbacks;
+      auto listed = CheckSupport(g, **pg, tf32, &point_fallbacks);
       at_points.push_back(*pg);
       also_at.push_back(at_points.back().get());
+      point_shapes.push_back(shapes);
+      point_candidates.push_back(listed.ok() ? std::move(*listed)
+                                             : std::vector<std::vector<std::string>>(g.nodes().size()));
     }
     TuneReport tr;
-    KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics, SelectTactics(g, *tuned, candidates, to, &tr, also_at));
+    TacticVariants variants;
+    const bool per_shape = r.tactic_variants && r.tactic_points;
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> tactics,
+                          SelectTactics(g, *tuned, candidates, to, &tr, also_at, per_shape ? &point_candidates : nullptr,
+                                        per_shape ? &variants : nullptr));
+    if (per_shape && tr.variants > 0) {
+      // Only the points some layer has a tactic for are kept (renumbered).
+      std::vector<int32_t> renumber(point_shapes.size(), -1);
+      for (const auto& v : variants)
+        for (const auto& [pi, t] : v) renumber[pi] = 0;
+      r.tactic_points->clear();
+      for (size_t i = 0; i < renumber.size(); ++i)
+        if (renumber[i] == 0) {
+          renumber[i] = static_cast<int32_t>(r.tactic_points->size());
+          r.tactic_points->push_back(point_shapes[i]);
+        }
+      for (auto& v : variants)
+        for (auto& [pi, t] : v) pi = renumber[pi];
+      *r.tactic_variants = std::move(variants);
+    }
     for (const auto& f : tr.failures) logger.log(Severity::kVerbose, ("tactic failed: " + f).c_str());
     if (tr.over_workspace > 0)
       logger.log(Severity::kInfo, fmt::format("tactics: {} candidate(s) left out for needing more scratch memory than "
@@ -237,6 +264,7 @@ class CudaBackendImpl final : public Backend {
     rep.tactic_create_s = tr.create_seconds;
     rep.tactics_across_profile = tr.range_timed;
     rep.tactics_profile_changed = tr.range_changed;
+    rep.tactic_variants = tr.variants;
     rep.tactic_timing_s = tr.timing_seconds;
     logger.log(Severity::kInfo,
                fmt::format("tactics: {} layer(s), {} timed ({} candidates, {:.2f} s: {:.2f} s creating them, {:.2f} s "
@@ -247,8 +275,8 @@ class CudaBackendImpl final : public Backend {
     if (!also_at.empty())
       logger.log(Severity::kInfo,
                  fmt::format("tactics across the profile: {} layer(s) also timed at {} other shape(s) of it, {} of them "
-                             "choosing another tactic than the opt shape's fastest",
-                             tr.range_timed, also_at.size(), tr.range_changed)
+                             "choosing another tactic than the opt shape's fastest; {} per-shape tactic(s)",
+                             tr.range_timed, also_at.size(), tr.range_changed, tr.variants)
                      .c_str());
     if (!path.empty()) KILN_RETURN_IF_ERROR(cache.Save(path));
     if (auto device = CurrentDevice(); device.ok())  // tactics were timed on the calling thread's current device
@@ -277,8 +305,24 @@ class CudaBackendImpl final : public Backend {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> tuned, e.TuningGraph());
     // Uploads, cuDNN plans and a device synchronize: not while another context captures (capture_guard.h).
     NoCaptureScope no_capture;
+    // Per-shape tactics: the engine graph at each point, for their layers.
+    LayerVariants lv;
+    bool any_variant = false;
+    for (const auto& v : e.tactic_variants) any_variant |= !v.empty();
+    if (any_variant) {
+      for (const auto& [name, v] : e.profiles[0])
+        if (v.size() == 3) lv.opt[name] = v[1];
+      lv.points = e.tactic_points;
+      for (const auto& pt : e.tactic_points) {
+        auto pg = e.GraphAtShapes(pt);
+        if (!pg.ok()) return pg.status().WithContext("inferring the engine graph at a per-shape tactic's point");
+        lv.graphs.push_back(*pg);
+      }
+      lv.variants = e.tactic_variants;
+    }
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<GpuEngine> gpu,
-                          GpuEngine::Create(*e.graph, *tuned, e.tactics, e.allow_tf32, e.streams, e.num_streams));
+                          GpuEngine::Create(*e.graph, *tuned, e.tactics, e.allow_tf32, e.streams, e.num_streams,
+                                            any_variant ? &lv : nullptr));
     // Memory shared across streams only between ordered work (an engine file's plan is not trusted to say so).
     if (const StreamSchedule* sc = gpu->schedule()) KILN_RETURN_IF_ERROR(CheckPlanForStreams(e.plan, *e.graph, *sc));
     return std::shared_ptr<BackendEngine>(std::make_shared<CudaEngine>(e, std::move(gpu)));

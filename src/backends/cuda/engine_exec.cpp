@@ -5,6 +5,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "backends/cuda/capture_guard.h"
@@ -15,7 +16,8 @@ namespace kiln::cuda {
 
 Result<std::unique_ptr<GpuEngine>> GpuEngine::Create(const Graph& g, const Graph& tuned,
                                                      const std::vector<std::string>& tactics, bool allow_tf32,
-                                                     const std::vector<int32_t>& streams, int32_t num_streams) {
+                                                     const std::vector<int32_t>& streams, int32_t num_streams,
+                                                     const LayerVariants* variants) {
   auto e = std::make_unique<GpuEngine>();
   e->graph_ = &g;
   if (!streams.empty() && num_streams > 1) {
@@ -50,10 +52,63 @@ Result<std::unique_ptr<GpuEngine>> GpuEngine::Create(const Graph& g, const Graph
     e->layers_.push_back(std::move(*layer));
   }
   if (!errors.empty()) return Status(StatusCode::kUnsupported, "the CUDA backend cannot create these layers:" + errors);
+  // Per-shape tactics: the layer made again at its point's shapes with that point's tactic.
+  if (variants && !variants->variants.empty()) {
+    if (variants->variants.size() != nodes.size() || variants->graphs.size() != variants->points.size())
+      return Err(StatusCode::kInternal, "per-shape tactics for {} nodes and {} points ({} graphs), the engine has {} nodes",
+                 variants->variants.size(), variants->points.size(), variants->graphs.size(), nodes.size());
+    e->opt_ = variants->opt;
+    e->points_ = variants->points;
+    e->variant_layers_.resize(nodes.size());
+    for (size_t k = 0; k < nodes.size(); ++k)
+      for (const auto& [point, tactic] : variants->variants[k]) {
+        if (point < 0 || static_cast<size_t>(point) >= variants->graphs.size() ||
+            variants->graphs[point]->nodes().size() != nodes.size())
+          return Err(StatusCode::kInternal, "{}: a per-shape tactic for point {} of {}", nodes[k]->Where(), point,
+                     variants->graphs.size());
+        auto layer = CreateLayer(SpecAt(*nodes[k], *variants->graphs[point]->nodes()[k], allow_tf32), tactic);
+        if (!layer.ok())
+          return layer.status().WithContext(fmt::format("creating the per-shape layer (tactic {}) for point {}", tactic,
+                                                        point));
+        e->variant_layers_[k].emplace_back(point, std::move(*layer));
+        ++e->variant_count_;
+      }
+  }
   // Uploads from pageable memory (weights here, repacked weights in layers) may still be in flight when cudaMemcpy
   // returns, and the contexts' streams do not wait for the legacy stream.
   KILN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return e;
+}
+
+const Layer* GpuEngine::layer(size_t k, int32_t point) const {
+  if (point >= 0 && k < variant_layers_.size())
+    for (const auto& [p, l] : variant_layers_[k])
+      if (p == point) return l.get();
+  return layers_[k].get();
+}
+
+int32_t GpuEngine::NearestPoint(const Graph& shaped) const {
+  if (points_.empty()) return -1;
+  auto distance = [&](const std::map<std::string, Dims>& at) {
+    double d = 0;
+    for (const Value* in : shaped.inputs) {
+      auto it = at.find(in->name);
+      if (it == at.end() || !in->has_shape || in->shape.size() != it->second.size()) continue;
+      for (size_t i = 0; i < it->second.size(); ++i)
+        if (in->shape[i].known())
+          d += std::fabs(std::log(std::max<double>(1, static_cast<double>(in->shape[i].value))) -
+                         std::log(std::max<double>(1, static_cast<double>(it->second[i]))));
+    }
+    return d;
+  };
+  int32_t best = -1;
+  double best_d = distance(opt_);
+  for (size_t p = 0; p < points_.size(); ++p)
+    if (const double d = distance(points_[p]); d < best_d) {
+      best_d = d;
+      best = static_cast<int32_t>(p);
+    }
+  return best;
 }
 
 void* GpuEngine::weight(const std::string& name) const {
@@ -186,6 +241,7 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
   };
 
   const auto& nodes = shaped.nodes();
+  const int32_t point = engine_.NearestPoint(shaped);  // per-shape tactics: the layers made for the nearest point
   for (size_t k = 0; k < nodes.size(); ++k) {
     const Node& n = *nodes[k];
     bool folded = true;
@@ -193,12 +249,13 @@ Status GpuContext::BuildPlan(std::shared_ptr<const Graph> shaped_graph, const st
     if (folded) continue;  // computed on the host at these shapes (shape arithmetic)
     Launch l;
     l.node = k;
+    l.layer = engine_.layer(k, point);
     for (const Value* v : n.inputs) {
       auto t = tensor(v);
       if (!t.ok()) return t.status().WithContext(n.Where());
       l.inputs.push_back(*t);
     }
-    const Layer* layer = engine_.layer(k);
+    const Layer* layer = l.layer;
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Value* v = n.outputs[i];
       // An output that shape inference leaves open at these input shapes: its size depends on the data.
@@ -296,7 +353,7 @@ Status GpuContext::PrepareAuxStreams() {
 Status GpuContext::LaunchLayer(const LaunchContext& lc, Launch& l) {
   const Node& n = *engine_.graph().nodes()[l.node];
   if (annotate_) nvtxRangePushA(n.name.c_str());
-  Status st = engine_.layer(l.node)->Enqueue(lc, l.inputs, l.outputs);
+  Status st = l.layer->Enqueue(lc, l.inputs, l.outputs);
   if (annotate_) nvtxRangePop();
   if (!st.ok() && st.message().find(n.name) == std::string::npos) st = st.WithContext(n.Where());
   return st;

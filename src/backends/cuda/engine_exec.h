@@ -27,6 +27,14 @@ typedef struct CUevent_st* cudaEvent_t;
 
 namespace kiln::cuda {
 
+// Per-shape tactics of an engine (EngineDesc::tactic_points / tactic_variants) and what creating their layers needs.
+struct LayerVariants {
+  std::map<std::string, Dims> opt;                  // the first profile's opt shapes (the main layers')
+  std::vector<std::map<std::string, Dims>> points;  // the points' input shapes
+  std::vector<std::shared_ptr<const Graph>> graphs;  // the engine graph inferred at each point
+  std::vector<std::vector<std::pair<int32_t, std::string>>> variants;  // per node: (point, tactic)
+};
+
 class GpuEngine {
  public:
   // `tuned` is the engine graph inferred at the shapes the layers are tuned for (the first profile's opt shapes),
@@ -34,9 +42,15 @@ class GpuEngine {
   // `streams`: per node, the stream it runs on (empty: every node on the main stream); `num_streams` counts the main one.
   static Result<std::unique_ptr<GpuEngine>> Create(const Graph& g, const Graph& tuned,
                                                    const std::vector<std::string>& tactics, bool allow_tf32,
-                                                   const std::vector<int32_t>& streams = {}, int32_t num_streams = 1);
+                                                   const std::vector<int32_t>& streams = {}, int32_t num_streams = 1,
+                                                   const LayerVariants* variants = nullptr);
   const Graph& graph() const { return *graph_; }
-  const Layer* layer(size_t k) const { return layers_[k].get(); }
+  // Node k's layer, or its per-shape one made at `point` where it has one.
+  const Layer* layer(size_t k, int32_t point = -1) const;
+  // The per-shape tactics' point nearest to a graph's input shapes (log distance over their dims), or -1 where the
+  // opt shapes are at least as near (or the engine has none).
+  int32_t NearestPoint(const Graph& shaped) const;
+  int variant_layers() const { return variant_count_; }
   // Device copy of a constant value (by name), or nullptr.
   void* weight(const std::string& name) const;
   size_t weight_bytes() const { return weight_bytes_; }
@@ -52,6 +66,10 @@ class GpuEngine {
   size_t weight_bytes_ = 0;
   std::optional<StreamSchedule> schedule_;
   std::vector<bool> used_;
+  std::vector<std::vector<std::pair<int32_t, std::unique_ptr<Layer>>>> variant_layers_;  // per node
+  std::map<std::string, Dims> opt_;
+  std::vector<std::map<std::string, Dims>> points_;
+  int variant_count_ = 0;
 };
 
 struct LayerTiming {
@@ -85,6 +103,7 @@ class GpuContext {
  private:
   struct Launch {
     size_t node = 0;
+    const Layer* layer = nullptr;  // the node's layer, or its per-shape one for these shapes
     std::vector<DeviceTensor> inputs, outputs;
   };
   struct Plan {

@@ -315,7 +315,9 @@ Result<std::string> AcrossShapes(const Node& n, const LayerSpec& tuning_spec, co
 Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
                                                const std::vector<std::vector<std::string>>& candidates,
                                                const TuneOptions& opts, TuneReport* report,
-                                               const std::vector<const Graph*>& also_at) {
+                                               const std::vector<const Graph*>& also_at,
+                                               const std::vector<std::vector<std::vector<std::string>>>* point_candidates,
+                                               TacticVariants* variants) {
   const auto& nodes = g.nodes();
   if (candidates.size() != nodes.size())
     return Err(StatusCode::kInternal, "{} candidate lists for {} nodes", candidates.size(), nodes.size());
@@ -330,6 +332,8 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
   // layers (ResNet's blocks of a stage, a transformer's layers), and an identical layer (same op, attributes, types,
   // shapes and candidates) gets the same answer without being timed again, as a timing cache would give it.
   std::map<std::string, std::string> chosen_for;
+  std::map<std::string, std::vector<std::pair<int32_t, std::string>>> variants_for;  // likewise, per-shape tactics
+  if (variants) variants->assign(nodes.size(), {});
   for (size_t k = 0; k < nodes.size(); ++k) {
     const Node& n = *nodes[k];
     const Node& tn = *tuned.nodes()[k];
@@ -339,11 +343,13 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     const bool shapes_known = StaticShapes(tn);
     // The node at the profile's other shapes where they differ from the tuning shapes (and are static).
     std::vector<const Node*> others;
+    std::vector<int32_t> other_points;  // their indices in also_at
     if (tactics.size() > 1 && shapes_known)
-      for (const Graph* a : also_at) {
-        const Node& an = *a->nodes()[k];
+      for (size_t pi = 0; pi < also_at.size(); ++pi) {
+        const Node& an = *also_at[pi]->nodes()[k];
         if (SameStaticShapes(tn, an) || !StaticShapes(an)) continue;
         others.push_back(&an);
+        other_points.push_back(static_cast<int32_t>(pi));
       }
     // An identical earlier layer (same signature and candidates, hence the same workspace needs) decided already.
     std::string sig, repeat_key;
@@ -354,6 +360,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
       for (const std::string& t : tactics) repeat_key += "|" + t;
       if (auto it = chosen_for.find(repeat_key); it != chosen_for.end()) {
         chosen.push_back(it->second);
+        if (variants) (*variants)[k] = variants_for[repeat_key];
         ++rep.repeats;
         continue;
       }
@@ -395,12 +402,57 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
       if (!repeat_key.empty()) chosen_for[repeat_key] = fitting.front();
       continue;
     }
+    // Per-shape tactics at the other points, for `main` (from the cache where it has them, else timed; cached).
+    auto choose_variants = [&](const std::string& main) -> Status {
+      if (!variants || !point_candidates) return Status::Ok();
+      for (size_t i = 0; i < others.size(); ++i) {
+        const int32_t pi = other_points[i];
+        if (static_cast<size_t>(pi) >= point_candidates->size()) continue;
+        const std::vector<std::string>& here = (*point_candidates)[pi][k];
+        if (here.empty()) continue;
+        const Node& o = *others[i];
+        const LayerSpec spec_o = SpecAt(n, o, opts.allow_tf32);
+        const std::string vkey = LayerSignature(spec_o) + " # variant of " + LayerSignature(spec) + " running " + main;
+        std::string pick;  // "" where none beats `main` there
+        if (const TimingEntry* e = opts.cache ? opts.cache->Find(vkey) : nullptr) {
+          if (e->tactic != "-" && std::find(here.begin(), here.end(), e->tactic) != here.end()) pick = e->tactic;
+        } else {
+          auto made = MakeBench(o, spec_o, rng);
+          if (!made.ok()) continue;
+          KILN_ASSIGN_OR_RETURN(std::optional<double> main_ms, TimeCandidate(n, spec, main, *made, 0.0, opts, stream.get(),
+                                                                             handles, rep, " at another profile point"));
+          double best_ms = 0;
+          for (const std::string& t : here) {
+            KILN_ASSIGN_OR_RETURN(std::optional<double> ms, TimeCandidate(n, spec_o, t, *made, best_ms, opts, stream.get(),
+                                                                          handles, rep, " made at another profile point"));
+            if (ms && (best_ms == 0 || *ms < best_ms)) {
+              best_ms = *ms;
+              pick = t;
+            }
+          }
+          if (!pick.empty() && main_ms && !(best_ms * 1.05 < *main_ms)) pick.clear();
+          if (opts.log)
+            opts.log(fmt::format("tactic {} at {}: {} {} (made at opt: {})", n.Where(),
+                                 o.outputs.empty() || !o.outputs[0] ? "?" : ShapeToString(o.outputs[0]->shape),
+                                 pick.empty() ? "keeps" : "takes", pick.empty() ? main : pick,
+                                 main_ms ? fmt::format("{:.4f} ms", *main_ms) : "fails"));
+          if (opts.cache) opts.cache->Put(vkey, TimingEntry{pick.empty() ? "-" : pick, best_ms, static_cast<int>(here.size())});
+        }
+        if (!pick.empty()) {
+          (*variants)[k].emplace_back(pi, pick);
+          ++rep.variants;
+        }
+      }
+      variants_for[repeat_key] = (*variants)[k];
+      return Status::Ok();
+    };
     if (opts.cache) {
       if (const TimingEntry* e = opts.cache->Find(sig);
           e && std::find(fitting.begin(), fitting.end(), e->tactic) != fitting.end()) {
         chosen.push_back(e->tactic);
         chosen_for[repeat_key] = e->tactic;
         ++rep.cache_hits;
+        KILN_RETURN_IF_ERROR(choose_variants(e->tactic));
         continue;
       }
     }
@@ -441,6 +493,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
       opts.cache->Put(sig, TimingEntry{best, best_ms, static_cast<int>(tactics.size())});
     chosen_for[repeat_key] = best;
     chosen.push_back(best);
+    KILN_RETURN_IF_ERROR(choose_variants(best));
   }
   rep.seconds = SecondsSince(t0);
   if (report) *report = rep;

@@ -35,7 +35,11 @@ struct TuneReport {
   int over_workspace = 0;  // candidates left out for needing more scratch memory than TuneOptions::workspace_limit
   int range_timed = 0;     // layers also timed at other shapes of the profile (SelectTactics' also_at)
   int range_changed = 0;   // of which the choice differs from the fastest at the tuning shapes
+  int variants = 0;        // (layer, point) pairs given a per-shape tactic
 };
+
+// Per node, its per-shape tactics: (index into also_at, tactic).
+using TacticVariants = std::vector<std::vector<std::pair<int32_t, std::string>>>;
 
 // A node that runs on the CPU inside the engine, and why it cannot run on the GPU.
 struct FallbackNode {
@@ -54,10 +58,14 @@ Result<std::vector<std::vector<std::string>>> CheckSupport(const Graph& g, const
 // shapes of the profile (node for node); a node whose shapes differ there has its candidates timed there too, and
 // the tactic chosen is the one whose worst slowdown against the fastest at any of those shapes is least (ties, within
 // 2%, to the fastest at the tuning shapes), so an engine with a min/opt/max profile does not run the opt shape's
-// choice where it is slow.
+// choice where it is slow. With `variants` (and `point_candidates`: per also_at graph, every node's candidates there),
+// such a node also gets, per point, the fastest of its candidates created at that point's shapes where it beats the
+// chosen tactic (created at the tuning shapes and run there) by more than 5%: a per-shape tactic.
 Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
                                                const std::vector<std::vector<std::string>>& candidates,
                                                const TuneOptions& opts, TuneReport* report,
-                                               const std::vector<const Graph*>& also_at = {});
+                                               const std::vector<const Graph*>& also_at = {},
+                                               const std::vector<std::vector<std::vector<std::string>>>* point_candidates = nullptr,
+                                               TacticVariants* variants = nullptr);
 
 }  // namespace kiln::cuda
