@@ -357,16 +357,31 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
     return Bad(fmt::format("{} streams and no node on any", out.num_streams));
   }
   if (e.tactic_points()) {
+    // Points of the first profile, as the builder takes them: at most 16, each naming exactly the profile's inputs,
+    // within its min..max.
+    if (e.tactic_points()->size() > 16) return Bad(fmt::format("{} tactic points (at most 16)", e.tactic_points()->size()));
+    if (e.tactic_points()->size() > 0 && out.profiles.empty()) return Bad("tactic points without a profile");
     for (const fb::Profile* fp : *e.tactic_points()) {
       std::map<std::string, std::vector<int64_t>> pt;
       if (fp->inputs())
         for (const fb::ProfileInput* in : *fp->inputs()) {
           ProfileInputDims d{Vec(in->min()), Vec(in->opt()), Vec(in->max())};
-          if (d.min != d.opt || d.opt != d.max)
-            return Bad(fmt::format("tactic point input '{}' is not one shape", Str(in->name())));
-          KILN_RETURN_IF_ERROR(CheckProfileInput(*out.graph, Str(in->name()), d));
-          pt[Str(in->name())] = std::move(d.opt);
+          const std::string name = Str(in->name());
+          if (d.min != d.opt || d.opt != d.max) return Bad(fmt::format("tactic point input '{}' is not one shape", name));
+          KILN_RETURN_IF_ERROR(CheckProfileInput(*out.graph, name, d));
+          auto prof = out.profiles[0].inputs.find(name);
+          if (prof == out.profiles[0].inputs.end() || prof->second.min.size() != d.opt.size())
+            return Bad(fmt::format("tactic point input '{}' is not an input of the first profile", name));
+          for (size_t i = 0; i < d.opt.size(); ++i)
+            if (d.opt[i] < prof->second.min[i] || d.opt[i] > prof->second.max[i])
+              return Bad(fmt::format("tactic point input '{}' dim {} is {}, outside the profile's {}..{}", name, i,
+                                     d.opt[i], prof->second.min[i], prof->second.max[i]));
+          if (!pt.emplace(name, std::move(d.opt)).second)
+            return Bad(fmt::format("tactic point input '{}' given twice", name));
         }
+      if (pt.size() != out.profiles[0].inputs.size())
+        return Bad(fmt::format("a tactic point names {} of the first profile's {} inputs", pt.size(),
+                               out.profiles[0].inputs.size()));
       out.tactic_points.push_back(std::move(pt));
     }
   }
@@ -378,7 +393,11 @@ Result<EngineContents> Reader::Read(const fb::Engine& e) {
           static_cast<size_t>(v->point()) >= out.tactic_points.size() || Str(v->tactic()).empty())
         return Bad(fmt::format("a per-shape tactic for node {} at point {} (of {} nodes, {} points)", v->node(),
                                v->point(), n, out.tactic_points.size()));
-      out.tactic_variants[v->node()].emplace_back(v->point(), Str(v->tactic()));
+      auto& list = out.tactic_variants[v->node()];
+      for (const auto& [point, unused] : list)
+        if (point == v->point())
+          return Bad(fmt::format("two per-shape tactics for node {} at point {}", v->node(), v->point()));
+      list.emplace_back(v->point(), Str(v->tactic()));
     }
   }
   // Every value whose shape is fixed holds at most the engine's element limit (its builder checked the same: shapes

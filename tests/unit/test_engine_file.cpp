@@ -521,6 +521,23 @@ TEST(EngineFile, PerShapeTacticsRoundTripAndAreChecked) {
   auto bad_rank = with({{{"X", {1, 3, 8}}}}, 0, 0);
   ASSERT_FALSE(bad_rank.ok());
   EXPECT_NE(bad_rank.status().message().find("rank"), std::string::npos) << bad_rank.status().message();
+  auto outside = with({{{"X", {8, 3, 8, 8}}}}, 0, 0);  // the profile allows batch 1..4
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("outside the profile"), std::string::npos) << outside.status().message();
+  auto empty_point = with({{}}, 0, 0);
+  ASSERT_FALSE(empty_point.ok());
+  EXPECT_NE(empty_point.status().message().find("names 0 of the first profile's 1 inputs"), std::string::npos)
+      << empty_point.status().message();
+  // The same node and point twice.
+  EngineContents e = MakeContents(ImportTestModel());
+  e.tactic_points = {{{"X", {2, 3, 8, 8}}}};
+  e.tactic_variants.assign(e.graph->nodes().size(), {});
+  e.tactic_variants[0] = {{0, "cpu.reference.a"}, {0, "cpu.reference.b"}};
+  auto bytes = SerializeEngine(e);
+  ASSERT_TRUE(bytes.ok());
+  auto twice = DeserializeEngine(bytes->data(), bytes->size(), kOnCpu);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("two per-shape tactics"), std::string::npos) << twice.status().message();
 }
 
 // Cross-field invariants the loader checks before anything is sized from them (issue 11): buffer lifetimes inside

@@ -173,49 +173,6 @@ Result<cublasLtContext*> SharedLtHandle() {
   return h;
 }
 
-// cuBLASLt's heuristic returns algorithms with bytes beyond their configuration that differ from call to call (an
-// H200 gave one GEMM's algorithm with bytes 34-35 d5bc after other GEMMs were asked about, 0000 before), and tactic
-// names are an algorithm's bytes: the same configuration must have one name, or a timing cache's entry no longer
-// names a listed candidate. The algorithm is rebuilt from its configuration attributes (cublasLtMatmulAlgoInit with
-// the descriptors' types, then every configuration attribute copied over) and the rebuilt one is kept where cuBLASLt
-// accepts it with the same scratch memory.
-cublasLtMatmulAlgo_t CanonicalAlgo(cublasLtContext* h, const LtDescs& descs, const cublasLtMatmulAlgo_t& algo,
-                                   size_t workspace) {
-  int32_t id = 0, compute = 0, scale = 0, ta = 0, tb = 0, tc = 0, td = 0;
-  size_t n = 0;
-  auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
-  if (!ok(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &n)) ||
-      !ok(cublasLtMatmulDescGetAttribute(descs.op, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &compute, sizeof(compute), &n)) ||
-      !ok(cublasLtMatmulDescGetAttribute(descs.op, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &scale, sizeof(scale), &n)) ||
-      !ok(cublasLtMatrixLayoutGetAttribute(descs.a, CUBLASLT_MATRIX_LAYOUT_TYPE, &ta, sizeof(ta), &n)) ||
-      !ok(cublasLtMatrixLayoutGetAttribute(descs.b, CUBLASLT_MATRIX_LAYOUT_TYPE, &tb, sizeof(tb), &n)) ||
-      !ok(cublasLtMatrixLayoutGetAttribute(descs.c, CUBLASLT_MATRIX_LAYOUT_TYPE, &tc, sizeof(tc), &n)) ||
-      !ok(cublasLtMatrixLayoutGetAttribute(descs.d, CUBLASLT_MATRIX_LAYOUT_TYPE, &td, sizeof(td), &n)))
-    return algo;
-  cublasLtMatmulAlgo_t fresh;
-  std::memset(&fresh, 0, sizeof(fresh));
-  if (!ok(cublasLtMatmulAlgoInit(h, static_cast<cublasComputeType_t>(compute), static_cast<cudaDataType_t>(scale),
-                                 static_cast<cudaDataType_t>(ta), static_cast<cudaDataType_t>(tb),
-                                 static_cast<cudaDataType_t>(tc), static_cast<cudaDataType_t>(td), id, &fresh)))
-    return algo;
-  for (auto attr : {CUBLASLT_ALGO_CONFIG_TILE_ID, CUBLASLT_ALGO_CONFIG_STAGES_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                    CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
-                    CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID,
-                    CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID}) {
-    uint64_t value = 0;
-    size_t written = 0;
-    if (!ok(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &value, sizeof(value), &written)) || written == 0 ||
-        written > sizeof(value))
-      continue;
-    if (!ok(cublasLtMatmulAlgoConfigSetAttribute(&fresh, attr, &value, written))) return algo;
-  }
-  cublasLtMatmulHeuristicResult_t check{};
-  if (!ok(cublasLtMatmulAlgoCheck(h, descs.op, descs.a, descs.b, descs.c, descs.d, &fresh, &check)) ||
-      check.workspaceSize != workspace)
-    return algo;
-  return fresh;
-}
-
 Result<std::vector<LtAlgo>> LtHeuristicAlgos(cublasLtContext* h, const LtGemmShape& shape, size_t workspace_limit,
                                              int max_count, uint32_t alignment) {
   LtDescs descs;
@@ -242,9 +199,8 @@ Result<std::vector<LtAlgo>> LtHeuristicAlgos(cublasLtContext* h, const LtGemmSha
   for (int i = 0; i < returned; ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize > workspace_limit) continue;
     LtAlgo a;
-    const cublasLtMatmulAlgo_t canonical = CanonicalAlgo(h, descs, results[i].algo, results[i].workspaceSize);
-    std::memcpy(a.data(), &canonical, sizeof(a));
-    if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);  // one name per configuration
+    std::memcpy(a.data(), &results[i].algo, sizeof(a));
+    algos.push_back(a);
   }
   return algos;
 }

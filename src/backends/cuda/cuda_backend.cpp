@@ -221,7 +221,7 @@ class CudaBackendImpl final : public Backend {
         continue;
       }
       std::vector<FallbackNode> point_fallbacks;
-      auto listed = CheckSupport(g, **pg, tf32, &point_fallbacks);
+      auto listed = CheckSupport(g, **pg, tf32, fallback ? &point_fallbacks : nullptr);
       at_points.push_back(*pg);
       also_at.push_back(at_points.back().get());
       point_shapes.push_back(shapes);
@@ -235,18 +235,9 @@ class CudaBackendImpl final : public Backend {
                           SelectTactics(g, *tuned, candidates, to, &tr, also_at, per_shape ? &point_candidates : nullptr,
                                         per_shape ? &variants : nullptr));
     if (per_shape && tr.variants > 0) {
-      // Only the points some layer has a tactic for are kept (renumbered).
-      std::vector<int32_t> renumber(point_shapes.size(), -1);
-      for (const auto& v : variants)
-        for (const auto& [pi, t] : v) renumber[pi] = 0;
-      r.tactic_points->clear();
-      for (size_t i = 0; i < renumber.size(); ++i)
-        if (renumber[i] == 0) {
-          renumber[i] = static_cast<int32_t>(r.tactic_points->size());
-          r.tactic_points->push_back(point_shapes[i]);
-        }
-      for (auto& v : variants)
-        for (auto& [pi, t] : v) pi = renumber[pi];
+      // Every timed point is kept, those without a variant too: shapes nearest such a point run the main layers,
+      // which were the faster there.
+      *r.tactic_points = point_shapes;
       *r.tactic_variants = std::move(variants);
     }
     for (const auto& f : tr.failures) logger.log(Severity::kVerbose, ("tactic failed: " + f).c_str());

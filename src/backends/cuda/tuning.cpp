@@ -310,6 +310,17 @@ Result<std::string> AcrossShapes(const Node& n, const LayerSpec& tuning_spec, co
   return pick;
 }
 
+// The bytes of a node's constant inputs (a layer made for it copies or repacks them).
+int64_t ConstantBytes(const Node& n) {
+  int64_t b = 0;
+  for (const Value* v : n.inputs)
+    if (v && v->is_const()) b += static_cast<int64_t>(v->const_value->nbytes());
+  return b;
+}
+
+// Per-shape tactics are not made for layers whose constants are larger than this (a decoder's weight-only GEMMs).
+constexpr int64_t kVariantMaxLayerBytes = int64_t{16} << 20;
+
 }  // namespace
 
 Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tuned,
@@ -334,6 +345,8 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
   std::map<std::string, std::string> chosen_for;
   std::map<std::string, std::vector<std::pair<int32_t, std::string>>> variants_for;  // likewise, per-shape tactics
   if (variants) variants->assign(nodes.size(), {});
+  int64_t weight_bytes = 0, variant_bytes = 0;  // the engine's constants, and those the variant layers copy
+  for (const auto& node : nodes) weight_bytes += ConstantBytes(*node);
   for (size_t k = 0; k < nodes.size(); ++k) {
     const Node& n = *nodes[k];
     const Node& tn = *tuned.nodes()[k];
@@ -356,11 +369,15 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     if (tactics.size() > 1 && shapes_known) {
       sig = LayerSignature(spec);
       for (const Node* o : others) sig += " @ " + LayerSignature(SpecAt(n, *o, opts.allow_tf32));
-      repeat_key = sig;
+      repeat_key = sig + " points";
+      for (int32_t pi : other_points) repeat_key += fmt::format(" {}", pi);
       for (const std::string& t : tactics) repeat_key += "|" + t;
       if (auto it = chosen_for.find(repeat_key); it != chosen_for.end()) {
         chosen.push_back(it->second);
-        if (variants) (*variants)[k] = variants_for[repeat_key];
+        if (variants) {
+          (*variants)[k] = variants_for[repeat_key];
+          rep.variants += static_cast<int>((*variants)[k].size());
+        }
         ++rep.repeats;
         continue;
       }
@@ -404,19 +421,28 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
     }
     // Per-shape tactics at the other points, for `main` (from the cache where it has them, else timed; cached).
     auto choose_variants = [&](const std::string& main) -> Status {
-      if (!variants || !point_candidates) return Status::Ok();
+      // Not under a WORKSPACE limit (the point's candidates are not filtered by it), and not for layers whose
+      // constants are large or once the variants' constants would pass the engine's own: each variant layer holds
+      // its own copy of them, so per-shape tactics at most double the engine's device weights.
+      if (!variants || !point_candidates || opts.workspace_limit > 0) return Status::Ok();
+      const int64_t own = ConstantBytes(n);
+      if (own > kVariantMaxLayerBytes || variant_bytes + own > weight_bytes) return Status::Ok();
       for (size_t i = 0; i < others.size(); ++i) {
         const int32_t pi = other_points[i];
         if (static_cast<size_t>(pi) >= point_candidates->size()) continue;
-        const std::vector<std::string>& here = (*point_candidates)[pi][k];
+        std::vector<std::string> here;
+        for (const std::string& t : (*point_candidates)[pi][k])
+          if (t != kCpuFallbackTactic) here.push_back(t);  // a layer runs on the CPU only where no GPU layer can
         if (here.empty()) continue;
         const Node& o = *others[i];
         const LayerSpec spec_o = SpecAt(n, o, opts.allow_tf32);
         const std::string vkey = LayerSignature(spec_o) + " # variant of " + LayerSignature(spec) + " running " + main;
         std::string pick;  // "" where none beats `main` there
-        if (const TimingEntry* e = opts.cache ? opts.cache->Find(vkey) : nullptr) {
-          if (e->tactic != "-" && std::find(here.begin(), here.end(), e->tactic) != here.end()) pick = e->tactic;
-        } else {
+        const TimingEntry* e = opts.cache ? opts.cache->Find(vkey) : nullptr;
+        const bool listed = e && std::find(here.begin(), here.end(), e->tactic) != here.end();
+        if (e && (listed || (e->tactic == "-" && e->candidates == static_cast<int>(here.size())))) {
+          if (listed) pick = e->tactic;  // else the entry says none beats `main` there
+        } else {  // not cached, or cached for other candidates: timed (and the entry replaced)
           auto made = MakeBench(o, spec_o, rng);
           if (!made.ok()) continue;
           KILN_ASSIGN_OR_RETURN(std::optional<double> main_ms, TimeCandidate(n, spec, main, *made, 0.0, opts, stream.get(),
@@ -441,14 +467,20 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
         if (!pick.empty()) {
           (*variants)[k].emplace_back(pi, pick);
           ++rep.variants;
+          variant_bytes += own;
         }
       }
       variants_for[repeat_key] = (*variants)[k];
       return Status::Ok();
     };
     if (opts.cache) {
-      if (const TimingEntry* e = opts.cache->Find(sig);
-          e && std::find(fitting.begin(), fitting.end(), e->tactic) != fitting.end()) {
+      // A cached tactic counts where it is a candidate, or, with no WORKSPACE filtering, where the layer can still be
+      // made with it: cuBLASLt's heuristic can name another algorithm for the same GEMM depending on what it was asked
+      // before (an H200 listed a Gemm's algorithms with other bytes after the per-shape listing queried other shapes).
+      const TimingEntry* e = opts.cache->Find(sig);
+      const bool usable = e && (std::find(fitting.begin(), fitting.end(), e->tactic) != fitting.end() ||
+                                (fitting.size() == tactics.size() && CreateLayer(spec, e->tactic).ok()));
+      if (usable) {
         chosen.push_back(e->tactic);
         chosen_for[repeat_key] = e->tactic;
         ++rep.cache_hits;
