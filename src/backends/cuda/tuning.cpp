@@ -374,9 +374,14 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
       for (const std::string& t : tactics) repeat_key += "|" + t;
       if (auto it = chosen_for.find(repeat_key); it != chosen_for.end()) {
         chosen.push_back(it->second);
-        if (variants) {
-          (*variants)[k] = variants_for[repeat_key];
-          rep.variants += static_cast<int>((*variants)[k].size());
+        if (variants) {  // the earlier layer's per-shape tactics, as far as the constants' budget goes
+          const int64_t own = ConstantBytes(n);
+          for (const auto& v : variants_for[repeat_key]) {
+            if (variant_bytes + own > weight_bytes) break;
+            (*variants)[k].push_back(v);
+            variant_bytes += own;
+            ++rep.variants;
+          }
         }
         ++rep.repeats;
         continue;
@@ -464,7 +469,7 @@ Result<std::vector<std::string>> SelectTactics(const Graph& g, const Graph& tune
                                  main_ms ? fmt::format("{:.4f} ms", *main_ms) : "fails"));
           if (opts.cache) opts.cache->Put(vkey, TimingEntry{pick.empty() ? "-" : pick, best_ms, static_cast<int>(here.size())});
         }
-        if (!pick.empty()) {
+        if (!pick.empty() && variant_bytes + own <= weight_bytes) {
           (*variants)[k].emplace_back(pi, pick);
           ++rep.variants;
           variant_bytes += own;
