@@ -48,6 +48,8 @@ def parse_args(argv=None):
     p.add_argument("--kiln-iterations", type=int, default=200)
     p.add_argument("--kiln-duration", type=float, default=3, help="kiln bench --duration, seconds")
     p.add_argument("--kiln-warmup-ms", type=float, default=500, help="kiln bench --warmUp, ms")
+    p.add_argument("--kiln-aux-streams", type=int, default=0,
+                   help="kiln build --maxAuxStreams (default 0): independent branches on auxiliary streams")
     p.add_argument("--results-dir", default=os.path.join(BENCH_DIR, "results"))
     p.add_argument("--work-dir", default=os.path.join(BENCH_DIR, "work"),
                    help="per card: kiln's timing caches and JSON reports, engines (deleted after use)")
@@ -76,6 +78,8 @@ def parse_args(argv=None):
         modes = ["kiln"]
     if not modes:
         p.error("no mode left to run")
+    if not 0 <= a.kiln_aux_streams <= 64:
+        p.error("--kiln-aux-streams must be 0..64")
     a.modes = modes
     return a
 
@@ -100,7 +104,8 @@ def kiln_commands(kiln, spec, onnx, engine, precision, batch, cache, build_json,
     mode replays graphs at every batch (issue 17's table was measured this way)."""
     shapes = f"--shapes={spec.kiln_shapes(batch)}"
     build = [kiln, "build", f"--onnx={onnx}", f"--saveEngine={engine}", shapes, f"--timingCacheFile={cache}",
-             f"--json={build_json}"] + (["--fp16"] if precision == "fp16" else [])
+             f"--json={build_json}"] + (["--fp16"] if precision == "fp16" else []) + \
+        ([f"--maxAuxStreams={args.kiln_aux_streams}"] if args.kiln_aux_streams > 0 else [])
     bench = [kiln, "bench", f"--loadEngine={engine}", shapes, f"--iterations={args.kiln_iterations}",
              f"--duration={args.kiln_duration:g}", f"--warmUp={args.kiln_warmup_ms:g}", "--percentile=50,99",
              f"--json={run_json}", "--useCudaGraph"] + \
@@ -358,6 +363,7 @@ def collect_meta(args):
             "python": sys.version.split()[0], "iterations": args.iterations, "warmup": args.warmup,
             "kiln_bench": f"--iterations={args.kiln_iterations} --duration={args.kiln_duration:g} "
                           f"--warmUp={args.kiln_warmup_ms:g} (ms), --useCudaGraph",
+            "kiln_aux_streams": args.kiln_aux_streams,
             "torch_tf32_matmul": None, "torch_tf32_cudnn": None}
     try:
         import torch

@@ -78,7 +78,8 @@ def test_run_args_modes(argv, modes):
 
 
 @pytest.mark.parametrize("argv", [["--modes", "fast"], ["--precisions", "int4"], ["--batches", "1,x"],
-                                  ["--batches", "0"], ["--models", "alexnet"], ["--modes", "kiln", "--skip-kiln"]])
+                                  ["--batches", "0"], ["--models", "alexnet"], ["--modes", "kiln", "--skip-kiln"],
+                                  ["--kiln-aux-streams", "65"]])
 def test_run_args_errors(argv):
     with pytest.raises((SystemExit, ValueError)):
         run_bench.parse_args(argv)
@@ -105,6 +106,11 @@ def test_kiln_commands():
                                            transfers=True)
     assert "--fp16" not in build and "--shapes=input_ids:32x128" in build
     assert "--useCudaGraph" in bench and "--noDataTransfers" not in bench  # graphs at every batch, as reduce-overhead
+    assert not any(x.startswith("--maxAuxStreams") for x in build)  # off unless asked
+    a4 = run_bench.parse_args(["--kiln-aux-streams=4"])
+    build, _ = run_bench.kiln_commands("k", zoo.SPECS["googlenet"], "m.onnx", "e", "fp16", 1, "tc", "b", "r", a4,
+                                       transfers=False)
+    assert build[-1] == "--maxAuxStreams=4"
 
 
 def test_kiln_fields():
