@@ -49,49 +49,10 @@ void CheckNoLiveOverlap(const Graph& g, const MemoryPlan& plan) {
 
 TEST(MemoryPlan, RandomDagsNeverOverlapLiveValues) {
   std::mt19937 rng(1234);
-  const char* ops[] = {"Add", "Relu", "Reshape", "Identity", "Concat", "Mul", "Flatten", "Squeeze"};
   for (int trial = 0; trial < 60; ++trial) {
-    Graph g;
-    std::vector<Value*> pool;
-    std::map<const Value*, int64_t> bytes;
-    const int n_in = 1 + static_cast<int>(rng() % 3);
-    for (int i = 0; i < n_in; ++i) {
-      Value* v = Act(g, "in" + std::to_string(i), {1});
-      v->is_graph_input = true;
-      g.inputs.push_back(v);
-      pool.push_back(v);
-      bytes[v] = 1 + rng() % 5000;
-    }
-    pool.push_back(g.AddConstant("w", Tensor::FromFloat({1.f, 2.f}, {2})));
-    const int n_nodes = 3 + static_cast<int>(rng() % 70);
-    for (int k = 0; k < n_nodes; ++k) {
-      std::vector<Value*> ins;
-      const int ni = 1 + static_cast<int>(rng() % 3);
-      for (int i = 0; i < ni; ++i) {
-        // Prefer recent values so lifetimes are realistic, but reach back now and then.
-        size_t back = rng() % 4 == 0 ? rng() % pool.size() : std::min<size_t>(pool.size() - 1, rng() % 3);
-        ins.push_back(pool[pool.size() - 1 - back]);
-      }
-      if (rng() % 7 == 0) ins.push_back(nullptr);  // an omitted optional input
-      std::vector<Value*> outs;
-      const int no = 1 + (rng() % 5 == 0 ? 1 : 0);
-      for (int o = 0; o < no; ++o) {
-        Value* v = Act(g, "v" + std::to_string(k) + "_" + std::to_string(o), {1});
-        bytes[v] = rng() % 11 == 0 ? 0 : 1 + rng() % 100000;
-        outs.push_back(v);
-        pool.push_back(v);
-      }
-      const std::string op = ops[rng() % 8];
-      Op(g, op, ins, outs);
-      // Views keep their size (what the kernels do).
-      if (IsViewOp(*g.nodes().back()) && ins[0] && !ins[0]->is_const()) bytes[outs[0]] = bytes[ins[0]];
-    }
-    for (size_t i = 0; i < 2; ++i) {
-      Value* v = pool[pool.size() - 1 - (rng() % std::min<size_t>(pool.size() - 1, 8))];
-      if (v->is_const() || v->is_graph_output) continue;
-      v->is_graph_output = true;
-      g.outputs.push_back(v);
-    }
+    plan_testing::RandomDag dag = plan_testing::MakeRandomDag(rng);
+    Graph& g = *dag.g;
+    const auto& bytes = dag.bytes;
     auto plan = PlanMemory(g, [&](const Value& v) -> Result<int64_t> { return bytes.at(&v); });
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     ASSERT_TRUE(plan->Validate().ok());

@@ -238,37 +238,11 @@ std::vector<std::vector<bool>> Closure(const Graph& g, const StreamSchedule& sc)
 
 TEST(Streams, RandomDagsOrderConsumersAndNeverShareBytesAcrossUnorderedWork) {
   std::mt19937 rng(99);
-  const char* ops[] = {"Add", "Relu", "Reshape", "Identity", "Concat", "Mul", "Flatten", "Squeeze"};
   int shared_across_streams = 0, parallel_pairs = 0;
   for (int trial = 0; trial < 80; ++trial) {
-    Graph g;
-    std::vector<Value*> pool;
-    std::map<const Value*, int64_t> bytes;
-    const int n_in = 1 + static_cast<int>(rng() % 3);
-    for (int i = 0; i < n_in; ++i) {
-      Value* v = Act(g, "in" + std::to_string(i), {1});
-      v->is_graph_input = true;
-      g.inputs.push_back(v);
-      pool.push_back(v);
-      bytes[v] = 1 + rng() % 5000;
-    }
-    const int n_nodes = 3 + static_cast<int>(rng() % 60);
-    for (int k = 0; k < n_nodes; ++k) {
-      std::vector<Value*> ins;
-      const int ni = 1 + static_cast<int>(rng() % 2);
-      for (int i = 0; i < ni; ++i) {
-        size_t back = rng() % 3 == 0 ? rng() % pool.size() : std::min<size_t>(pool.size() - 1, rng() % 4);
-        ins.push_back(pool[pool.size() - 1 - back]);
-      }
-      Value* v = Act(g, "v" + std::to_string(k), {1});
-      bytes[v] = 1 + rng() % 100000;
-      pool.push_back(v);
-      Op(g, ops[rng() % 8], ins, {v});
-      if (IsViewOp(*g.nodes().back())) bytes[v] = bytes[ins[0]];
-    }
-    Value* out = pool.back();
-    out->is_graph_output = true;
-    g.outputs.push_back(out);
+    plan_testing::RandomDag dag = plan_testing::MakeRandomDag(rng);
+    Graph& g = *dag.g;
+    const auto& bytes = dag.bytes;
     const int aux = static_cast<int>(rng() % 4);
     const std::vector<int32_t> streams = AssignStreams(g, aux);
     const int32_t ns = 1 + *std::max_element(streams.begin(), streams.end());
