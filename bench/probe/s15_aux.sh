@@ -4,14 +4,11 @@
 # the YOLOv8-style detector built FP16 with --maxAuxStreams=0/2/4 at batch 1 and 8, timed with CUDA graphs alternated
 # twice in this call, and each aux engine's outputs against the aux-0 engine's on the same input. Lands in $OUT/r.tgz.
 source bench/probe/device_env.sh
-export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
 R=$OUT/r
 mkdir -p $R m
 nvidia-smi -L > $R/gpu.txt
 gpu_label_shards $R
-for mm in googlenet yolov8_style; do
-  ( timeout 200 $PY bench/export_zoo.py --models $mm --out m --no-check > $R/export_$mm.log 2>&1; echo "rc=$?" >> $R/export_$mm.log ) &
-done
+zoo_export m $R googlenet yolov8_style
 wait
 gpu_label_alone $R
 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 7 .bundle/bin/kiln_gpu_tests \

@@ -5,14 +5,11 @@
 # ResNet-50 build again with a timing cache (cold, then warm: per-shape tactics come from the cache), and GoogLeNet
 # b1 --maxAuxStreams=0/4 again (time and outputs). Lands in $OUT/r.tgz.
 source bench/probe/device_env.sh
-export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
 R=$OUT/r
 mkdir -p $R m
 nvidia-smi -L > $R/gpu.txt
 gpu_label_shards $R
-for mm in resnet50 googlenet; do
-  ( timeout 200 $PY bench/export_zoo.py --models $mm --out m --no-check > $R/export_$mm.log 2>&1; echo "rc=$?" >> $R/export_$mm.log ) &
-done
+zoo_export m $R resnet50 googlenet
 wait
 gpu_label_alone $R
 timeout 300 $PY bench/dynamic_shapes.py --kiln $K --models resnet50 --models-dir m --out $R/dynamic_shapes.json \

@@ -5,14 +5,11 @@
 # (bundle bin/kiln_before, d79eeac) and after, alternated twice in this call: BERT-base FP16 b32x128 and GPT-2 FP16
 # b16x128, CUDA graphs. Lands in $OUT/r.tgz.
 source bench/probe/device_env.sh
-export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
 R=$OUT/r
 mkdir -p $R m
 nvidia-smi -L > $R/gpu.txt
 gpu_label_shards $R
-for mm in bert_base gpt2_small; do
-  ( timeout 200 $PY bench/export_zoo.py --models $mm --out m --no-check > $R/export_$mm.log 2>&1; echo "rc=$?" >> $R/export_$mm.log ) &
-done
+zoo_export m $R bert_base gpt2_small
 wait
 gpu_label_alone $R
 med() { grep -h 'GPU Compute Time: min' $1 | grep -o 'median = [0-9.]* ms'; }

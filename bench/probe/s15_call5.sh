@@ -5,12 +5,11 @@
 # point kept. The whole gpu label, then ResNet-50 dynamic vs static (bench/dynamic_shapes.py) and a dynamic build cold
 # then warm with a timing cache. Lands in $OUT/r.tgz.
 source bench/probe/device_env.sh
-export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
 R=$OUT/r
 mkdir -p $R m
 nvidia-smi -L > $R/gpu.txt
 gpu_label_shards $R
-( timeout 200 $PY bench/export_zoo.py --models resnet50 --out m --no-check > $R/export.log 2>&1; echo "rc=$?" >> $R/export.log ) &
+zoo_export m $R resnet50
 wait
 gpu_label_alone $R
 timeout 230 $PY bench/dynamic_shapes.py --kiln $K --models resnet50 --models-dir m --out $R/dynamic_shapes.json \

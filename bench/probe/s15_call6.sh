@@ -3,12 +3,11 @@
 # repeated layers (0995665 + budget fix). The whole gpu label, then ResNet-50 dynamic vs static. Results are tarred
 # after each step (the call may be cut short). Lands in $OUT/r.tgz.
 source bench/probe/device_env.sh
-export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
 R=$OUT/r
 mkdir -p $R m
 nvidia-smi -L > $R/gpu.txt
 gpu_label_shards $R 150
-( timeout 150 $PY bench/export_zoo.py --models resnet50 --out m --no-check > $R/export.log 2>&1; echo "rc=$?" >> $R/export.log ) &
+zoo_export m $R resnet50
 wait
 gpu_label_alone $R
 tar czf $OUT/r.tgz -C $OUT r

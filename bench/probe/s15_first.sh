@@ -4,7 +4,6 @@
 # then bench/dynamic_shapes.py on the zoo's text models and ResNet-50 (dynamic / static per shape, CUDA graphs, FP16)
 # and the dynamic ResNet-50 build's time. Lands in $OUT/r.tgz.
 source bench/probe/device_env.sh
-export KILN_EXAMPLE_PLUGINS_LIB=$PWD/.bundle/lib/libkiln_example_plugins.so
 R=$OUT/r
 mkdir -p $R
 nvidia-smi -L > $R/gpu.txt
