@@ -49,15 +49,19 @@ struct Built {
   BuildReport report;
 };
 
-// Builds `net` with `cfg` and loads the engine (nullptr, with a test failure, where either fails).
-std::unique_ptr<Engine> BuildAndLoad(Builder& b, const NetworkDefinition& net, const BuilderConfig& cfg,
-                                     BuildReport* rep) {
-  auto bytes = b.buildSerializedNetwork(net, cfg, rep);
+// Loads an engine file's bytes (nullptr, with a test failure, where the build or the load failed).
+std::unique_ptr<Engine> Load(const Result<std::vector<uint8_t>>& bytes) {
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
   if (!bytes.ok()) return nullptr;
   auto e = Runtime(Logger()).deserializeEngine(bytes->data(), bytes->size());
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return e.ok() ? std::move(*e) : nullptr;
+}
+
+// Builds `net` with `cfg` and loads the engine (nullptr, with a test failure, where either fails).
+std::unique_ptr<Engine> BuildAndLoad(Builder& b, const NetworkDefinition& net, const BuilderConfig& cfg,
+                                     BuildReport* rep) {
+  return Load(b.buildSerializedNetwork(net, cfg, rep));
 }
 
 // One run of an engine with input "x" of shape `x_shape` and output "y" of `y_elems` floats: host memory for a cpu
@@ -388,70 +392,57 @@ TEST(GpuEngine, TimingCacheRebuildPicksTheSameTacticsWithoutTiming) {
   std::filesystem::remove(cache);
 }
 
-// A dynamic batch profile: the convolutions are also timed at the profile's other batches (1, 2, 8 and 16 around
-// opt 4), the report counts them, and the engine equals the CPU at batches in and between those points.
-TEST(GpuEngine, TacticsAreTimedAcrossADynamicProfile) {
-  auto build = [](const std::string& backend, BuildReport* rep) -> std::unique_ptr<Engine> {
-    Builder b(Logger());
-    auto net = b.createNetwork();
-    EXPECT_TRUE(net->addInput("x", DataType::kFloat32, {-1, 16, 12, 12}).ok());
-    const std::vector<float> w1 = RandomVec(32 * 16 * 9, 21, 0.2f), w2 = RandomVec(8 * 32, 22, 0.2f);
-    EXPECT_TRUE(net->addConstant("W1", DataType::kFloat32, {32, 16, 3, 3}, w1.data()).ok());
-    EXPECT_TRUE(net->addConstant("W2", DataType::kFloat32, {8, 32, 1, 1}, w2.data()).ok());
-    EXPECT_TRUE(net->addOp("Conv", "conv1", {"x", "W1"}, {"c1"}, AttrMap{{"pads", std::vector<int64_t>{1, 1, 1, 1}}}).ok());
-    EXPECT_TRUE(net->addOp("Relu", "relu1", {"c1"}, {"r1"}).ok());
-    EXPECT_TRUE(net->addOp("Conv", "conv2", {"r1", "W2"}, {"y"}).ok());
-    EXPECT_TRUE(net->markOutput("y").ok());
-    auto cfg = b.createBuilderConfig();
-    cfg->setBackend(backend);
-    cfg->clearFlag(BuilderFlag::kTF32);
-    auto profile = b.createOptimizationProfile();
-    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMin, {1, 16, 12, 12}).ok());
-    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kOpt, {4, 16, 12, 12}).ok());
-    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMax, {16, 16, 12, 12}).ok());
-    EXPECT_TRUE(cfg->addOptimizationProfile(*profile).ok());
-    return BuildAndLoad(b, *net, *cfg, rep);
-  };
-  BuildReport gpu_rep, cpu_rep;
-  auto gpu = build("cuda", &gpu_rep), cpu = build("cpu", &cpu_rep);
-  ASSERT_TRUE(gpu && cpu);
-  EXPECT_GE(gpu_rep.tactics_across_profile, 1);  // the convolutions have several candidates
-  EXPECT_LE(gpu_rep.tactics_profile_changed, gpu_rep.tactics_across_profile);
-  for (int batch : {1, 3, 4, 16}) {
+// x[batch, 16, 12, 12] -> Conv(32, 3x3, pad 1) -> Relu -> Conv(8, 1x1) = y, float32 without TF32, a batch profile
+// 1 / `opt` / 16; weights from seeds `seed` and `seed + 1`. The engine file's bytes.
+Result<std::vector<uint8_t>> BuildConvPair(const std::string& backend, int64_t opt, uint32_t seed, BuildReport* rep) {
+  Builder b(Logger());
+  auto net = b.createNetwork();
+  EXPECT_TRUE(net->addInput("x", DataType::kFloat32, {-1, 16, 12, 12}).ok());
+  const std::vector<float> w1 = RandomVec(32 * 16 * 9, seed, 0.2f), w2 = RandomVec(8 * 32, seed + 1, 0.2f);
+  EXPECT_TRUE(net->addConstant("W1", DataType::kFloat32, {32, 16, 3, 3}, w1.data()).ok());
+  EXPECT_TRUE(net->addConstant("W2", DataType::kFloat32, {8, 32, 1, 1}, w2.data()).ok());
+  EXPECT_TRUE(net->addOp("Conv", "conv1", {"x", "W1"}, {"c1"}, AttrMap{{"pads", std::vector<int64_t>{1, 1, 1, 1}}}).ok());
+  EXPECT_TRUE(net->addOp("Relu", "relu1", {"c1"}, {"r1"}).ok());
+  EXPECT_TRUE(net->addOp("Conv", "conv2", {"r1", "W2"}, {"y"}).ok());
+  EXPECT_TRUE(net->markOutput("y").ok());
+  auto cfg = b.createBuilderConfig();
+  cfg->setBackend(backend);
+  cfg->clearFlag(BuilderFlag::kTF32);
+  auto profile = b.createOptimizationProfile();
+  EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMin, {1, 16, 12, 12}).ok());
+  EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kOpt, {opt, 16, 12, 12}).ok());
+  EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMax, {16, 16, 12, 12}).ok());
+  EXPECT_TRUE(cfg->addOptimizationProfile(*profile).ok());
+  return b.buildSerializedNetwork(*net, *cfg, rep);
+}
+
+// The conv pair's cuda engine against its cpu engine at each batch (inputs from seed `x_seed + batch`).
+void ExpectConvPairMatchesCpu(const Engine& gpu, const Engine& cpu, std::initializer_list<int> batches, uint32_t x_seed) {
+  for (int batch : batches) {
     SCOPED_TRACE(batch);
-    const std::vector<float> x = RandomVec(batch * 16 * 12 * 12, 30 + batch);
+    const std::vector<float> x = RandomVec(batch * 16 * 12 * 12, x_seed + batch);
     const size_t y_elems = batch * 8 * 12 * 12;
-    ExpectClose(RunOnce(*gpu, x, {batch, 16, 12, 12}, y_elems), RunOnce(*cpu, x, {batch, 16, 12, 12}, y_elems), 1e-4,
+    ExpectClose(RunOnce(gpu, x, {batch, 16, 12, 12}, y_elems), RunOnce(cpu, x, {batch, 16, 12, 12}, y_elems), 1e-4,
                 1e-4);
   }
 }
 
-// Per-shape tactics at run time: the dynamic engine above with a per-shape layer added to its file for the profile's
-// min shape (each convolution made again at batch 1 with its tactic), loaded: batches near 1 run the per-shape layers,
-// the others the main ones, and every batch equals the CPU's.
+// A dynamic batch profile: the convolutions are also timed at the profile's other batches (1, 2, 8 and 16 around
+// opt 4), the report counts them, and the engine equals the CPU at batches in and between those points.
+TEST(GpuEngine, TacticsAreTimedAcrossADynamicProfile) {
+  BuildReport gpu_rep, cpu_rep;
+  auto gpu = Load(BuildConvPair("cuda", 4, 21, &gpu_rep)), cpu = Load(BuildConvPair("cpu", 4, 21, &cpu_rep));
+  ASSERT_TRUE(gpu && cpu);
+  EXPECT_GE(gpu_rep.tactics_across_profile, 1);  // the convolutions have several candidates
+  EXPECT_LE(gpu_rep.tactics_profile_changed, gpu_rep.tactics_across_profile);
+  ExpectConvPairMatchesCpu(*gpu, *cpu, {1, 3, 4, 16}, 30);
+}
+
+// Per-shape tactics at run time: the conv pair's dynamic engine with a per-shape layer added to its file for the
+// profile's min shape (each convolution made again at batch 1 with its tactic), loaded: batches near 1 run the
+// per-shape layers, the others the main ones, and every batch equals the CPU's.
 TEST(GpuEngine, PerShapeLayersRunNearTheirPoint) {
-  Builder b(Logger());
-  auto net = b.createNetwork();
-  ASSERT_TRUE(net->addInput("x", DataType::kFloat32, {-1, 16, 12, 12}).ok());
-  const std::vector<float> w1 = RandomVec(32 * 16 * 9, 51, 0.2f), w2 = RandomVec(8 * 32, 52, 0.2f);
-  ASSERT_TRUE(net->addConstant("W1", DataType::kFloat32, {32, 16, 3, 3}, w1.data()).ok());
-  ASSERT_TRUE(net->addConstant("W2", DataType::kFloat32, {8, 32, 1, 1}, w2.data()).ok());
-  ASSERT_TRUE(net->addOp("Conv", "conv1", {"x", "W1"}, {"c1"}, AttrMap{{"pads", std::vector<int64_t>{1, 1, 1, 1}}}).ok());
-  ASSERT_TRUE(net->addOp("Relu", "relu1", {"c1"}, {"r1"}).ok());
-  ASSERT_TRUE(net->addOp("Conv", "conv2", {"r1", "W2"}, {"y"}).ok());
-  ASSERT_TRUE(net->markOutput("y").ok());
-  auto built = [&](const std::string& backend) {
-    auto cfg = b.createBuilderConfig();
-    cfg->setBackend(backend);
-    cfg->clearFlag(BuilderFlag::kTF32);
-    auto profile = b.createOptimizationProfile();
-    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMin, {1, 16, 12, 12}).ok());
-    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kOpt, {8, 16, 12, 12}).ok());
-    EXPECT_TRUE(profile->setDimensions("x", ProfileSelector::kMax, {16, 16, 12, 12}).ok());
-    EXPECT_TRUE(cfg->addOptimizationProfile(*profile).ok());
-    return b.buildSerializedNetwork(*net, *cfg);
-  };
-  auto gpu_bytes = built("cuda"), cpu_bytes = built("cpu");
+  auto gpu_bytes = BuildConvPair("cuda", 8, 51, nullptr), cpu_bytes = BuildConvPair("cpu", 8, 51, nullptr);
   ASSERT_TRUE(gpu_bytes.ok() && cpu_bytes.ok());
   auto header = ReadEngineHeader(gpu_bytes->data(), gpu_bytes->size());
   ASSERT_TRUE(header.ok());
@@ -467,19 +458,10 @@ TEST(GpuEngine, PerShapeLayersRunNearTheirPoint) {
       ++convs;
     }
   ASSERT_EQ(convs, 2);
-  auto with_variants = SerializeEngine(*contents);
-  ASSERT_TRUE(with_variants.ok()) << with_variants.status().ToString();
-  auto gpu = Runtime(Logger()).deserializeEngine(with_variants->data(), with_variants->size());
-  auto cpu = Runtime(Logger()).deserializeEngine(cpu_bytes->data(), cpu_bytes->size());
-  ASSERT_TRUE(gpu.ok() && cpu.ok()) << gpu.status().ToString();
-  EXPECT_EQ(ImplOf(**gpu).tactic_points.size(), 1u);
-  for (int batch : {1, 2, 5, 8, 16}) {
-    SCOPED_TRACE(batch);
-    const std::vector<float> x = RandomVec(batch * 16 * 12 * 12, 60 + batch);
-    const size_t y_elems = batch * 8 * 12 * 12;
-    ExpectClose(RunOnce(**gpu, x, {batch, 16, 12, 12}, y_elems), RunOnce(**cpu, x, {batch, 16, 12, 12}, y_elems), 1e-4,
-                1e-4);
-  }
+  auto gpu = Load(SerializeEngine(*contents)), cpu = Load(cpu_bytes);
+  ASSERT_TRUE(gpu && cpu);
+  EXPECT_EQ(ImplOf(*gpu).tactic_points.size(), 1u);
+  ExpectConvPairMatchesCpu(*gpu, *cpu, {1, 2, 5, 8, 16}, 60);
 }
 
 // Two identical convolutions (same shapes and attributes, different weights) and a third of another shape: the first
