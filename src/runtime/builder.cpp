@@ -437,8 +437,9 @@ Result<std::vector<uint8_t>> BuildSerialized(const NetworkDefinition& network, c
   std::optional<StreamSchedule> schedule;
   rep.aux_streams_max = cfg.getMaxAuxStreams();
   if (cfg.getMaxAuxStreams() > 0 && !traits.concurrent_streams) {
-    logger_.log(Severity::kInfo, fmt::format("the {} backend runs one layer at a time: --maxAuxStreams={} does not "
-                                             "apply", backend->Name(), cfg.getMaxAuxStreams()).c_str());
+    logger_.log(Severity::kWarning, fmt::format("the {} backend runs one layer at a time: max aux streams {} does "
+                                                "not apply (the engine uses none)", backend->Name(),
+                                                cfg.getMaxAuxStreams()).c_str());
   } else if (cfg.getMaxAuxStreams() > 0) {
     std::vector<int32_t> streams = AssignStreams(g, cfg.getMaxAuxStreams());
     const int32_t ns = streams.empty() ? 1 : 1 + *std::max_element(streams.begin(), streams.end());

@@ -98,6 +98,13 @@ def test_aux_streams_on_the_cpu_backend_are_refused(kiln, relu, tmp_path):
     ignored; outside 0..64 it is refused by the parser."""
     p = _run(kiln, "build", f"--onnx={relu}", "--backend=cpu", "--maxAuxStreams=2", f"--saveEngine={tmp_path / 'e'}")
     assert p.returncode != 0 and "--maxAuxStreams" in p.stderr and "auxiliary streams" in p.stderr, p.stderr
+    # Without --backend: refused where the default is the cpu backend (no GPU), built where it is cuda.
+    p = subprocess.run([kiln, "build", f"--onnx={relu}", "--maxAuxStreams=2", f"--saveEngine={tmp_path / 'd'}",
+                        f"--json={tmp_path / 'd.json'}"], capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        assert "--maxAuxStreams" in p.stderr and "no GPU was found" in p.stderr, p.stderr
+    else:
+        assert '"max": 2' in (tmp_path / "d.json").read_text()
     p = _run(kiln, "build", f"--onnx={relu}", "--backend=cpu", "--maxAuxStreams=65", f"--saveEngine={tmp_path / 'e'}")
     assert p.returncode != 0 and "--maxAuxStreams" in p.stderr, p.stderr
     p = subprocess.run([kiln, "build", f"--onnx={relu}", "--backend=cpu", "--maxAuxStreams=0",

@@ -236,11 +236,17 @@ Status CheckUnbuiltFlags(const Options& o, const CLI::App& app) {
                  "{} is not available on the {} backend: {} come with {} (drop --backend={} on a machine where that "
                  "backend runs)",
                  flag, info->name, what, BackendWith(trait), info->name);
-  if (info && !info->concurrent_streams && o.max_aux_streams > 0)  // 0 asks for nothing any backend lacks
-    return Err(StatusCode::kUnsupported,
-               "--maxAuxStreams={} is not available on the {} backend, which runs one layer at a time: auxiliary "
-               "streams come with {} (drop --backend={}, or --maxAuxStreams)",
-               o.max_aux_streams, info->name, BackendWith(&BackendInfo::concurrent_streams), info->name);
+  // Auxiliary streams on the backend the build will use, named or the default (0 asks for nothing any backend lacks).
+  if (o.max_aux_streams > 0) {
+    const std::string name = o.backend.empty() ? GetDefaultBackendName() : o.backend;
+    if (auto bi = GetBackendInfo(name); bi.ok() && !bi->concurrent_streams)
+      return Err(StatusCode::kUnsupported,
+                 "--maxAuxStreams={} is not available on the {} backend, which runs one layer at a time: auxiliary "
+                 "streams come with {} ({})",
+                 o.max_aux_streams, name, BackendWith(&BackendInfo::concurrent_streams),
+                 o.backend.empty() ? "it is the default here because no GPU was found; drop --maxAuxStreams"
+                                   : "drop --backend=" + name + ", or --maxAuxStreams");
+  }
   if (!o.precision_constraints.empty() && o.precision_constraints != "none" && o.precision_constraints != "prefer" &&
       o.precision_constraints != "obey")
     return Err(StatusCode::kInvalidArgument, "--precisionConstraints must be none, prefer or obey, not '{}'",
